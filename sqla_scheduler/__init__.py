@@ -1,0 +1,92 @@
+"""sqla-scheduler: a persistent, cluster-safe task scheduler for SQLAlchemy applications.
+
+One table, many scheduler processes, and a ``schedule`` that commits or rolls back with the
+application's own transaction::
+
+    from sqla_scheduler import Scheduler, one_time
+
+    @one_time("send-welcome-email")
+    def send_welcome_email(ctx):
+        ...
+
+    scheduler = Scheduler(engine, tasks=[send_welcome_email])
+    with Session(engine) as session, session.begin():
+        session.add(user)
+        scheduler.schedule(session, send_welcome_email.instance(f"user-{user.id}", {"id": 1}))
+"""
+
+from sqla_scheduler.clock import Clock, ManualClock, SystemClock
+from sqla_scheduler.config import SchedulerConfig
+from sqla_scheduler.context import ExecutionContext, ShutdownSignal
+from sqla_scheduler.exceptions import (
+    ConfigurationError,
+    InvalidScheduleError,
+    PayloadError,
+    SchedulerError,
+    TaskDefinitionError,
+    UnknownTaskError,
+)
+from sqla_scheduler.executions import Execution, ExecutionState
+from sqla_scheduler.models import ScheduledTask, metadata
+from sqla_scheduler.scheduler import Scheduler
+from sqla_scheduler.schedules import (
+    Cron,
+    Daily,
+    Disabled,
+    FixedDelay,
+    FixedRate,
+    Schedule,
+    parse_schedule,
+)
+from sqla_scheduler.tasks import (
+    KEEP,
+    CustomTask,
+    NextAt,
+    OneTimeTask,
+    RecurringTask,
+    Task,
+    TaskInstance,
+    custom,
+    one_time,
+    recurring,
+)
+
+__all__ = [
+    "KEEP",
+    "Clock",
+    "ConfigurationError",
+    "Cron",
+    "CustomTask",
+    "Daily",
+    "Disabled",
+    "Execution",
+    "ExecutionContext",
+    "ExecutionState",
+    "FixedDelay",
+    "FixedRate",
+    "InvalidScheduleError",
+    "ManualClock",
+    "NextAt",
+    "OneTimeTask",
+    "PayloadError",
+    "RecurringTask",
+    "Schedule",
+    "ScheduledTask",
+    "Scheduler",
+    "SchedulerConfig",
+    "SchedulerError",
+    "ShutdownSignal",
+    "SystemClock",
+    "Task",
+    "TaskDefinitionError",
+    "TaskInstance",
+    "UnknownTaskError",
+    "__version__",
+    "custom",
+    "metadata",
+    "one_time",
+    "parse_schedule",
+    "recurring",
+]
+
+__version__ = "0.1.0.dev0"

@@ -1,0 +1,73 @@
+"""One code path for sync and async callers.
+
+Every database operation is a sync function of a ``Connection``. :func:`call` runs it on
+whatever the caller handed us: directly on a ``Connection``, on a ``Session``'s connection,
+in a transaction of its own for an ``Engine``, and through ``run_sync`` for the async
+counterparts (which makes the result a coroutine to await).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeAlias, TypeVar, overload
+
+from sqlalchemy import Connection, Engine, Table
+from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
+    AsyncEngine,
+    AsyncSession,
+    async_scoped_session,
+)
+from sqlalchemy.orm import Session, scoped_session
+
+__all__ = ["AsyncTarget", "SyncTarget", "Target", "call"]
+
+T = TypeVar("T")
+
+#: Where a sync caller's work happens: its session, connection, or an engine.
+SyncTarget: TypeAlias = "Session | scoped_session[Any] | Connection | Engine"
+#: The async counterparts; with these, the library's methods return awaitables.
+AsyncTarget: TypeAlias = "AsyncSession | async_scoped_session[Any] | AsyncConnection | AsyncEngine"
+Target: TypeAlias = "SyncTarget | AsyncTarget"
+
+
+def _session_connection(session: Session, table: Table) -> Connection:
+    # Resolve the bind the way the ORM would for this table, so a session with several
+    # binds writes to the database the table lives in.
+    return session.connection(bind_arguments={"clause": table.select()})
+
+
+@overload
+def call(target: SyncTarget, table: Table, fn: Callable[[Connection], T]) -> T: ...
+@overload
+def call(
+    target: AsyncTarget, table: Table, fn: Callable[[Connection], T]
+) -> Coroutine[Any, Any, T]: ...
+def call(target: Target, table: Table, fn: Callable[[Connection], T]) -> T | Coroutine[Any, Any, T]:
+    """Run ``fn`` on ``target``'s connection, in ``target``'s transaction if it has one."""
+    if isinstance(target, Connection):
+        return fn(target)
+    if isinstance(target, scoped_session):
+        target = target()
+    if isinstance(target, Session):
+        return fn(_session_connection(target, table))
+    if isinstance(target, Engine):
+        with target.begin() as conn:
+            return fn(conn)
+    if isinstance(target, AsyncConnection):
+        return target.run_sync(fn)
+    if isinstance(target, async_scoped_session):
+        target = target()
+    if isinstance(target, AsyncSession):
+        return target.run_sync(lambda session: fn(_session_connection(session, table)))
+    if isinstance(target, AsyncEngine):
+        return _in_own_transaction(target, fn)
+    raise TypeError(
+        "expected a Session, Connection, Engine, AsyncSession, AsyncConnection or "
+        f"AsyncEngine, got {type(target).__name__}"
+    )
+
+
+async def _in_own_transaction(engine: AsyncEngine, fn: Callable[[Connection], T]) -> T:
+    async with engine.begin() as conn:
+        return await conn.run_sync(fn)

@@ -1,0 +1,126 @@
+"""Turning payloads into JSON and back.
+
+A task without a ``payload_type`` stores any JSON value. With a ``payload_type``, payloads
+are dataclasses, pydantic models or any type pydantic can validate; they are stored in
+their JSON form and rebuilt before the handler sees them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Generic, TypeVar, cast, get_origin
+
+from sqla_scheduler.exceptions import PayloadError
+
+__all__ = ["PayloadCodec", "codec_for"]
+
+P = TypeVar("P")
+
+_REPR_LIMIT = 200
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= _REPR_LIMIT else text[: _REPR_LIMIT - 3] + "..."
+
+
+def _normalize_json(task_name: str, value: object) -> Any:
+    """Return ``value`` as the database will give it back (tuples become lists, etc.)."""
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise PayloadError(
+            f"task {task_name!r}: payload {_short(value)} is not JSON-serializable: {exc}"
+        ) from exc
+
+
+class PayloadCodec(Generic[P]):
+    """Encodes a task's payloads to JSON-compatible values and decodes them back."""
+
+    def __init__(self, task_name: str, payload_type: type[P] | None) -> None:
+        self.task_name = task_name
+        self.payload_type = payload_type
+        self._adapter: Any = None
+        if payload_type is not None and not _is_pydantic_model(payload_type):
+            self._adapter = _type_adapter(task_name, payload_type)
+
+    def encode(self, value: P) -> Any:
+        """Return the JSON form of ``value``; :class:`PayloadError` when it has none."""
+        if value is None:
+            return None
+        pt = self.payload_type
+        if _is_plain_class(pt) and not isinstance(value, cast(type, pt)):
+            raise PayloadError(
+                f"task {self.task_name!r}: payload {_short(value)} is not a {_name(pt)}"
+            )
+        try:
+            if pt is None:
+                raw: object = value
+            elif self._adapter is not None:
+                raw = self._adapter.dump_python(value, mode="json")
+            elif _is_pydantic_model(pt):
+                raw = cast(Any, value).model_dump(mode="json")
+            else:
+                raw = dataclasses.asdict(cast(Any, value))
+        except Exception as exc:
+            raise PayloadError(
+                f"task {self.task_name!r}: payload {_short(value)} cannot be encoded: {exc}"
+            ) from exc
+        return _normalize_json(self.task_name, raw)
+
+    def decode(self, data: Any) -> P:
+        """Rebuild a payload from its stored JSON form; :class:`PayloadError` on mismatch."""
+        pt = self.payload_type
+        if pt is None or data is None:
+            return cast(P, data)
+        try:
+            if self._adapter is not None:
+                return cast(P, self._adapter.validate_python(data))
+            if _is_pydantic_model(pt):
+                return cast(P, cast(Any, pt).model_validate(data))
+            return pt(**data)
+        except Exception as exc:
+            raise PayloadError(
+                f"task {self.task_name!r}: stored payload {_short(data)} does not decode "
+                f"as {_name(pt)}: {exc}"
+            ) from exc
+
+
+def _name(tp: object) -> str:
+    return getattr(tp, "__qualname__", None) or repr(tp)
+
+
+def _is_plain_class(tp: object) -> bool:
+    return isinstance(tp, type) and get_origin(tp) is None
+
+
+def _is_pydantic_model(tp: object) -> bool:
+    try:
+        from pydantic import BaseModel
+    except ImportError:  # pragma: no cover - depends on the environment
+        return False
+    return isinstance(tp, type) and issubclass(tp, BaseModel)
+
+
+def _type_adapter(task_name: str, payload_type: type[Any]) -> Any:
+    try:
+        from pydantic import TypeAdapter
+    except ImportError:
+        if dataclasses.is_dataclass(payload_type):
+            return None  # flat dataclasses still work without pydantic
+        raise PayloadError(
+            f"task {task_name!r}: payload_type {payload_type!r} needs pydantic; "
+            "install sqla-scheduler[pydantic]"
+        ) from None
+    try:
+        return TypeAdapter(payload_type)
+    except Exception as exc:
+        raise PayloadError(
+            f"task {task_name!r}: payload_type {payload_type!r} is not supported: {exc}"
+        ) from exc
+
+
+def codec_for(task_name: str, payload_type: type[P] | None) -> PayloadCodec[P]:
+    """Return the codec for a task's ``payload_type`` (``None``: any JSON value)."""
+    return PayloadCodec(task_name, payload_type)

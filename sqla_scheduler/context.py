@@ -1,0 +1,89 @@
+"""What a handler receives: the execution context."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from sqla_scheduler.tasks import TaskInstance
+
+__all__ = ["ExecutionContext", "ShutdownSignal"]
+
+P = TypeVar("P")
+
+
+class ShutdownSignal:
+    """Set when the scheduler running an execution starts to stop.
+
+    Long handlers poll :attr:`is_set` (or call :meth:`wait`) and return early; the
+    execution is then released so another process can take it.
+    """
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    @property
+    def is_set(self) -> bool:
+        """Whether the scheduler is stopping."""
+        return self._event.is_set()
+
+    def set(self) -> None:
+        """Signal shutdown (the runner calls this; tests may too)."""
+        self._event.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block a sync handler up to ``timeout`` seconds for shutdown; return whether it came."""
+        return self._event.wait(timeout)
+
+    def __repr__(self) -> str:
+        return f"ShutdownSignal(is_set={self.is_set})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutionContext(Generic[P]):
+    """Everything a handler knows about the execution it is running.
+
+    Build one directly to call a handler in a test::
+
+        ctx = ExecutionContext(payload={"order": 7}, task_name="send-email",
+                               instance_id="order-7", execution_time=now)
+        send_email(ctx)
+    """
+
+    #: The decoded payload (an instance of the task's ``payload_type`` when it has one).
+    payload: P
+    #: The task's name.
+    task_name: str
+    #: The instance id of this execution.
+    instance_id: str
+    #: When this execution was due.
+    execution_time: datetime
+    #: How many attempts before this one failed in a row (0 on a first attempt).
+    consecutive_failures: int = 0
+    #: The execution's priority.
+    priority: int = 0
+    #: Set when the scheduler is stopping; long handlers should poll it.
+    shutdown: ShutdownSignal = field(default_factory=ShutdownSignal)
+    _scheduled: list[TaskInstance[Any]] = field(default_factory=list, repr=False)
+
+    @property
+    def shutting_down(self) -> bool:
+        """Shorthand for ``shutdown.is_set``."""
+        return self.shutdown.is_set
+
+    def schedule(self, instance: TaskInstance[Any]) -> None:
+        """Schedule a further execution, committed together with this execution's success.
+
+        If this execution fails, what it scheduled is discarded with it.
+        """
+        self._scheduled.append(instance)
+
+    @property
+    def scheduled(self) -> tuple[TaskInstance[Any], ...]:
+        """The instances this execution has scheduled so far."""
+        return tuple(self._scheduled)

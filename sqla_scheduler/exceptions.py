@@ -1,0 +1,48 @@
+"""Errors raised by sqla-scheduler.
+
+The hierarchy::
+
+    SchedulerError                  base of everything raised here
+    ├── ConfigurationError          (ValueError) a bad SchedulerConfig key or value
+    ├── TaskDefinitionError         (ValueError) a task, instance or payload that cannot be defined
+    │   └── InvalidScheduleError    a schedule expression or value that cannot be used
+    ├── PayloadError                (ValueError) a payload that cannot be encoded or decoded
+    └── UnknownTaskError            (LookupError) a task name this scheduler does not know
+
+Every message names the task, the field and the offending value where they exist.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "InvalidScheduleError",
+    "PayloadError",
+    "SchedulerError",
+    "TaskDefinitionError",
+    "UnknownTaskError",
+]
+
+
+class SchedulerError(Exception):
+    """Base class of every error raised by sqla-scheduler."""
+
+
+class ConfigurationError(SchedulerError, ValueError):
+    """A configuration key is unknown or its value is invalid."""
+
+
+class TaskDefinitionError(SchedulerError, ValueError):
+    """A task definition, task instance or scheduling argument is invalid."""
+
+
+class InvalidScheduleError(TaskDefinitionError):
+    """A schedule expression, text form or schedule argument is invalid."""
+
+
+class PayloadError(SchedulerError, ValueError):
+    """A payload cannot be encoded to JSON or decoded into the task's payload type."""
+
+
+class UnknownTaskError(SchedulerError, LookupError):
+    """A task name is not registered with this scheduler."""

@@ -1,0 +1,142 @@
+"""The table every scheduler process shares.
+
+One row per scheduled execution, keyed by ``(task_name, task_instance)``. The declarative
+class :class:`ScheduledTask` is the persistence shape only; the library reads and writes it
+through SQLAlchemy Core statements. Applications that use Alembic add :data:`metadata` to
+their ``target_metadata`` so that autogenerate leaves the table alone.
+
+A table under another name or schema is built with :func:`scheduled_tasks_table`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    false,
+    text,
+    true,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped
+
+from sqla_scheduler._types import JSONPayload, UTCDateTime
+
+__all__ = [
+    "DEFAULT_TABLE_NAME",
+    "MAX_INSTANCE_ID_LENGTH",
+    "MAX_TASK_NAME_LENGTH",
+    "ScheduledTask",
+    "metadata",
+    "scheduled_tasks_table",
+    "table_for",
+]
+
+DEFAULT_TABLE_NAME = "scheduled_tasks"
+#: Longest task name the table holds.
+MAX_TASK_NAME_LENGTH = 100
+#: Longest instance id the table holds.
+MAX_INSTANCE_ID_LENGTH = 255
+
+NAMING_CONVENTION: dict[str, str] = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+#: The scheduler's own metadata; add it to an Alembic ``target_metadata`` list.
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def scheduled_tasks_table(
+    target: MetaData, name: str = DEFAULT_TABLE_NAME, schema: str | None = None
+) -> Table:
+    """Build the scheduler's table as ``name`` (in ``schema``) on ``target`` metadata.
+
+    The two partial indexes serve the two hot queries: due executions among unpicked rows,
+    ordered as the picker orders them, and picked rows for the dead-execution check.
+    ``last_heartbeat`` and ``version`` are in no index, so a heartbeat can be a HOT update.
+    """
+    table = Table(
+        name,
+        target,
+        Column("task_name", String(MAX_TASK_NAME_LENGTH), primary_key=True),
+        Column("task_instance", String(MAX_INSTANCE_ID_LENGTH), primary_key=True),
+        Column("task_data", JSONPayload, nullable=True),
+        Column("execution_time", UTCDateTime(), nullable=False),
+        Column("picked", Boolean(), nullable=False, server_default=false()),
+        Column("picked_by", String(255), nullable=True),
+        Column("last_heartbeat", UTCDateTime(), nullable=True),
+        Column("last_success", UTCDateTime(), nullable=True),
+        Column("last_failure", UTCDateTime(), nullable=True),
+        Column("consecutive_failures", Integer(), nullable=False, server_default=text("0")),
+        Column("version", BigInteger(), nullable=False, server_default=text("1")),
+        Column("priority", SmallInteger(), nullable=False, server_default=text("0")),
+        Column("schedule", Text(), nullable=True),
+        schema=schema,
+    )
+    unpicked = table.c.picked == false()
+    picked = table.c.picked == true()
+    Index(
+        f"ix_{name}_due",
+        table.c.priority.desc(),
+        table.c.execution_time,
+        postgresql_where=unpicked,
+        sqlite_where=unpicked,
+    )
+    Index(f"ix_{name}_picked", table.c.picked_by, postgresql_where=picked, sqlite_where=picked)
+    return table
+
+
+@cache
+def table_for(name: str = DEFAULT_TABLE_NAME, schema: str | None = None) -> Table:
+    """The scheduler's table under ``name`` and ``schema``; one :class:`Table` per pair.
+
+    The default name and schema give the table of :class:`ScheduledTask` and
+    :data:`metadata`; any other pair gets a table on a metadata of its own.
+    """
+    if name == DEFAULT_TABLE_NAME and schema is None:
+        return ScheduledTask.__table__
+    return scheduled_tasks_table(MetaData(naming_convention=NAMING_CONVENTION), name, schema)
+
+
+class Base(DeclarativeBase):
+    """Declarative base bound to the scheduler's :data:`metadata`."""
+
+    metadata = metadata
+
+
+class ScheduledTask(Base):
+    """One scheduled execution: a row of the ``scheduled_tasks`` table."""
+
+    __table__ = scheduled_tasks_table(metadata)
+
+    task_name: Mapped[str]
+    task_instance: Mapped[str]
+    task_data: Mapped[Any]
+    execution_time: Mapped[datetime]
+    picked: Mapped[bool]
+    picked_by: Mapped[str | None]
+    last_heartbeat: Mapped[datetime | None]
+    last_success: Mapped[datetime | None]
+    last_failure: Mapped[datetime | None]
+    consecutive_failures: Mapped[int]
+    version: Mapped[int]
+    priority: Mapped[int]
+    schedule: Mapped[str | None]
+
+    def __repr__(self) -> str:
+        return f"<ScheduledTask {self.task_name}/{self.task_instance} at {self.execution_time}>"

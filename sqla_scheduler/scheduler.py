@@ -1,0 +1,268 @@
+"""The scheduler: the client half (schedule, reschedule, cancel, list) of it.
+
+``Scheduler(engine, tasks)`` is a working client without running any loop: a web process
+can schedule into the application's own transaction and leave execution to workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from datetime import datetime
+from functools import partial
+from types import MappingProxyType
+from typing import Any, overload
+
+from sqlalchemy import Engine, Table
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sqla_scheduler import _bridge, _store
+from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
+from sqla_scheduler._payload import codec_for
+from sqla_scheduler.clock import Clock, SystemClock
+from sqla_scheduler.config import SchedulerConfig
+from sqla_scheduler.exceptions import TaskDefinitionError, UnknownTaskError
+from sqla_scheduler.executions import Execution, ExecutionState
+from sqla_scheduler.models import table_for
+from sqla_scheduler.tasks import KEEP, Task, TaskInstance, _check_aware
+
+__all__ = ["Scheduler"]
+
+_BATCH_CHUNK = 1000
+
+
+class Scheduler:
+    """A persistent, cluster-safe scheduler over one table.
+
+    ``engine`` is a sync :class:`~sqlalchemy.Engine` or an
+    :class:`~sqlalchemy.ext.asyncio.AsyncEngine`; it is what the scheduler's own loop uses.
+    The scheduling methods take the caller's session, connection or engine instead, so a
+    task is scheduled if and only if the caller's transaction commits. With a sync target
+    they return their result; with an async one, an awaitable of it.
+    """
+
+    def __init__(
+        self,
+        engine: Engine | AsyncEngine,
+        tasks: Iterable[Task[Any]] = (),
+        config: SchedulerConfig | None = None,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        if not isinstance(engine, (Engine, AsyncEngine)):
+            raise TypeError(
+                f"Scheduler needs a sqlalchemy Engine or AsyncEngine, got {type(engine).__name__}"
+            )
+        self.engine = engine
+        self.config = config if config is not None else SchedulerConfig()
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        registry: dict[str, Task[Any]] = {}
+        for task in tasks:
+            if not isinstance(task, Task):
+                raise TypeError(f"tasks must be task definitions, got {task!r}")
+            if task.name in registry:
+                raise TaskDefinitionError(f"task {task.name!r} is registered twice")
+            registry[task.name] = task
+        self._tasks = registry
+        self.table: Table = table_for(self.config.table_name, self.config.schema)
+
+    @property
+    def tasks(self) -> Mapping[str, Task[Any]]:
+        """The registered tasks by name (read-only)."""
+        return MappingProxyType(self._tasks)
+
+    def task(self, name: str) -> Task[Any]:
+        """The registered task called ``name``; :class:`UnknownTaskError` otherwise."""
+        try:
+            return self._tasks[name]
+        except KeyError:
+            known = ", ".join(sorted(self._tasks)) or "none"
+            raise UnknownTaskError(f"no task {name!r} is registered (known: {known})") from None
+
+    # --- scheduling -----------------------------------------------------------------
+
+    @overload
+    def schedule(self, target: SyncTarget, instance: TaskInstance[Any]) -> bool: ...
+    @overload
+    def schedule(
+        self, target: AsyncTarget, instance: TaskInstance[Any]
+    ) -> Coroutine[Any, Any, bool]: ...
+    def schedule(
+        self, target: Target, instance: TaskInstance[Any]
+    ) -> bool | Coroutine[Any, Any, bool]:
+        """Schedule ``instance`` in ``target``'s transaction.
+
+        Returns ``False`` (and changes nothing) when an execution with the same task name
+        and instance id already exists. On PostgreSQL a due execution wakes the schedulers
+        when the transaction commits.
+        """
+        _check_instance(instance)
+        return _bridge.call(target, self.table, partial(self._insert, [instance], single=True))
+
+    @overload
+    def schedule_batch(self, target: SyncTarget, instances: Iterable[TaskInstance[Any]]) -> int: ...
+    @overload
+    def schedule_batch(
+        self, target: AsyncTarget, instances: Iterable[TaskInstance[Any]]
+    ) -> Coroutine[Any, Any, int]: ...
+    def schedule_batch(
+        self, target: Target, instances: Iterable[TaskInstance[Any]]
+    ) -> int | Coroutine[Any, Any, int]:
+        """Schedule many instances with one statement per chunk; return how many were new."""
+        batch = list(instances)
+        for instance in batch:
+            _check_instance(instance)
+        return _bridge.call(target, self.table, partial(self._insert, batch, single=False))
+
+    def _insert(self, batch: Sequence[TaskInstance[Any]], conn: Any, *, single: bool) -> Any:
+        now = self.clock.now()
+        inserted = 0
+        for start in range(0, len(batch), _BATCH_CHUNK):
+            chunk = batch[start : start + _BATCH_CHUNK]
+            inserted += _store.insert_instances(conn, self.table, chunk, now)
+        return inserted == 1 if single else inserted
+
+    @overload
+    def reschedule(
+        self,
+        target: SyncTarget,
+        task_name: str,
+        instance_id: str,
+        at: datetime,
+        payload: Any = KEEP,
+    ) -> bool: ...
+    @overload
+    def reschedule(
+        self,
+        target: AsyncTarget,
+        task_name: str,
+        instance_id: str,
+        at: datetime,
+        payload: Any = KEEP,
+    ) -> Coroutine[Any, Any, bool]: ...
+    def reschedule(
+        self,
+        target: Target,
+        task_name: str,
+        instance_id: str,
+        at: datetime,
+        payload: Any = KEEP,
+    ) -> bool | Coroutine[Any, Any, bool]:
+        """Move an execution that is not running to ``at``, optionally with a new payload.
+
+        Returns ``False`` when there is no such execution or a scheduler is running it.
+        """
+        _check_aware(at, f"task {task_name!r}: at")
+        data = KEEP if payload is KEEP else self._encode(task_name, payload)
+        return _bridge.call(
+            target,
+            self.table,
+            lambda conn: _store.reschedule(
+                conn, self.table, task_name, instance_id, at, data, self.clock.now()
+            ),
+        )
+
+    @overload
+    def cancel(self, target: SyncTarget, task_name: str, instance_id: str) -> bool: ...
+    @overload
+    def cancel(
+        self, target: AsyncTarget, task_name: str, instance_id: str
+    ) -> Coroutine[Any, Any, bool]: ...
+    def cancel(
+        self, target: Target, task_name: str, instance_id: str
+    ) -> bool | Coroutine[Any, Any, bool]:
+        """Remove an execution that is not running; return whether one was removed."""
+        return _bridge.call(
+            target,
+            self.table,
+            partial(_store.cancel, table=self.table, task_name=task_name, instance_id=instance_id),
+        )
+
+    # --- reading --------------------------------------------------------------------
+
+    @overload
+    def get_execution(
+        self, target: SyncTarget, task_name: str, instance_id: str
+    ) -> Execution | None: ...
+    @overload
+    def get_execution(
+        self, target: AsyncTarget, task_name: str, instance_id: str
+    ) -> Coroutine[Any, Any, Execution | None]: ...
+    def get_execution(
+        self, target: Target, task_name: str, instance_id: str
+    ) -> Execution | Coroutine[Any, Any, Execution | None] | None:
+        """The execution of ``task_name`` / ``instance_id``, or ``None``."""
+        return _bridge.call(
+            target,
+            self.table,
+            partial(
+                _store.get_execution, table=self.table, task_name=task_name, instance_id=instance_id
+            ),
+        )
+
+    @overload
+    def executions(
+        self,
+        target: SyncTarget,
+        state: ExecutionState = "all",
+        *,
+        task_name: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[Execution]: ...
+    @overload
+    def executions(
+        self,
+        target: AsyncTarget,
+        state: ExecutionState = "all",
+        *,
+        task_name: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> Coroutine[Any, Any, list[Execution]]: ...
+    def executions(
+        self,
+        target: Target,
+        state: ExecutionState = "all",
+        *,
+        task_name: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[Execution] | Coroutine[Any, Any, list[Execution]]:
+        """List executions in ``state``: ``all``, ``scheduled``, ``due``, ``running``,
+        ``failing`` (latest failure first) or ``orphaned`` (unregistered task names)."""
+        if state not in ("all", "scheduled", "due", "running", "failing", "orphaned"):
+            raise ValueError(f"unknown execution state {state!r}")
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be >= 0, got {limit}")
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset}")
+        return _bridge.call(
+            target,
+            self.table,
+            partial(
+                _store.list_executions,
+                table=self.table,
+                state=state,
+                task_name=task_name,
+                known_tasks=frozenset(self._tasks),
+                limit=limit,
+                offset=offset,
+                now=self.clock.now(),
+            ),
+        )
+
+    def _encode(self, task_name: str, payload: Any) -> Any:
+        task = self._tasks.get(task_name)
+        codec = task.codec if task is not None else codec_for(task_name, None)
+        return codec.encode(payload)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Scheduler {self.config.scheduler_name!r} table={self.table.fullname!r} "
+            f"tasks={sorted(self._tasks)}>"
+        )
+
+
+def _check_instance(instance: object) -> None:
+    if not isinstance(instance, TaskInstance):
+        raise TypeError(f"expected a TaskInstance (made by task.instance(...)), got {instance!r}")

@@ -1,0 +1,434 @@
+"""Task definitions: recurring, one-time and custom.
+
+A task is a named handler plus the policy the scheduler applies to its executions. The
+decorators :func:`recurring`, :func:`one_time` and :func:`custom` turn a sync or async
+function of one argument (the :class:`~sqla_scheduler.context.ExecutionContext`) into a
+task definition. Every argument is checked here, where the task is defined, so a mistake
+fails at import time with the task, the field and the value in the message.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, overload
+
+from sqla_scheduler._payload import PayloadCodec, codec_for
+from sqla_scheduler.exceptions import InvalidScheduleError, TaskDefinitionError
+from sqla_scheduler.models import MAX_INSTANCE_ID_LENGTH, MAX_TASK_NAME_LENGTH
+from sqla_scheduler.schedules import Schedule, parse_schedule
+
+if TYPE_CHECKING:
+    from sqla_scheduler.context import ExecutionContext
+
+__all__ = [
+    "KEEP",
+    "RECURRING_INSTANCE_ID",
+    "CustomTask",
+    "NextAt",
+    "OneTimeTask",
+    "RecurringTask",
+    "Task",
+    "TaskInstance",
+    "TaskKind",
+    "custom",
+    "one_time",
+    "recurring",
+]
+
+P = TypeVar("P")
+TaskKind = Literal["recurring", "one_time", "custom"]
+
+#: The instance id of a recurring task's single row.
+RECURRING_INSTANCE_ID = "recurring"
+
+SMALLINT_MIN, SMALLINT_MAX = -32768, 32767
+
+Handler = Callable[["ExecutionContext[P]"], Any]
+AbandonHook = Callable[["ExecutionContext[Any]", Any], Any]
+
+
+class _Keep:
+    """Sentinel: leave the payload as it is."""
+
+    _instance: ClassVar[_Keep | None] = None
+
+    def __new__(cls) -> _Keep:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+    def __reduce__(self) -> str:
+        return "KEEP"
+
+
+#: Passed as a payload, keeps the stored payload unchanged.
+KEEP: Any = _Keep()
+
+
+@dataclass(frozen=True, slots=True)
+class NextAt(Generic[P]):
+    """Returned by a custom task's handler: run again at ``at`` with ``payload``.
+
+    Without a payload the current one is kept. Returning ``None`` ends the task.
+    """
+
+    at: datetime
+    payload: P = KEEP
+
+    def __post_init__(self) -> None:
+        _check_aware(self.at, "NextAt.at")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskInstance(Generic[P]):
+    """One execution to schedule: a task name, an instance id, a payload and a time.
+
+    Made by :meth:`OneTimeTask.instance`; the payload is already in its JSON form.
+    """
+
+    task_name: str
+    instance_id: str
+    #: The payload's JSON form, as stored in ``task_data``.
+    data: Any
+    #: When it becomes due; ``None`` means now.
+    execution_time: datetime | None
+    priority: int
+    #: The text form of a recurring schedule, ``None`` for one-time and custom tasks.
+    schedule: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Task(Generic[P]):
+    """What every kind of task has: a name, a handler and a retry policy."""
+
+    kind: ClassVar[TaskKind]
+
+    name: str
+    handler: Handler[P]
+    payload_type: type[P] | None = None
+    priority: int = 0
+    max_retries: int | None = None
+    on_abandon: AbandonHook | None = None
+    codec: PayloadCodec[P] = field(init=False, repr=False)
+    is_async: bool = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _check_task_name(self.name)
+        _check_callable(self.name, "handler", self.handler, arity=1)
+        if self.on_abandon is not None:
+            _check_callable(self.name, "on_abandon", self.on_abandon, arity=2)
+        _check_priority(self.name, "priority", self.priority)
+        if self.max_retries is not None and (not _is_int(self.max_retries) or self.max_retries < 0):
+            raise TaskDefinitionError(
+                f"task {self.name!r}: max_retries must be an int >= 0 or None, "
+                f"got {self.max_retries!r}"
+            )
+        object.__setattr__(self, "codec", codec_for(self.name, self.payload_type))
+        object.__setattr__(self, "is_async", _is_async(self.handler))
+
+    def __call__(self, context: ExecutionContext[P]) -> Any:
+        """Call the handler directly (what a unit test of the task's logic does)."""
+        return self.handler(context)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class OneTimeTask(Task[P]):
+    """A task whose instances run once each; the row is removed after success."""
+
+    kind: ClassVar[TaskKind] = "one_time"
+
+    def instance(
+        self,
+        instance_id: str,
+        payload: P | None = None,
+        *,
+        at: datetime | None = None,
+        priority: int | None = None,
+    ) -> TaskInstance[P]:
+        """Describe one execution of this task, to pass to ``Scheduler.schedule``.
+
+        ``at`` must be timezone-aware (``None``: due now); ``priority`` defaults to the
+        task's. The payload is encoded now, so an unserializable one fails here.
+        """
+        _check_instance_id(self.name, instance_id)
+        if at is not None:
+            _check_aware(at, f"task {self.name!r}: at")
+        if priority is None:
+            priority = self.priority
+        else:
+            _check_priority(self.name, "priority", priority)
+        return TaskInstance(
+            task_name=self.name,
+            instance_id=instance_id,
+            data=self.codec.encode(payload),  # type: ignore[arg-type]
+            execution_time=at,
+            priority=priority,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class CustomTask(OneTimeTask[P]):
+    """A task that decides its own next run: its handler returns :class:`NextAt` or ``None``."""
+
+    kind: ClassVar[TaskKind] = "custom"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class RecurringTask(Task[P]):
+    """A task with one row that the scheduler keeps rescheduling by its schedule."""
+
+    kind: ClassVar[TaskKind] = "recurring"
+
+    schedule: Schedule
+    initial_payload: P | None = None
+    initial_data: Any = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.schedule, str):
+            try:
+                object.__setattr__(self, "schedule", parse_schedule(self.schedule))
+            except InvalidScheduleError as exc:
+                raise InvalidScheduleError(f"task {self.name!r}: schedule: {exc}") from exc
+        Task.__post_init__(self)
+        if not isinstance(self.schedule, Schedule):
+            raise InvalidScheduleError(
+                f"task {self.name!r}: schedule must be a Schedule or its text form, "
+                f"got {self.schedule!r}"
+            )
+        object.__setattr__(self, "initial_data", self.codec.encode(self.initial_payload))  # type: ignore[arg-type]
+
+    def first_instance(self, now: datetime) -> TaskInstance[P] | None:
+        """The row this task starts with, or ``None`` when its schedule is disabled."""
+        first = self.schedule.first_run(now)
+        if first is None:
+            return None
+        return TaskInstance(
+            task_name=self.name,
+            instance_id=RECURRING_INSTANCE_ID,
+            data=self.initial_data,
+            execution_time=first,
+            priority=self.priority,
+            schedule=self.schedule.text,
+        )
+
+
+# --- decorators -----------------------------------------------------------------------
+
+
+@overload
+def recurring(
+    name: str,
+    schedule: Schedule | str,
+    *,
+    payload_type: type[P],
+    initial_payload: P | None = None,
+    priority: int = 0,
+) -> Callable[[Handler[P]], RecurringTask[P]]: ...
+@overload
+def recurring(
+    name: str,
+    schedule: Schedule | str,
+    *,
+    payload_type: None = None,
+    initial_payload: Any = None,
+    priority: int = 0,
+) -> Callable[[Handler[Any]], RecurringTask[Any]]: ...
+def recurring(
+    name: str,
+    schedule: Schedule | str,
+    *,
+    payload_type: type[Any] | None = None,
+    initial_payload: Any = None,
+    priority: int = 0,
+) -> Callable[[Handler[Any]], RecurringTask[Any]]:
+    """Define a recurring task: one row, run by ``schedule``, forever.
+
+    The handler's return value becomes the next run's payload unless it is ``None``.
+    """
+
+    def decorate(handler: Handler[Any]) -> RecurringTask[Any]:
+        return RecurringTask(
+            name=name,
+            handler=handler,
+            schedule=schedule,  # type: ignore[arg-type]  # text is parsed in __post_init__
+            payload_type=payload_type,
+            initial_payload=initial_payload,
+            priority=priority,
+        )
+
+    return decorate
+
+
+@overload
+def one_time(
+    name: str,
+    *,
+    payload_type: type[P],
+    max_retries: int | None = None,
+    on_abandon: AbandonHook | None = None,
+    priority: int = 0,
+) -> Callable[[Handler[P]], OneTimeTask[P]]: ...
+@overload
+def one_time(
+    name: str,
+    *,
+    payload_type: None = None,
+    max_retries: int | None = None,
+    on_abandon: AbandonHook | None = None,
+    priority: int = 0,
+) -> Callable[[Handler[Any]], OneTimeTask[Any]]: ...
+def one_time(
+    name: str,
+    *,
+    payload_type: type[Any] | None = None,
+    max_retries: int | None = None,
+    on_abandon: AbandonHook | None = None,
+    priority: int = 0,
+) -> Callable[[Handler[Any]], OneTimeTask[Any]]:
+    """Define a one-time task: each scheduled instance runs once and its row is removed.
+
+    ``max_retries=N`` allows N retries after the first attempt; when they are spent the row
+    is removed and ``on_abandon(context, session)`` runs in the same transaction.
+    """
+
+    def decorate(handler: Handler[Any]) -> OneTimeTask[Any]:
+        return OneTimeTask(
+            name=name,
+            handler=handler,
+            payload_type=payload_type,
+            max_retries=max_retries,
+            on_abandon=on_abandon,
+            priority=priority,
+        )
+
+    return decorate
+
+
+@overload
+def custom(
+    name: str,
+    *,
+    payload_type: type[P],
+    max_retries: int | None = None,
+    on_abandon: AbandonHook | None = None,
+    priority: int = 0,
+) -> Callable[[Handler[P]], CustomTask[P]]: ...
+@overload
+def custom(
+    name: str,
+    *,
+    payload_type: None = None,
+    max_retries: int | None = None,
+    on_abandon: AbandonHook | None = None,
+    priority: int = 0,
+) -> Callable[[Handler[Any]], CustomTask[Any]]: ...
+def custom(
+    name: str,
+    *,
+    payload_type: type[Any] | None = None,
+    max_retries: int | None = None,
+    on_abandon: AbandonHook | None = None,
+    priority: int = 0,
+) -> Callable[[Handler[Any]], CustomTask[Any]]:
+    """Define a custom task: its handler returns :class:`NextAt` to run again, ``None`` to end."""
+
+    def decorate(handler: Handler[Any]) -> CustomTask[Any]:
+        return CustomTask(
+            name=name,
+            handler=handler,
+            payload_type=payload_type,
+            max_retries=max_retries,
+            on_abandon=on_abandon,
+            priority=priority,
+        )
+
+    return decorate
+
+
+# --- checks -------------------------------------------------------------------------------
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_text_key(value: object, what: str, limit: int) -> None:
+    if not isinstance(value, str):
+        raise TaskDefinitionError(f"{what} must be a str, got {value!r}")
+    if not value:
+        raise TaskDefinitionError(f"{what} must not be empty")
+    if value != value.strip():
+        raise TaskDefinitionError(f"{what} {value!r} has leading or trailing white space")
+    if "\x00" in value:
+        raise TaskDefinitionError(f"{what} {value!r} contains a NUL character")
+    try:
+        encoded = value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise TaskDefinitionError(f"{what} {value!r} is not valid Unicode: {exc}") from exc
+    if len(value) > limit:
+        raise TaskDefinitionError(
+            f"{what} {value[:40]!r}... is {len(value)} characters long; the limit is {limit}"
+        )
+    del encoded
+
+
+def _check_task_name(name: object) -> None:
+    _check_text_key(name, "task name", MAX_TASK_NAME_LENGTH)
+
+
+def _check_instance_id(task_name: str, instance_id: object) -> None:
+    _check_text_key(instance_id, f"task {task_name!r}: instance id", MAX_INSTANCE_ID_LENGTH)
+
+
+def _check_priority(task_name: str, field_name: str, value: object) -> None:
+    if not _is_int(value) or not SMALLINT_MIN <= value <= SMALLINT_MAX:  # type: ignore[operator]
+        raise TaskDefinitionError(
+            f"task {task_name!r}: {field_name} must be an int from {SMALLINT_MIN} to "
+            f"{SMALLINT_MAX}, got {value!r}"
+        )
+
+
+def _check_aware(value: object, what: str) -> None:
+    if not isinstance(value, datetime):
+        raise TaskDefinitionError(f"{what} must be a datetime, got {value!r}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise TaskDefinitionError(
+            f"{what} must be timezone-aware, got naive {value.isoformat()!r} "
+            "(use datetime.now(timezone.utc) or attach a tzinfo)"
+        )
+
+
+def _check_callable(task_name: str, field_name: str, fn: object, *, arity: int) -> None:
+    if not callable(fn):
+        raise TaskDefinitionError(f"task {task_name!r}: {field_name} must be callable, got {fn!r}")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # builtins and some C callables have no signature to check
+    try:
+        signature.bind(*([None] * arity))
+    except TypeError:
+        raise TaskDefinitionError(
+            f"task {task_name!r}: {field_name} {fn!r} must accept {arity} positional "
+            f"argument{'s' if arity > 1 else ''}; its signature is {signature}"
+        ) from None
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+def _awaitable(value: object) -> bool:
+    return isinstance(value, Awaitable)
