@@ -1,0 +1,500 @@
+"""Scheduler settings: :class:`SchedulerConfig`.
+
+Build a config directly with :class:`~datetime.timedelta` values, or from text with
+:meth:`SchedulerConfig.from_mapping` (snake_case or kebab-case keys, durations such as ``"10s"``)
+or :meth:`SchedulerConfig.from_env` (``SQLA_SCHEDULER_POLLING_INTERVAL=250ms``). Every bad key
+or value raises :class:`~sqla_scheduler.exceptions.ConfigurationError` naming the key as it was
+written and the offending value.
+
+>>> from datetime import timedelta
+>>> config = SchedulerConfig(concurrency=4, polling_interval=timedelta(seconds=2))
+>>> config.dead_after
+datetime.timedelta(seconds=1800)
+>>> SchedulerConfig.from_mapping({"polling-interval": "250ms"}).polling_interval
+datetime.timedelta(microseconds=250000)
+>>> SchedulerConfig.from_env(environ={"SQLA_SCHEDULER_CONCURRENCY": "4"}).concurrency
+4
+>>> config.replace(concurrency=8).concurrency
+8
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import os
+import re
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, NamedTuple
+
+from sqla_scheduler._durations import format_duration, parse_duration
+from sqla_scheduler.exceptions import ConfigurationError
+
+__all__ = ["SchedulerConfig"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerConfig:
+    """Settings of one scheduler process; immutable and validated on construction.
+
+    Durations are :class:`~datetime.timedelta` values. Use :meth:`from_mapping` or
+    :meth:`from_env` to read them from text, and :meth:`replace` to derive a changed copy.
+    """
+
+    concurrency: int = 10
+    """Executions run in parallel by this process (at least 1)."""
+    polling_interval: timedelta = timedelta(seconds=10)
+    """How long to sleep between polls when no wake-up arrives (more than zero)."""
+    heartbeat_interval: timedelta = timedelta(minutes=5)
+    """How often a running execution's heartbeat is updated (more than zero)."""
+    missed_heartbeat_limit: int = 6
+    """Missed heartbeats after which an execution is considered dead (at least 1)."""
+    retry_base_delay: timedelta = timedelta(seconds=30)
+    """Delay before the first retry of a failed execution (zero or more)."""
+    retry_backoff_rate: float = 1.5
+    """Multiplier applied to the retry delay per consecutive failure (at least 1.0)."""
+    retry_max_delay: timedelta = timedelta(hours=1)
+    """Upper bound on the retry delay (at least ``retry_base_delay``)."""
+    max_retries: int | None = None
+    """Retries before a failing execution gives up, or ``None`` to retry forever."""
+    # A lambda, so the host name is looked up when each config is made (and can be patched).
+    scheduler_name: str = field(default_factory=lambda: socket.gethostname())
+    """Name written to ``picked_by``; defaults to the host name (1 to 255 characters)."""
+    table_name: str = "scheduled_tasks"
+    """Name of the scheduler's table (an identifier of at most 63 characters)."""
+    schema: str | None = None
+    """Schema holding the table, or ``None`` for the connection's default."""
+    shutdown_max_wait: timedelta = timedelta(minutes=30)
+    """How long :meth:`stop` waits for running executions (zero or more)."""
+    delete_unresolved_after: timedelta = timedelta(days=14)
+    """Rows of unknown tasks older than this are deleted (more than zero)."""
+    listen: bool = True
+    """Whether to use PostgreSQL ``LISTEN``/``NOTIFY`` wake-ups."""
+    pick_lower_fraction: float = 0.5
+    """Refill picks when free permits reach this fraction of ``concurrency`` (more than 0)."""
+    pick_upper_fraction: float = 3.0
+    """Fraction of ``concurrency`` to hold picked at most (at least ``pick_lower_fraction``)."""
+
+    def __post_init__(self) -> None:
+        """Check every field's type and limits, then the rules that relate fields."""
+        for name, rule in _RULES.items():
+            value = getattr(self, name)
+            try:
+                checked = rule.kind.check(value)
+                if checked is not None:
+                    rule.limit(checked)
+            except _Invalid as exc:
+                raise _FieldError(((name, value, str(exc)),)) from None
+            if checked is not value:
+                object.__setattr__(self, name, checked)
+        for low, high in _ORDERED:
+            low_value, high_value = getattr(self, low), getattr(self, high)
+            if high_value < low_value:
+                raise _FieldError(
+                    (
+                        (high, high_value, f"must be at least {low} ({_show(low_value)})"),
+                        (low, low_value, f"must not exceed {high} ({_show(high_value)})"),
+                    )
+                )
+        if self.heartbeat_interval > timedelta.max / max(self.missed_heartbeat_limit, 2):
+            problem = "is too large: dead_after or revive_interval would overflow"
+            raise _FieldError(
+                (
+                    ("heartbeat_interval", self.heartbeat_interval, problem),
+                    ("missed_heartbeat_limit", self.missed_heartbeat_limit, problem),
+                )
+            )
+
+    @property
+    def dead_after(self) -> timedelta:
+        """How long without a heartbeat before an execution counts as dead.
+
+        ``heartbeat_interval * missed_heartbeat_limit``: 30 minutes by default.
+        """
+        return self.heartbeat_interval * self.missed_heartbeat_limit
+
+    @property
+    def revive_interval(self) -> timedelta:
+        """How often to look for dead executions: ``heartbeat_interval * 2``."""
+        return self.heartbeat_interval * 2
+
+    def retry_delay(self, consecutive_failures: int) -> timedelta:
+        """Return the delay before retrying after ``consecutive_failures`` failures in a row.
+
+        ``retry_base_delay * retry_backoff_rate ** (consecutive_failures - 1)``, capped at
+        ``retry_max_delay``; 30s, 45s, 67.5s, ... up to 1h with the defaults. Raises
+        :class:`ValueError` when ``consecutive_failures`` is less than 1.
+        """
+        if isinstance(consecutive_failures, bool) or not isinstance(consecutive_failures, int):
+            raise TypeError(f"consecutive_failures must be an int, not {consecutive_failures!r}")
+        if consecutive_failures < 1:
+            raise ValueError(f"consecutive_failures must be at least 1, not {consecutive_failures}")
+        if not self.retry_base_delay:
+            return self.retry_base_delay
+        try:
+            delay = self.retry_base_delay * self.retry_backoff_rate ** (consecutive_failures - 1)
+        except OverflowError:
+            return self.retry_max_delay
+        return min(delay, self.retry_max_delay)
+
+    def replace(self, **changes: Any) -> SchedulerConfig:
+        """Return a copy with ``changes`` applied, validated like a new config.
+
+        >>> SchedulerConfig().replace(concurrency=2).concurrency
+        2
+        """
+        for name in changes:
+            if name not in _RULES:
+                raise ConfigurationError(_unknown(name, name, _KEYS))
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, object]) -> SchedulerConfig:
+        """Build a config from keys and values as read from a settings file.
+
+        Keys are field names in snake_case (``polling_interval``) or kebab-case
+        (``polling-interval``); missing keys take their defaults. Values may be text:
+        durations such as ``"250ms"``, ``"10s"``, ``"5m"``, ``"1h"`` or ``"14d"`` (or a
+        :class:`~datetime.timedelta`; bare numbers are refused because they have no unit),
+        integers and floats as numbers or numeric strings, booleans as ``true``/``false``,
+        ``yes``/``no``, ``on``/``off`` or ``1``/``0``. ``""`` or ``"none"`` leaves
+        ``max_retries`` unset, and ``""`` leaves ``schema`` unset.
+
+        >>> SchedulerConfig.from_mapping({"max_retries": "3", "listen": "off"}).max_retries
+        3
+        """
+        return cls._from_named(mapping, _KEYS)
+
+    @classmethod
+    def from_env(
+        cls, prefix: str = "SQLA_SCHEDULER_", environ: Mapping[str, str] | None = None
+    ) -> SchedulerConfig:
+        """Build a config from environment variables such as ``SQLA_SCHEDULER_CONCURRENCY=4``.
+
+        Each variable is ``prefix`` plus an upper-case field name and is read like a
+        :meth:`from_mapping` value. A variable that starts with ``prefix`` but names no field
+        is an error, so a typo fails loudly. ``environ`` defaults to :data:`os.environ`.
+
+        >>> env = {"SQLA_SCHEDULER_POLLING_INTERVAL": "250ms", "HOME": "/root"}
+        >>> SchedulerConfig.from_env(environ=env).polling_interval.total_seconds()
+        0.25
+        """
+        if not prefix:
+            raise ConfigurationError("from_env() needs a non-empty prefix")
+        source = os.environ if environ is None else environ
+        named = {name: value for name, value in source.items() if name.startswith(prefix)}
+        return cls._from_named(named, _env_spelling(prefix))
+
+    @classmethod
+    def _from_named(cls, mapping: Mapping[str, object], spelling: _Spelling) -> SchedulerConfig:
+        """Coerce ``mapping`` (names spelled as ``spelling`` says) and build the config."""
+        values: dict[str, Any] = {}
+        written: dict[str, tuple[str, object]] = {}
+        for name, raw in mapping.items():
+            if not isinstance(name, str):
+                raise ConfigurationError(f"{spelling.what} {name!r} is not a string")
+            key = spelling.to_field(name)
+            if key not in _RULES or spelling.to_name(key, name) != name:
+                raise ConfigurationError(_unknown(name, key, spelling))
+            if key in written:
+                first = written[key][0]
+                raise ConfigurationError(f"{first!r} and {name!r} both set {key}; keep one")
+            try:
+                values[key] = _RULES[key].kind.coerce(raw)
+            except _Invalid as exc:
+                raise ConfigurationError(_message(name, repr(raw), str(exc))) from None
+            written[key] = (name, raw)
+        try:
+            return cls(**values)
+        except _FieldError as exc:
+            for key, _value, reason in exc.problems:
+                if key in written:
+                    name, raw = written[key]
+                    raise ConfigurationError(_message(name, repr(raw), reason)) from None
+            raise
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+
+class _Invalid(Exception):
+    """A value breaks one field's rule; the message is the reason, e.g. ``must be at least 1``."""
+
+
+class _FieldError(ConfigurationError):
+    """A field failed validation in ``__post_init__``.
+
+    ``problems`` lists ``(field, value, reason)``, most relevant first; a cross-field problem
+    lists each field involved, so :meth:`SchedulerConfig.from_mapping` can blame the key the
+    user actually wrote.
+    """
+
+    def __init__(self, problems: tuple[tuple[str, object, str], ...]) -> None:
+        name, value, reason = problems[0]
+        super().__init__(_message(name, _show(value), reason))
+        self.problems = problems
+
+
+def _message(name: str, shown: str, reason: str) -> str:
+    return f"{name}: {shown} {reason}"
+
+
+def _show(value: object) -> str:
+    """Write a value for an error message: durations compactly, everything else as repr."""
+    if isinstance(value, timedelta):
+        return format_duration(value) if value >= timedelta(0) else f"-{format_duration(-value)}"
+    return repr(value)
+
+
+# --- how names are spelled ----------------------------------------------------------------------
+
+
+class _Spelling(NamedTuple):
+    """How one source spells field names."""
+
+    what: str
+    """What a name is called in messages, e.g. ``configuration key``."""
+    to_field: Callable[[str], str]
+    """Map a name as written to the field it would denote."""
+    to_name: Callable[[str, str], str]
+    """Spell a field the way this source would, in the style of a name the user wrote."""
+
+
+_KEYS = _Spelling(
+    what="configuration key",
+    to_field=lambda name: name.replace("-", "_").lower(),
+    to_name=lambda key, like: key.replace("_", "-") if "-" in like else key,
+)
+
+
+def _env_spelling(prefix: str) -> _Spelling:
+    return _Spelling(
+        what="environment variable",
+        to_field=lambda name: name[len(prefix) :].replace("-", "_").lower(),
+        to_name=lambda key, like: prefix + key.upper(),
+    )
+
+
+def _unknown(name: str, key: str, spelling: _Spelling) -> str:
+    """Message for a name that denotes no field, with the closest match as a suggestion."""
+    matches = difflib.get_close_matches(key, _RULES, n=1)
+    if matches:
+        hint = f"did you mean {spelling.to_name(matches[0], name)!r}?"
+    else:
+        hint = "expected one of: " + ", ".join(spelling.to_name(known, name) for known in _RULES)
+    return f"unknown {spelling.what} {name!r} ({hint})"
+
+
+# --- value kinds: constructor type checks and text coercion -------------------------------------
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off"})
+_DURATION_HINT = "write a duration string with a unit such as '10s' or '250ms', or a timedelta"
+
+
+class _Kind(NamedTuple):
+    """One type of field value."""
+
+    check: Callable[[object], object]
+    """Constructor check: return the value (normalised) or raise :class:`_Invalid`."""
+    coerce: Callable[[object], object]
+    """:meth:`SchedulerConfig.from_mapping` coercion of text and other spellings."""
+
+
+def _check_int(value: object) -> object:
+    if isinstance(value, bool):
+        raise _Invalid("is a bool, not an integer")
+    if not isinstance(value, int):
+        raise _Invalid("is not an integer")
+    return value
+
+
+def _coerce_int(raw: object) -> object:
+    if isinstance(raw, str):
+        if not _INTEGER.fullmatch(raw.strip()):
+            raise _Invalid("is not an integer")
+        return int(raw)
+    return _check_int(raw)
+
+
+def _check_float(value: object) -> object:
+    if isinstance(value, bool):
+        raise _Invalid("is a bool, not a number")
+    if not isinstance(value, (int, float)):
+        raise _Invalid("is not a number")
+    try:
+        number = float(value)
+    except OverflowError:
+        raise _Invalid("is too large") from None
+    if not math.isfinite(number):
+        raise _Invalid("is not a finite number")
+    return number
+
+
+def _coerce_float(raw: object) -> object:
+    if isinstance(raw, str):
+        if not _NUMBER.fullmatch(raw.strip()):
+            raise _Invalid("is not a number")
+        return float(raw)
+    return _check_float(raw)
+
+
+def _check_duration(value: object) -> object:
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, bool):
+        raise _Invalid("is a bool, not a duration")
+    if isinstance(value, (int, float)):
+        raise _Invalid(
+            "is a number, not a duration; pass a timedelta such as timedelta(seconds=10), "
+            "or a duration string such as '10s' to from_mapping() or from_env()"
+        )
+    if isinstance(value, str):
+        raise _Invalid("is a string, not a timedelta; use from_mapping() or from_env() to parse it")
+    raise _Invalid("is not a timedelta")
+
+
+def _coerce_duration(raw: object) -> object:
+    if isinstance(raw, str):
+        if _NUMBER.fullmatch(raw.strip()):
+            raise _Invalid(f"has no unit; {_DURATION_HINT}")
+        try:
+            return parse_duration(raw)
+        except OverflowError:
+            raise _Invalid("is too large for a duration") from None
+        except ValueError as exc:
+            text, shown = str(exc), repr(raw)
+            # parse_duration's message starts with the text; keep only the reason after it.
+            reason = text[len(shown) :].lstrip() if text.startswith(shown) else text
+            raise _Invalid(reason) from None
+    if isinstance(raw, timedelta):
+        return raw
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        raise _Invalid(f"is a bare number; {_DURATION_HINT}")
+    return _check_duration(raw)
+
+
+def _check_bool(value: object) -> object:
+    if not isinstance(value, bool):
+        raise _Invalid("is not a bool")
+    return value
+
+
+def _coerce_bool(raw: object) -> object:
+    if isinstance(raw, str):
+        word = raw.strip().lower()
+        if word in _TRUE:
+            return True
+        if word in _FALSE:
+            return False
+        raise _Invalid("is not a boolean (use true/false, yes/no, on/off or 1/0)")
+    return _check_bool(raw)
+
+
+def _check_str(value: object) -> object:
+    if not isinstance(value, str):
+        raise _Invalid("is not a string")
+    return value
+
+
+def _optional(kind: _Kind, none_words: frozenset[str]) -> _Kind:
+    """``kind`` or ``None``; from text, any of ``none_words`` (any case) also means ``None``."""
+
+    def check(value: object) -> object:
+        return None if value is None else kind.check(value)
+
+    def coerce(raw: object) -> object:
+        if raw is None or (isinstance(raw, str) and raw.strip().lower() in none_words):
+            return None
+        return kind.coerce(raw)
+
+    return _Kind(check, coerce)
+
+
+_INT = _Kind(_check_int, _coerce_int)
+_FLOAT = _Kind(_check_float, _coerce_float)
+_DURATION = _Kind(_check_duration, _coerce_duration)
+_BOOL = _Kind(_check_bool, _coerce_bool)
+_STR = _Kind(_check_str, _check_str)
+
+
+# --- limits on checked values -------------------------------------------------------------------
+
+_Limit = Callable[[Any], None]
+
+
+def _at_least(bound: Any, shown: str) -> _Limit:
+    def limit(value: Any) -> None:
+        if value < bound:
+            raise _Invalid(f"must be at least {shown}")
+
+    return limit
+
+
+def _above(bound: Any, shown: str) -> _Limit:
+    def limit(value: Any) -> None:
+        if value <= bound:
+            raise _Invalid(f"must be greater than {shown}")
+
+    return limit
+
+
+def _name(max_length: int, *, identifier: bool) -> _Limit:
+    def limit(value: str) -> None:
+        if not value.strip():
+            raise _Invalid("must not be empty")
+        if len(value) > max_length:
+            raise _Invalid(f"is longer than {max_length} characters")
+        if identifier and not _IDENTIFIER.fullmatch(value):
+            raise _Invalid(
+                "is not an identifier (use letters, digits and underscores, "
+                "not starting with a digit)"
+            )
+
+    return limit
+
+
+def _no_limit(value: Any) -> None:
+    """Any value of the right type will do."""
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ZERO = timedelta(0)
+
+
+class _Rule(NamedTuple):
+    kind: _Kind
+    limit: _Limit
+
+
+_RULES: dict[str, _Rule] = {
+    "concurrency": _Rule(_INT, _at_least(1, "1")),
+    "polling_interval": _Rule(_DURATION, _above(_ZERO, "zero")),
+    "heartbeat_interval": _Rule(_DURATION, _above(_ZERO, "zero")),
+    "missed_heartbeat_limit": _Rule(_INT, _at_least(1, "1")),
+    "retry_base_delay": _Rule(_DURATION, _at_least(_ZERO, "zero")),
+    "retry_backoff_rate": _Rule(_FLOAT, _at_least(1.0, "1.0")),
+    "retry_max_delay": _Rule(_DURATION, _at_least(_ZERO, "zero")),
+    "max_retries": _Rule(_optional(_INT, frozenset({"", "none"})), _at_least(0, "0")),
+    "scheduler_name": _Rule(_STR, _name(255, identifier=False)),
+    "table_name": _Rule(_STR, _name(63, identifier=True)),
+    "schema": _Rule(_optional(_STR, frozenset({""})), _name(63, identifier=True)),
+    "shutdown_max_wait": _Rule(_DURATION, _at_least(_ZERO, "zero")),
+    "delete_unresolved_after": _Rule(_DURATION, _above(_ZERO, "zero")),
+    "listen": _Rule(_BOOL, _no_limit),
+    "pick_lower_fraction": _Rule(_FLOAT, _above(0.0, "0")),
+    "pick_upper_fraction": _Rule(_FLOAT, _above(0.0, "0")),
+}
+"""Per-field type and limit, in field order; ``__post_init__`` and the text readers use it."""
+
+_ORDERED: tuple[tuple[str, str], ...] = (
+    ("retry_base_delay", "retry_max_delay"),
+    ("pick_lower_fraction", "pick_upper_fraction"),
+)
+"""Pairs ``(low, high)`` of fields where ``high`` must be at least ``low``."""
