@@ -1,0 +1,37 @@
+# Two commands a newcomer needs: `make demo` and `make test`. Each sets itself up.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint check clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed-app: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e . --group dev
+	touch $@ $(VENV)/.installed-app
+
+## Run the example application on a SQLite file.
+demo: $(VENV)/.installed-app
+	$(BIN)/python examples/quickstart.py
+
+## Run the whole test suite (starts its own PostgreSQL).
+test: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest
+
+## Lint, format check and strict type check.
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy --strict sqla_scheduler
+
+check: test lint
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

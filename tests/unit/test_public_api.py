@@ -1,0 +1,77 @@
+"""The package's public surface."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+import sqla_scheduler
+from sqla_scheduler import ManualClock, Scheduler
+from sqla_scheduler.exceptions import TaskDefinitionError, UnknownTaskError
+
+
+def test_all_is_sorted_and_complete() -> None:
+    public = {
+        name
+        for name, value in vars(sqla_scheduler).items()
+        if not name.startswith("_")
+        and not isinstance(value, type(sqla_scheduler))  # submodules are not exports
+    }
+    assert len(set(sqla_scheduler.__all__)) == len(sqla_scheduler.__all__)  # ruff keeps it sorted
+    assert set(sqla_scheduler.__all__) - {"__version__"} == public
+
+
+def test_every_public_name_has_a_docstring() -> None:
+    for name in sqla_scheduler.__all__:
+        value = getattr(sqla_scheduler, name)
+        if inspect.isclass(value) or inspect.isfunction(value):
+            assert (value.__doc__ or "").strip(), f"{name} has no docstring"
+
+
+def test_implementation_modules_are_private() -> None:
+    public_modules = {
+        "cli", "clock", "config", "context", "exceptions", "executions", "migrate",
+        "models", "scheduler", "schedules", "tasks", "testing",
+    }  # fmt: skip
+    found = {
+        m.name
+        for m in pkgutil.iter_modules(sqla_scheduler.__path__)
+        if not m.name.startswith("_") and m.ispkg is False
+    }
+    assert found == public_modules
+    for name in public_modules - {"cli"}:
+        importlib.import_module(f"sqla_scheduler.{name}")
+
+
+def test_manual_clock_moves_only_when_told() -> None:
+    start = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    clock = ManualClock(start)
+    assert clock.now() == start == clock.now()
+    assert clock.advance(timedelta(seconds=90)) == start + timedelta(seconds=90)
+    with pytest.raises(ValueError, match="non-negative"):
+        clock.advance(timedelta(seconds=-1))
+    with pytest.raises(ValueError, match="timezone-aware"):
+        clock.set(datetime(2030, 1, 1))
+
+
+def test_scheduler_registry(tmp_path: object) -> None:
+    from sqlalchemy import create_engine
+
+    from sqla_scheduler import one_time
+
+    engine = create_engine("sqlite://")
+    a = one_time("a")(lambda ctx: None)
+    scheduler = Scheduler(engine, [a])
+    assert scheduler.task("a") is a
+    assert dict(scheduler.tasks) == {"a": a}
+    with pytest.raises(UnknownTaskError, match=r"no task 'b' is registered \(known: a\)"):
+        scheduler.task("b")
+    with pytest.raises(TaskDefinitionError, match="'a' is registered twice"):
+        Scheduler(engine, [a, one_time("a")(lambda ctx: None)])
+    with pytest.raises(TypeError, match="Engine or AsyncEngine"):
+        Scheduler("sqlite://", [a])  # type: ignore[arg-type]
+    engine.dispose()
