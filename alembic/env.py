@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 
-from alembic import context
 from sqlalchemy import create_engine
 
+from alembic import context
 from sqla_scheduler.models import metadata
 
 url = os.environ.get("SQLA_SCHEDULER_AUTHORING_URL") or context.config.get_main_option(

@@ -77,12 +77,17 @@ def main() -> None:
 
     print("\nscheduled executions:")
     for execution in scheduler.executions(engine):
-        print(f"  {execution.task_name}/{execution.instance_id} at {execution.execution_time:%H:%M:%S}")
+        when = f"{execution.execution_time:%H:%M:%S}"
+        print(f"  {execution.task_name}/{execution.instance_id} at {when}")
 
     print("\nrunning what is due now, inline:")
     for execution in scheduler.executions(engine, "due"):
         task = scheduler.task(execution.task_name)
-        task(build_context(task, task.codec.decode(execution.data), instance_id=execution.instance_id))
+        task(
+            build_context(
+                task, task.codec.decode(execution.data), instance_id=execution.instance_id
+            )
+        )
         scheduler.cancel(engine, execution.task_name, execution.instance_id)
 
     left = [e.instance_id for e in scheduler.executions(engine)]

@@ -10,6 +10,7 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import (
+    Boolean,
     ColumnElement,
     Delete,
     Select,
@@ -17,11 +18,13 @@ from sqlalchemy import (
     Update,
     and_,
     bindparam,
+    case,
     delete,
     false,
     func,
     select,
     true,
+    tuple_,
     update,
 )
 from sqlalchemy.sql.expression import Executable
@@ -90,6 +93,155 @@ class Statements:
 
         #: One execution by its key.
         self.get: Select[Any] = select(table).where(self._key)
+
+        # --- the runner's statements; every one that changes a row checks and bumps version
+
+        now = bindparam("now", type_=c.execution_time.type)
+        version_matches = c.version == bindparam("seen_version")
+        due = (
+            select(c.task_name, c.task_instance)
+            .where(
+                self.unpicked,
+                c.execution_time <= now,
+                c.task_name.in_(bindparam("names", expanding=True)),
+            )
+            .order_by(c.priority.desc(), c.execution_time)
+            .limit(bindparam("limit"))
+            .with_for_update(skip_locked=True)
+            .cte("due")
+        )
+        #: Pick up to ``limit`` due executions of ``names`` in priority order and mark them
+        #: picked by ``picker``, in one statement. Rows other schedulers hold locked are
+        #: skipped, not waited for (PostgreSQL). Returns the picked rows, in no order.
+        self.pick: Update = (
+            update(table)
+            .where(c.task_name == due.c.task_name, c.task_instance == due.c.task_instance)
+            .values(
+                picked=True,
+                picked_by=bindparam("picker"),
+                last_heartbeat=now,
+                version=c.version + 1,
+            )
+            .returning(*table.c)
+        )
+
+        #: Refresh the heartbeat of ``keys`` (task, instance, version) still held; returns
+        #: the keys refreshed. A heartbeat does not bump the version: it changes no state
+        #: another writer could be deciding on.
+        self.heartbeat: Update = (
+            update(table)
+            .where(
+                self.picked,
+                tuple_(c.task_name, c.task_instance, c.version).in_(
+                    bindparam("keys", expanding=True)
+                ),
+            )
+            .values(last_heartbeat=now)
+            .returning(c.task_name, c.task_instance)
+        )
+
+        #: Remove a held execution (success of a one-time task, abandon, undecodable row).
+        self.remove: Delete = delete(table).where(self._key, version_matches)
+
+        #: Hand back a held execution to run at ``new_time`` after a success.
+        self.succeed: Update = (
+            update(table)
+            .where(self._key, version_matches)
+            .values(
+                picked=False,
+                picked_by=None,
+                last_heartbeat=None,
+                execution_time=bindparam("new_time", type_=c.execution_time.type),
+                task_data=bindparam("new_data", type_=c.task_data.type),
+                last_success=now,
+                consecutive_failures=0,
+                version=c.version + 1,
+            )
+        )
+
+        #: Hand back a held execution to retry at ``new_time`` after a failure.
+        self.fail: Update = (
+            update(table)
+            .where(self._key, version_matches)
+            .values(
+                picked=False,
+                picked_by=None,
+                last_heartbeat=None,
+                execution_time=bindparam("new_time", type_=c.execution_time.type),
+                last_failure=now,
+                consecutive_failures=bindparam("failures"),
+                version=c.version + 1,
+            )
+        )
+
+        #: Hand back a held execution untouched, due as before (a stopping scheduler).
+        self.release: Update = (
+            update(table)
+            .where(self._key, version_matches)
+            .values(picked=False, picked_by=None, last_heartbeat=None, version=c.version + 1)
+        )
+
+        #: Return dead executions (heartbeat older than ``threshold``) to due now, counting
+        #: the lost attempt as a failure. Returns the rows as they were found.
+        self.revive: Update = (
+            update(table)
+            .where(self.picked, c.last_heartbeat < bindparam("threshold", type_=now.type))
+            .values(
+                picked=False,
+                picked_by=None,
+                last_heartbeat=None,
+                execution_time=now,
+                last_failure=now,
+                consecutive_failures=c.consecutive_failures + 1,
+                version=c.version + 1,
+            )
+            .returning(*table.c)
+        )
+
+        #: Delete unpicked rows of task names not in ``names`` due before ``threshold``.
+        self.delete_orphans: Executable = (
+            delete(table)
+            .where(
+                self.unpicked,
+                c.task_name.not_in(bindparam("names", expanding=True)),
+                c.execution_time < bindparam("threshold", type_=now.type),
+            )
+            .returning(c.task_name, c.task_instance, c.task_data)
+        )
+
+        excluded = backend.insert(table).excluded
+        #: Create a recurring task's row, or update the priority and schedule of an
+        #: unpicked one; its time moves only when a deterministic schedule changed.
+        self.upsert_recurring: Executable = (
+            backend.insert(table)
+            .values(
+                task_name=bindparam("task_name"),
+                task_instance=bindparam("task_instance"),
+                task_data=bindparam("task_data", type_=c.task_data.type),
+                execution_time=bindparam("execution_time", type_=c.execution_time.type),
+                priority=bindparam("priority"),
+                schedule=bindparam("schedule"),
+            )
+            .on_conflict_do_update(
+                index_elements=[c.task_name, c.task_instance],
+                set_={
+                    "priority": excluded.priority,
+                    "schedule": excluded.schedule,
+                    "execution_time": case(
+                        (
+                            and_(
+                                bindparam("deterministic", type_=Boolean()),
+                                c.schedule.is_distinct_from(excluded.schedule),
+                            ),
+                            excluded.execution_time,
+                        ),
+                        else_=c.execution_time,
+                    ),
+                    "version": c.version + 1,
+                },
+                where=self.unpicked,
+            )
+        )
 
     def list_executions(
         self,

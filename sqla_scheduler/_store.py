@@ -126,3 +126,134 @@ def list_executions(
     )
     params = {"now": now} if state == "due" else {}
     return [Execution.from_row(row) for row in conn.execute(query, params).mappings()]
+
+
+# --- the runner's operations ---------------------------------------------------------
+
+Key = tuple[str, str]
+
+
+def pick(
+    conn: Connection,
+    table: Table,
+    *,
+    names: Sequence[str],
+    limit: int,
+    picker: str,
+    now: datetime,
+) -> list[Execution]:
+    """Pick up to ``limit`` due executions of ``names``, highest priority and oldest first."""
+    if limit <= 0 or not names:
+        return []
+    stmts = _statements(conn, table)
+    rows = conn.execute(
+        stmts.pick, {"names": list(names), "limit": limit, "picker": picker, "now": now}
+    ).mappings()
+    picked = [Execution.from_row(row) for row in rows]
+    picked.sort(key=lambda e: (-e.priority, e.execution_time, e.task_name, e.instance_id))
+    return picked
+
+
+def heartbeat(
+    conn: Connection, table: Table, held: Sequence[tuple[str, str, int]], now: datetime
+) -> set[Key]:
+    """Refresh the heartbeat of each held (task, instance, version); return those refreshed."""
+    if not held:
+        return set()
+    stmts = _statements(conn, table)
+    rows = conn.execute(stmts.heartbeat, {"keys": list(held), "now": now})
+    return {(name, instance) for name, instance in rows}
+
+
+def _key_params(execution: Execution) -> dict[str, Any]:
+    return {
+        "key_task": execution.task_name,
+        "key_instance": execution.instance_id,
+        "seen_version": execution.version,
+    }
+
+
+def remove(conn: Connection, table: Table, execution: Execution) -> bool:
+    """Delete a held execution; ``False`` when its version moved (someone else owns it)."""
+    stmts = _statements(conn, table)
+    return conn.execute(stmts.remove, _key_params(execution)).rowcount == 1
+
+
+def succeed(
+    conn: Connection,
+    table: Table,
+    execution: Execution,
+    *,
+    next_time: datetime,
+    data: Any,
+    now: datetime,
+) -> bool:
+    """Hand back a held execution to run again at ``next_time`` with ``data``."""
+    stmts = _statements(conn, table)
+    params = {**_key_params(execution), "new_time": next_time, "new_data": data, "now": now}
+    return conn.execute(stmts.succeed, params).rowcount == 1
+
+
+def fail(
+    conn: Connection,
+    table: Table,
+    execution: Execution,
+    *,
+    retry_at: datetime,
+    failures: int,
+    now: datetime,
+) -> bool:
+    """Hand back a held execution to retry at ``retry_at`` with ``failures`` counted."""
+    stmts = _statements(conn, table)
+    params = {**_key_params(execution), "new_time": retry_at, "failures": failures, "now": now}
+    return conn.execute(stmts.fail, params).rowcount == 1
+
+
+def release(conn: Connection, table: Table, execution: Execution) -> bool:
+    """Hand back a held execution unchanged, so another scheduler takes it at once."""
+    stmts = _statements(conn, table)
+    return conn.execute(stmts.release, _key_params(execution)).rowcount == 1
+
+
+def revive(
+    conn: Connection, table: Table, *, threshold: datetime, now: datetime
+) -> list[Execution]:
+    """Make executions whose heartbeat is older than ``threshold`` due again; return them."""
+    stmts = _statements(conn, table)
+    rows = conn.execute(stmts.revive, {"threshold": threshold, "now": now}).mappings()
+    return [Execution.from_row(row) for row in rows]
+
+
+def delete_orphans(
+    conn: Connection, table: Table, *, known: Sequence[str], threshold: datetime
+) -> list[tuple[str, str, Any]]:
+    """Delete unpicked rows of unknown tasks due before ``threshold``; return what went."""
+    stmts = _statements(conn, table)
+    rows = conn.execute(stmts.delete_orphans, {"names": list(known), "threshold": threshold})
+    return [(name, instance, data) for name, instance, data in rows]
+
+
+def register_recurring(
+    conn: Connection,
+    table: Table,
+    instance: TaskInstance[Any],
+    *,
+    deterministic: bool,
+    now: datetime,
+) -> None:
+    """Create or refresh a recurring task's row (see ``Statements.upsert_recurring``)."""
+    stmts = _statements(conn, table)
+    conn.execute(
+        stmts.upsert_recurring,
+        {
+            "task_name": instance.task_name,
+            "task_instance": instance.instance_id,
+            "task_data": instance.data,
+            "execution_time": instance.execution_time or now,
+            "priority": instance.priority,
+            "schedule": instance.schedule,
+            "deterministic": deterministic,
+        },
+    )
+    if (instance.execution_time or now) <= now:
+        _wake(conn, stmts, {instance.task_name})

@@ -1,27 +1,36 @@
-"""The scheduler: the client half (schedule, reschedule, cancel, list) of it.
+"""The scheduler: a client (schedule, reschedule, cancel, list) and a runner.
 
 ``Scheduler(engine, tasks)`` is a working client without running any loop: a web process
-can schedule into the application's own transaction and leave execution to workers.
+can schedule into the application's own transaction and leave execution to workers. To
+execute tasks, run it: ``await scheduler.run()``, ``async with scheduler:``, or
+``scheduler.start()`` / ``scheduler.stop()`` on a background thread.
 """
 
 from __future__ import annotations
 
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from concurrent.futures import Future
+from contextlib import AbstractContextManager
 from datetime import datetime
 from functools import partial
 from types import MappingProxyType
 from typing import Any, overload
 
+import anyio
+import anyio.abc
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 from sqlalchemy import Engine, Table
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler import _bridge, _store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
 from sqla_scheduler._payload import codec_for
+from sqla_scheduler._runner import Runner
 from sqla_scheduler.clock import Clock, SystemClock
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.exceptions import TaskDefinitionError, UnknownTaskError
 from sqla_scheduler.executions import Execution, ExecutionState
+from sqla_scheduler.listeners import SchedulerListener
 from sqla_scheduler.models import table_for
 from sqla_scheduler.tasks import KEEP, Task, TaskInstance, _check_aware
 
@@ -47,6 +56,7 @@ class Scheduler:
         config: SchedulerConfig | None = None,
         *,
         clock: Clock | None = None,
+        listeners: Iterable[SchedulerListener] = (),
     ) -> None:
         if not isinstance(engine, (Engine, AsyncEngine)):
             raise TypeError(
@@ -64,6 +74,12 @@ class Scheduler:
             registry[task.name] = task
         self._tasks = registry
         self.table: Table = table_for(self.config.table_name, self.config.schema)
+        self.listeners: list[SchedulerListener] = list(listeners)
+        self._runner: Runner | None = None
+        self._group: anyio.abc.TaskGroup | None = None
+        self._portal: BlockingPortal | None = None
+        self._portal_cm: AbstractContextManager[BlockingPortal] | None = None
+        self._portal_future: Future[None] | None = None
 
     @property
     def tasks(self) -> Mapping[str, Task[Any]]:
@@ -250,6 +266,97 @@ class Scheduler:
                 now=self.clock.now(),
             ),
         )
+
+    # --- running --------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        """Whether this scheduler's loop is running."""
+        return self._runner is not None
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Run the loop until :meth:`request_stop` (or cancellation), then stop gracefully.
+
+        Works in any anyio task group: asyncio, or trio with a sync engine.
+        """
+        if self._runner is not None:
+            raise RuntimeError(f"{self!r} is already running")
+        runner = self._runner = Runner(self)
+        try:
+            await runner.run(task_status=task_status)
+        finally:
+            self._runner = None
+
+    def request_stop(self) -> None:
+        """Ask a running loop to stop: no new picks, running executions get
+        ``shutdown_max_wait`` to finish, what is left is released for other schedulers."""
+        if self._runner is not None:
+            self._runner.request_stop()
+
+    async def __aenter__(self) -> Scheduler:
+        group = anyio.create_task_group()
+        await group.__aenter__()
+        try:
+            await group.start(self._run_in_group)
+        except BaseException as exc:
+            await group.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        self._group = group
+        return self
+
+    async def _run_in_group(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        await self.run(task_status=task_status)
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        group, self._group = self._group, None
+        self.request_stop()
+        assert group is not None
+        return await group.__aexit__(*exc_info)
+
+    def start(self, *, backend: str = "asyncio") -> None:
+        """Run the loop on a background thread (for sync applications); returns once it runs."""
+        if self._portal is not None:
+            raise RuntimeError(f"{self!r} was already started")
+        self._portal_cm = start_blocking_portal(backend)
+        self._portal = self._portal_cm.__enter__()
+        try:
+            self._portal_future, _ = self._portal.start_task(self._run_in_group)
+        except BaseException:
+            self._portal_cm.__exit__(None, None, None)
+            self._portal = self._portal_cm = None
+            raise
+
+    def stop(self) -> None:
+        """Stop a loop started with :meth:`start`, waiting for it to wind down."""
+        portal, cm, future = self._portal, self._portal_cm, self._portal_future
+        if portal is None or cm is None or future is None:
+            return
+        try:
+            portal.call(self.request_stop)
+            future.result()
+        finally:
+            self._portal = self._portal_cm = self._portal_future = None
+            cm.__exit__(None, None, None)
+
+    # --- maintenance and testing ----------------------------------------------------
+
+    async def run_due(self) -> int:
+        """Run every due execution to completion now, without the loop; return how many ran.
+
+        Registers recurring tasks first. Meant for tests, with a
+        :class:`~sqla_scheduler.clock.ManualClock` to decide what is due.
+        """
+        return await Runner(self).run_due()
+
+    async def revive_dead_executions(self) -> list[Execution]:
+        """Make executions with a stale heartbeat due again now; return them as found."""
+        return await Runner(self).revive_once()
+
+    async def delete_orphans(self) -> list[tuple[str, str, Any]]:
+        """Delete rows of unregistered tasks older than ``delete_unresolved_after``."""
+        return await Runner(self).delete_orphans_once()
 
     def _encode(self, task_name: str, payload: Any) -> Any:
         task = self._tasks.get(task_name)

@@ -3,6 +3,8 @@
 - :class:`ManualClock` pins time; pass it as ``Scheduler(..., clock=clock)``.
 - :func:`build_context` makes the context a handler would get, payload round-tripped
   through the task's JSON codec, so a handler can be called inline.
+- :func:`run_due` runs every due execution to completion, with no loop and no waiting
+  (``await scheduler.run_due()`` is the async form).
 """
 
 from __future__ import annotations
@@ -10,11 +12,15 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
+import anyio
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from sqla_scheduler.clock import ManualClock
 from sqla_scheduler.context import ExecutionContext
+from sqla_scheduler.scheduler import Scheduler
 from sqla_scheduler.tasks import RECURRING_INSTANCE_ID, RecurringTask, Task
 
-__all__ = ["ManualClock", "build_context"]
+__all__ = ["ManualClock", "build_context", "run_due"]
 
 P = TypeVar("P")
 
@@ -47,3 +53,14 @@ def build_context(
         consecutive_failures=consecutive_failures,
         priority=task.priority if priority is None else priority,
     )
+
+
+def run_due(scheduler: Scheduler) -> int:
+    """Run every due execution to completion, synchronously; return how many ran.
+
+    For a scheduler on a sync engine, outside any event loop. With an ``AsyncEngine`` (or
+    inside an async test) use ``await scheduler.run_due()``.
+    """
+    if isinstance(scheduler.engine, AsyncEngine):
+        raise TypeError("this scheduler has an AsyncEngine: use `await scheduler.run_due()`")
+    return anyio.run(scheduler.run_due)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import inspect
 import itertools
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import pytest
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
@@ -23,6 +24,13 @@ from tests._postgres import PostgresCluster
 
 TEMPLATE_DB = "sqla_scheduler_template"
 _counter = itertools.count()
+
+
+async def wait_for(condition: Callable[[], bool], deadline: float = 20) -> None:
+    """Poll ``condition`` until it holds; fail after ``deadline`` seconds."""
+    with anyio.fail_after(deadline):
+        while not condition():  # noqa: ASYNC110 - the condition is a database query
+            await anyio.sleep(0.01)
 
 
 @pytest.fixture(scope="session")

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, MetaData, create_engine, inspect
 
+from alembic import command
 from sqla_scheduler import metadata, migrate
 from tests._postgres import PostgresCluster
 

@@ -34,7 +34,7 @@ def test_every_public_name_has_a_docstring() -> None:
 
 def test_implementation_modules_are_private() -> None:
     public_modules = {
-        "cli", "clock", "config", "context", "exceptions", "executions", "migrate",
+        "cli", "clock", "config", "context", "exceptions", "executions", "listeners", "migrate",
         "models", "scheduler", "schedules", "tasks", "testing",
     }  # fmt: skip
     found = {

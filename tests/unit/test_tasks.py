@@ -49,11 +49,15 @@ def test_decorators_build_each_kind() -> None:
     sweep = recurring("sweep", Cron("0 * * ? * *"), priority=3)(handler)
     email = one_time("email", max_retries=2)(async_handler)
     poll = custom("poll")(handler)
-    assert isinstance(sweep, RecurringTask) and sweep.kind == "recurring"
-    assert isinstance(email, OneTimeTask) and email.kind == "one_time"
-    assert isinstance(poll, CustomTask) and poll.kind == "custom"
+    assert isinstance(sweep, RecurringTask)
+    assert sweep.kind == "recurring"
+    assert isinstance(email, OneTimeTask)
+    assert email.kind == "one_time"
+    assert isinstance(poll, CustomTask)
+    assert poll.kind == "custom"
     assert (sweep.is_async, email.is_async, poll.is_async) == (False, True, False)
-    assert sweep.priority == 3 and email.max_retries == 2
+    assert sweep.priority == 3
+    assert email.max_retries == 2
 
 
 def test_recurring_accepts_the_text_form_of_a_schedule() -> None:
@@ -206,7 +210,7 @@ def test_build_context_round_trips_the_payload() -> None:
 
 def test_next_at_needs_an_aware_time() -> None:
     assert NextAt(NOW, {"a": 1}).payload == {"a": 1}
-    with pytest.raises(TaskDefinitionError, match="NextAt.at must be timezone-aware"):
+    with pytest.raises(TaskDefinitionError, match=r"NextAt\.at must be timezone-aware"):
         NextAt(datetime(2030, 1, 1))
 
 

@@ -1,0 +1,37 @@
+"""Hooks into the life of executions.
+
+Subclass :class:`SchedulerListener`, override what you need, and pass instances as
+``Scheduler(..., listeners=[...])``. Hooks run on the scheduler's event loop and must be
+quick; an exception raised by a hook is logged and otherwise ignored.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqla_scheduler.context import ExecutionContext
+from sqla_scheduler.executions import Execution
+
+__all__ = ["SchedulerListener"]
+
+
+class SchedulerListener:
+    """Base class of listeners; every hook does nothing by default."""
+
+    def on_start(self, context: ExecutionContext[Any]) -> None:
+        """An execution is about to run its handler."""
+
+    def on_success(self, context: ExecutionContext[Any], duration: timedelta) -> None:
+        """An execution's handler returned and its outcome was committed."""
+
+    def on_failure(
+        self, context: ExecutionContext[Any], error: BaseException, duration: timedelta
+    ) -> None:
+        """An execution's handler raised (or returned something unusable); it will retry."""
+
+    def on_abandon(self, context: ExecutionContext[Any], error: BaseException | None) -> None:
+        """An execution ran out of retries and was removed, its ``on_abandon`` hook committed."""
+
+    def on_dead_execution(self, execution: Execution) -> None:
+        """A dead execution (stale heartbeat) was found and made due again."""
