@@ -30,6 +30,7 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --strict sqla_scheduler
+	$(BIN)/mypy --strict tests/typing
 
 check: test lint
 

@@ -1,0 +1,50 @@
+"""Checked by mypy (``make lint``), never run: the sync/async overloads resolve as documented."""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+from sqlalchemy.orm import Session
+from typing_extensions import assert_type
+
+from sqla_scheduler import Execution, Scheduler, TaskInstance
+
+
+def sync_calls(
+    scheduler: Scheduler,
+    session: Session,
+    conn: Connection,
+    engine: Engine,
+    inst: TaskInstance[Any],
+) -> None:
+    assert_type(scheduler.schedule(session, inst), bool)
+    assert_type(scheduler.schedule(conn, inst), bool)
+    assert_type(scheduler.schedule(engine, inst), bool)
+    assert_type(scheduler.schedule_batch(session, [inst]), int)
+    assert_type(scheduler.cancel(session, "t", "i"), bool)
+    assert_type(scheduler.executions(session, "due"), list[Execution])
+    assert_type(scheduler.get_execution(conn, "t", "i"), Execution | None)
+
+
+async def async_calls(
+    scheduler: Scheduler,
+    session: AsyncSession,
+    conn: AsyncConnection,
+    engine: AsyncEngine,
+    inst: TaskInstance[Any],
+) -> None:
+    pending = scheduler.schedule(session, inst)
+    assert_type(pending, Coroutine[Any, Any, bool])  # type: ignore[unused-coroutine]
+    await pending
+    assert_type(await scheduler.schedule(conn, inst), bool)
+    assert_type(await scheduler.schedule(engine, inst), bool)
+    assert_type(await scheduler.schedule_batch(session, [inst]), int)
+    assert_type(await scheduler.reschedule(session, "t", "i", at=_now()), bool)
+    assert_type(await scheduler.executions(engine), list[Execution])
+
+
+def _now() -> Any:
+    raise NotImplementedError
