@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -76,6 +80,120 @@ def db_current(url: str) -> None:
     heads = set(migrate.heads())
     for revision in revisions or ("base",):
         click.echo(f"{revision}{' (head)' if revision in heads else ''}")
+
+
+_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+@cli.command("worker")
+@click.argument("spec", metavar="MODULE:ATTR")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    help="Executions run in parallel (default: the scheduler's config).",
+)
+@click.option("--name", help="Scheduler name written to picked_by (default: the config's).")
+@click.option(
+    "--backend",
+    type=click.Choice(["asyncio", "trio"]),
+    default="asyncio",
+    show_default=True,
+    help="anyio backend; trio needs a sync Engine.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(_LOG_LEVELS, case_sensitive=False),
+    default="info",
+    show_default=True,
+    help="Level of the log written to stderr.",
+)
+def worker(
+    spec: str, concurrency: int | None, name: str | None, backend: str, log_level: str
+) -> None:
+    """Run the Scheduler at MODULE:ATTR until SIGINT or SIGTERM.
+
+    ATTR may be dotted (app.scheduler) and may name a factory that returns a Scheduler.
+    The first signal stops gracefully (running executions get shutdown_max_wait), a second
+    one at once. Exit status: 0 after a graceful stop, 1 when the worker fails, 2 for a
+    bad MODULE:ATTR or option, 128 + the signal number after a forced stop.
+    """
+    from sqlalchemy.exc import DBAPIError
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from sqla_scheduler.exceptions import ConfigurationError
+    from sqla_scheduler.worker import WorkerError, WorkerInterrupted, load_scheduler, run_worker
+
+    logging.basicConfig(
+        level=log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # Like other app runners, import the application from the working directory.
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        scheduler = load_scheduler(spec)
+        changes: dict[str, object] = {}
+        if concurrency is not None:
+            changes["concurrency"] = concurrency
+        if name is not None:
+            changes["scheduler_name"] = name
+        if changes:
+            scheduler.config = scheduler.config.replace(**changes)
+    except (WorkerError, ConfigurationError) as exc:
+        _worker_fail(str(exc), 2)
+        return
+    if backend == "trio" and isinstance(scheduler.engine, AsyncEngine):
+        _worker_fail(
+            f"--backend trio needs a Scheduler with a sync Engine; {spec} has an AsyncEngine", 2
+        )
+    try:
+        run_worker(scheduler, backend=backend)
+    except WorkerInterrupted as exc:
+        click.echo(f"sqla-scheduler: {exc}", err=True)
+        _exit_worker(128 + exc.signal.value)
+    except WorkerError as exc:
+        _worker_fail(str(exc), 1)
+    except OperationalError as exc:
+        _worker_fail(f"cannot reach the database: {_one_line(exc.orig or exc)}", 1)
+    except DBAPIError as exc:
+        _worker_fail(f"database error: {_one_line(exc.orig or exc)}", 1)
+    _exit_worker(0)
+
+
+def _worker_fail(message: str, status: int) -> None:
+    click.echo(f"sqla-scheduler: {_one_line(message)}", err=True)
+    sys.exit(status)
+
+
+def _one_line(error: object) -> str:
+    return " ".join(str(error).split())
+
+
+def _exit_worker(status: int) -> None:
+    """Exit without waiting for handler threads that outlived the scheduler.
+
+    A sync handler still running when the scheduler stopped was released (graceful stop)
+    or left for revival (forced stop); its thread must not keep the process alive.
+    """
+    others = [
+        t
+        for t in threading.enumerate()
+        if t is not threading.current_thread() and not t.daemon and t.is_alive()
+    ]
+    deadline = time.monotonic() + 1.0
+    for thread in others:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    lingering = sum(t.is_alive() for t in others)
+    if lingering:
+        logging.getLogger("sqla_scheduler").warning(
+            "exiting without waiting for %d handler thread(s) still running", lingering
+        )
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    sys.exit(status)
 
 
 def main() -> None:

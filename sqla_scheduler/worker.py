@@ -1,0 +1,217 @@
+"""Run a scheduler in the foreground: what ``sqla-scheduler worker module:attr`` does.
+
+:func:`load_scheduler` finds the application's :class:`~sqla_scheduler.Scheduler` from a
+``module:attr`` string, and :func:`run_worker` runs it until SIGINT or SIGTERM::
+
+    from sqla_scheduler.worker import load_scheduler, run_worker
+
+    run_worker(load_scheduler("myapp.tasks:scheduler"))
+
+The first signal stops the scheduler gracefully: no new picks, running executions get
+``shutdown_max_wait`` to finish, and whatever is still running then is released for other
+schedulers. A second signal cancels everything at once; executions still held are then
+left picked, and a live scheduler revives them once their heartbeat is stale.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import signal
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+
+import anyio
+import anyio.to_thread
+from sqlalchemy import Connection, Engine, inspect
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from sqla_scheduler._durations import format_duration
+from sqla_scheduler._runner import check_backend
+from sqla_scheduler.exceptions import SchedulerError
+from sqla_scheduler.scheduler import Scheduler
+
+__all__ = ["WorkerError", "WorkerInterrupted", "load_scheduler", "run_worker"]
+
+log = logging.getLogger("sqla_scheduler")
+
+#: The signals that stop a worker: the first gracefully, the second at once.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class WorkerError(SchedulerError):
+    """A worker cannot start: a bad ``module:attr``, or a database it cannot use."""
+
+
+class WorkerInterrupted(WorkerError):
+    """A second stop signal cancelled the worker before its graceful stop completed.
+
+    Executions it still held stay picked until their heartbeat goes stale and a live
+    scheduler revives them.
+    """
+
+    def __init__(self, signum: signal.Signals) -> None:
+        super().__init__(f"stopped at once by a second {signum.name}")
+        #: The signal that forced the stop.
+        self.signal = signum
+
+
+def load_scheduler(spec: str) -> Scheduler:
+    """Import and return the :class:`~sqla_scheduler.Scheduler` named by ``spec``.
+
+    ``spec`` is ``module:attr``, where ``module`` is a dotted module path and ``attr`` a
+    (possibly dotted) attribute path inside it, e.g. ``myapp.jobs:app.scheduler``. If the
+    attribute is a callable rather than a scheduler, it is called with no arguments as a
+    factory and must return one. Raises :class:`WorkerError` with a one-line explanation
+    when the spec is malformed, the module cannot be imported, the attribute is missing, or
+    the object is not a scheduler. Errors raised by the application's own code while it is
+    imported or while the factory runs propagate unchanged.
+    """
+    module_name, colon, attr_path = spec.partition(":")
+    module_name, attr_path = module_name.strip(), attr_path.strip()
+    if not colon or not module_name or not attr_path:
+        raise WorkerError(f"expected MODULE:ATTR (e.g. myapp.tasks:scheduler), got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise WorkerError(f"cannot import module {module_name!r}: {exc}") from exc
+
+    target: object = module
+    walked = module_name
+    for part in attr_path.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise WorkerError(
+                f"{walked!r} has no attribute {part!r} (looking up {spec!r})"
+            ) from None
+        walked = f"{walked}:{part}" if walked == module_name else f"{walked}.{part}"
+
+    if isinstance(target, Scheduler):
+        return target
+    if callable(target) and not isinstance(target, type):
+        made = target()
+        if isinstance(made, Scheduler):
+            return made
+        raise WorkerError(
+            f"{spec!r} is a factory that returned {type(made).__name__}, not a Scheduler"
+        )
+    got = f"the class {target.__name__}" if isinstance(target, type) else type(target).__name__
+    raise WorkerError(f"{spec!r} is not a Scheduler (got {got})")
+
+
+def run_worker(scheduler: Scheduler, *, backend: str = "asyncio") -> None:
+    """Run ``scheduler`` in the foreground until SIGINT or SIGTERM; block until it stops.
+
+    ``backend`` is the anyio backend, ``"asyncio"`` or ``"trio"`` (trio needs a sync
+    ``Engine``). Before running, the database is reached once and the scheduler's table
+    looked up, so a wrong URL or a missing migration fails at once: the database's own
+    error (e.g. :class:`sqlalchemy.exc.OperationalError`) or a :class:`WorkerError`.
+
+    The first signal stops the scheduler gracefully and this function then returns. A
+    second one cancels everything at once and raises :class:`WorkerInterrupted`. Must be
+    called from the main thread (signal handlers can only be installed there).
+    """
+    worker = _Worker(scheduler)
+    anyio.run(worker.serve, backend=backend)
+    if worker.forced_by is not None:
+        raise WorkerInterrupted(worker.forced_by)
+    if worker.error is not None:
+        raise worker.error
+
+
+class _Worker:
+    """One foreground run: the scheduler in the host task, a signal watcher beside it."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+        self.stop_requested_by: signal.Signals | None = None
+        self.forced_by: signal.Signals | None = None
+        self.error: Exception | None = None
+
+    async def serve(self) -> None:
+        with _stop_signals() as signals:
+            async with anyio.create_task_group() as group:
+                if signals is not None:
+                    group.start_soon(self._watch, signals, group.cancel_scope)
+                try:
+                    check_backend(self.scheduler.engine)
+                    await self._check_database()
+                    # No checkpoint between this test and run() registering its runner, so
+                    # a signal is either seen here or reaches scheduler.request_stop().
+                    if self.stop_requested_by is None:
+                        await self.scheduler.run()
+                except Exception as exc:  # not BaseException: cancellation propagates
+                    self.error = exc
+                finally:
+                    group.cancel_scope.cancel()
+
+    async def _watch(
+        self, signals: AsyncIterator[signal.Signals], scope: anyio.CancelScope
+    ) -> None:
+        async for sig in signals:
+            if self.stop_requested_by is None:
+                self.stop_requested_by = sig
+                log.info(
+                    "received %s: stopping gracefully (up to %s for running executions; "
+                    "send it again to stop at once)",
+                    sig.name,
+                    format_duration(self.scheduler.config.shutdown_max_wait),
+                )
+                self.scheduler.request_stop()
+            else:
+                self.forced_by = sig
+                log.warning(
+                    "received %s while stopping: stopping at once; executions still running stay "
+                    "picked until a live scheduler revives them",
+                    sig.name,
+                )
+                scope.cancel()
+                return
+
+    async def _check_database(self) -> None:
+        """Connect once and look the table up, so a bad setup fails before the loop runs."""
+        engine = self.scheduler.engine
+        if isinstance(engine, AsyncEngine):
+            async with engine.connect() as conn:
+                found = await conn.run_sync(self._has_table)
+        else:
+            found = await anyio.to_thread.run_sync(
+                self._has_table_sync, engine, abandon_on_cancel=True
+            )
+        if not found:
+            table = self.scheduler.table
+            url = engine.url.render_as_string(hide_password=True)
+            raise WorkerError(
+                f"table {table.fullname!r} does not exist in {url}; create it with "
+                "`sqla-scheduler db upgrade` or the application's Alembic migrations"
+            )
+
+    def _has_table(self, conn: Connection) -> bool:
+        table = self.scheduler.table
+        return inspect(conn).has_table(table.name, schema=table.schema)
+
+    def _has_table_sync(self, engine: Engine) -> bool:
+        with engine.connect() as conn:
+            return self._has_table(conn)
+
+
+@contextmanager
+def _stop_signals() -> Iterator[AsyncIterator[signal.Signals] | None]:
+    """Receive SIGINT and SIGTERM, or ``None`` where the platform cannot (Windows).
+
+    Without a receiver, Ctrl-C raises :class:`KeyboardInterrupt` as usual.
+    """
+    receiver = anyio.open_signal_receiver(*STOP_SIGNALS)
+    try:
+        signals = receiver.__enter__()
+    except NotImplementedError:
+        log.debug("signal handlers are not supported here; Ctrl-C interrupts the worker")
+        signals = None
+    if signals is None:
+        yield None
+        return
+    try:
+        yield signals
+    finally:
+        receiver.__exit__(None, None, None)

@@ -1,0 +1,167 @@
+"""A small application for the worker-process tests.
+
+``sqla-scheduler worker tests.concurrency.app:scheduler`` builds its scheduler from the
+environment (see :func:`scheduler_from_env`); tests import :func:`build_scheduler` and the
+table definitions directly. Handlers write what they did into ``runs``, each in a
+transaction of its own, so a test can see every execution from outside the worker.
+
+- ``record``: one row, phase ``done``.
+- ``slow``: a row with phase ``started``, then waits (in the handler, polling) until a row
+  exists in ``release``, then a row with phase ``finished``. It gives up with an error
+  after ``deadline`` seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    DateTime,
+    Engine,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    create_engine,
+    func,
+    insert,
+    select,
+)
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from sqla_scheduler import ExecutionContext, OneTimeTask, Scheduler, SchedulerConfig, one_time
+
+metadata = MetaData()
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("task", String(50), nullable=False),
+    Column("instance", String(255), nullable=False),
+    Column("worker", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("phase", String(20), nullable=False),
+    Column("at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+release = Table("release", metadata, Column("id", Integer, primary_key=True))
+
+
+def build_scheduler(
+    url: str,
+    *,
+    name: str = "app",
+    concurrency: int = 10,
+    polling_interval: timedelta = timedelta(milliseconds=100),
+    heartbeat_interval: timedelta = timedelta(seconds=5),
+    missed_heartbeat_limit: int = 6,
+    shutdown_max_wait: timedelta = timedelta(seconds=5),
+    slow_deadline: float = 60.0,
+) -> Scheduler:
+    """A scheduler on a sync psycopg engine with the ``record`` and ``slow`` tasks."""
+    # The runner holds up to concurrency + 4 connections, and each handler one more.
+    engine = create_engine(url, pool_size=2 * concurrency + 5, max_overflow=5)
+    pid = os.getpid()
+
+    def log_run(task: str, instance: str, phase: str) -> None:
+        with engine.begin() as conn:
+            conn.execute(
+                insert(runs).values(task=task, instance=instance, worker=name, pid=pid, phase=phase)
+            )
+
+    @one_time("record")
+    def record(ctx: ExecutionContext[Any]) -> None:
+        log_run("record", ctx.instance_id, "done")
+
+    @one_time("slow")
+    def slow(ctx: ExecutionContext[Any]) -> None:
+        log_run("slow", ctx.instance_id, "started")
+        give_up = time.monotonic() + slow_deadline
+        while not _released(engine):
+            if time.monotonic() > give_up:
+                raise TimeoutError(f"slow/{ctx.instance_id}: no release after {slow_deadline}s")
+            time.sleep(0.02)
+        log_run("slow", ctx.instance_id, "finished")
+
+    config = SchedulerConfig(
+        scheduler_name=name,
+        concurrency=concurrency,
+        polling_interval=polling_interval,
+        heartbeat_interval=heartbeat_interval,
+        missed_heartbeat_limit=missed_heartbeat_limit,
+        shutdown_max_wait=shutdown_max_wait,
+        retry_base_delay=timedelta(seconds=1),
+    )
+    return Scheduler(engine, [record, slow], config)
+
+
+def one_time_task(scheduler: Scheduler, name: str) -> OneTimeTask[Any]:
+    """``scheduler``'s one-time task ``name`` (typed, to make instances of it)."""
+    task = scheduler.task(name)
+    assert isinstance(task, OneTimeTask)
+    return task
+
+
+def engine_of(scheduler: Scheduler) -> Engine:
+    """The sync engine :func:`build_scheduler` gave ``scheduler``."""
+    assert isinstance(scheduler.engine, Engine)
+    return scheduler.engine
+
+
+def _released(engine: Engine) -> bool:
+    with engine.connect() as conn:
+        return conn.scalar(select(release.c.id).limit(1)) is not None
+
+
+def _ms(variable: str, default: int) -> timedelta:
+    return timedelta(milliseconds=int(os.environ.get(variable, default)))
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Die when the test run that started this worker is gone (even by SIGKILL)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        os._exit(3)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def scheduler_from_env() -> Scheduler:
+    """The scheduler the environment describes: ``DATABASE_URL`` (required),
+    ``WORKER_NAME``, ``CONCURRENCY``, ``POLL_MS``, ``HEARTBEAT_MS``, ``MISSED_LIMIT``,
+    ``SHUTDOWN_WAIT_MS`` and ``SLOW_DEADLINE_S``; with ``PARENT_PID``, the process exits
+    when its parent does."""
+    if "PARENT_PID" in os.environ:
+        _exit_with_parent(int(os.environ["PARENT_PID"]))
+    return build_scheduler(
+        os.environ["DATABASE_URL"],
+        name=os.environ.get("WORKER_NAME", f"worker-{os.getpid()}"),
+        concurrency=int(os.environ.get("CONCURRENCY", 10)),
+        polling_interval=_ms("POLL_MS", 100),
+        heartbeat_interval=_ms("HEARTBEAT_MS", 5000),
+        missed_heartbeat_limit=int(os.environ.get("MISSED_LIMIT", 6)),
+        shutdown_max_wait=_ms("SHUTDOWN_WAIT_MS", 5000),
+        slow_deadline=float(os.environ.get("SLOW_DEADLINE_S", 60)),
+    )
+
+
+def async_scheduler_from_env() -> Scheduler:
+    """A factory: a scheduler with no tasks on an ``AsyncEngine`` (``DATABASE_URL``)."""
+    return Scheduler(create_async_engine(os.environ["DATABASE_URL"]))
+
+
+def __getattr__(name: str) -> Any:
+    # ``app:scheduler`` is built on first access, so tests can import this module
+    # without a DATABASE_URL.
+    if name == "scheduler":
+        built = globals()["scheduler"] = scheduler_from_env()
+        return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

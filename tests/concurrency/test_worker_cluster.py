@@ -1,0 +1,128 @@
+"""Several worker processes on one PostgreSQL table: each execution runs exactly once, and
+a crashed worker's executions are revived and finished by a live one."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from sqlalchemy import Engine, insert
+
+from tests.concurrency.app import build_scheduler, engine_of, one_time_task, release
+from tests.concurrency.conftest import Workers, rows, scalar, wait_until
+
+EXECUTIONS = 5_000
+
+
+def test_workers_share_executions_each_runs_exactly_once(
+    workers: Workers, app_db: Engine, pg_url: str
+) -> None:
+    cluster = [workers.start(f"w{i}", CONCURRENCY=10, POLL_MS=100) for i in range(3)]
+    workers.wait_started(*cluster)
+
+    client = build_scheduler(pg_url, name="client")
+    record = one_time_task(client, "record")
+    expected = {f"r-{i}" for i in range(EXECUTIONS)}
+    try:
+        started = time.monotonic()
+        assert client.schedule_batch(app_db, [record.instance(i) for i in sorted(expected)]) == (
+            EXECUTIONS
+        )
+    finally:
+        engine_of(client).dispose()
+
+    wait_until(
+        lambda: (
+            scalar(app_db, "select count(*) from scheduled_tasks") == 0
+            and scalar(app_db, "select count(*) from runs") >= EXECUTIONS
+        ),
+        120,
+        f"{EXECUTIONS} executions to run",
+        workers.report,
+    )
+    elapsed = time.monotonic() - started
+
+    duplicates = rows(
+        app_db, "select instance, count(*) from runs group by instance having count(*) > 1"
+    )
+    assert duplicates == []
+    assert {i for (i,) in rows(app_db, "select instance from runs")} == expected
+    per_worker = dict(rows(app_db, "select worker, count(*) from runs group by worker"))
+    assert sum(per_worker.values()) == EXECUTIONS
+    assert len(per_worker) > 1, per_worker
+    print(
+        f"\ncluster: {EXECUTIONS} executions on 3 workers in {elapsed:.2f}s "
+        f"({EXECUTIONS / elapsed:.0f}/s); per worker: {dict(sorted(per_worker.items()))}"
+    )
+
+    for worker in cluster:
+        worker.signal(signal.SIGTERM)
+    for worker in cluster:
+        assert worker.proc.wait(timeout=30) == 0, workers.report()
+        assert "Traceback" not in worker.output()
+
+
+def test_crashed_workers_executions_are_revived_and_finished_once(
+    workers: Workers, app_db: Engine, pg_url: str
+) -> None:
+    # Dead after 3 missed heartbeats of 200 ms: 600 ms.
+    fast = {"CONCURRENCY": 10, "HEARTBEAT_MS": 200, "MISSED_LIMIT": 3, "POLL_MS": 100}
+    a = workers.start("A", **fast)
+    workers.wait_started(a)
+
+    client = build_scheduler(pg_url, name="client")
+    slow = one_time_task(client, "slow")
+    expected = {f"s-{i}" for i in range(10)}
+    try:
+        client.schedule_batch(app_db, [slow.instance(i) for i in sorted(expected)])
+    finally:
+        engine_of(client).dispose()
+
+    def phase_count(phase: str, worker: str) -> int:
+        return int(
+            scalar(
+                app_db,
+                "select count(*) from runs where phase = :phase and worker = :worker",
+                phase=phase,
+                worker=worker,
+            )
+        )
+
+    wait_until(lambda: phase_count("started", "A") == 10, 30, "A to start all 10", workers.report)
+    assert scalar(app_db, "select count(*) from scheduled_tasks where picked_by = 'A'") == 10
+
+    os.kill(a.pid, signal.SIGKILL)
+    killed = time.monotonic()
+    assert a.proc.wait(timeout=30) == -signal.SIGKILL
+    with app_db.begin() as conn:
+        conn.execute(insert(release).values(id=1))
+    b = workers.start("B", **fast)
+
+    wait_until(
+        lambda: (
+            phase_count("finished", "B") == 10
+            and scalar(app_db, "select count(*) from scheduled_tasks") == 0
+        ),
+        60,
+        "B to finish all 10",
+        workers.report,
+    )
+    recovery = time.monotonic() - killed
+
+    finished = rows(app_db, "select instance, worker from runs where phase = 'finished'")
+    assert sorted(finished) == sorted((i, "B") for i in expected)  # each once, all by B
+    started = rows(
+        app_db,
+        "select worker, count(*), count(distinct instance) from runs "
+        "where phase = 'started' group by worker order by worker",
+    )
+    assert started == [("A", 10, 10), ("B", 10, 10)]
+    assert "revived dead execution slow/" in b.output()
+    print(
+        f"\ncrash: 10 executions of a SIGKILLed worker finished by another {recovery:.2f}s "
+        "after the kill (including its start-up)"
+    )
+
+    b.signal(signal.SIGTERM)
+    assert b.proc.wait(timeout=30) == 0, workers.report()
