@@ -3,11 +3,14 @@
 One :class:`Runner` lives for one ``Scheduler.run()``. Its services are small loops around
 ``*_once`` methods that tests can call directly:
 
-- the picker fills free permits with due executions (``pick_once``);
-- each execution runs its handler, then commits its outcome (``process``);
+- the picker keeps a queue of picked executions between a lower and an upper fraction of
+  ``concurrency`` (``pick_once``), woken by NOTIFY, by freed capacity, or by its poll;
+- ``concurrency`` workers take executions off the queue and run their handlers;
+- the completer commits finished executions' outcomes in batches (``complete``);
 - the heartbeater keeps held executions alive (``heartbeat_once``);
 - maintenance revives dead executions and deletes old orphans (``revive_once``,
-  ``delete_orphans_once``).
+  ``delete_orphans_once``);
+- the listener turns PostgreSQL notifications into wake-ups.
 
 Database work goes through :class:`Database`, which runs each unit of work (a sync function
 of a ``Connection`` from ``_store``) in a worker thread for a sync engine or through
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -30,21 +35,25 @@ import anyio.abc
 import anyio.from_thread
 import anyio.to_thread
 import sniffio
+from anyio.streams.memory import MemoryObjectSendStream
 from sqlalchemy import Connection, Engine
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
 
 from sqla_scheduler import _store
+from sqla_scheduler._dialects import notify_channel
+from sqla_scheduler._durations import format_duration
+from sqla_scheduler._store import Completion
 from sqla_scheduler.context import ExecutionContext, ShutdownSignal
 from sqla_scheduler.exceptions import PayloadError
 from sqla_scheduler.executions import Execution
 from sqla_scheduler.schedules import Disabled
-from sqla_scheduler.tasks import KEEP, NextAt, RecurringTask, Task
+from sqla_scheduler.tasks import KEEP, RECURRING_INSTANCE_ID, NextAt, RecurringTask, Task
 
 if TYPE_CHECKING:
     from sqla_scheduler.scheduler import Scheduler
 
-__all__ = ["Database", "Runner"]
+__all__ = ["Database", "Runner", "check_backend"]
 
 log = logging.getLogger("sqla_scheduler")
 
@@ -53,6 +62,8 @@ Key = tuple[str, str]
 
 #: How long the picker backs off after the database failed it.
 _ERROR_BACKOFF = 1.0
+#: How often the listener thread looks up from its socket to see whether to stop.
+_LISTEN_TICK = 0.25
 
 
 def check_backend(engine: Engine | AsyncEngine) -> None:
@@ -71,28 +82,114 @@ async def _await(value: Awaitable[T]) -> T:
 class Database:
     """Runs units of work on the scheduler's engine, in a transaction each."""
 
-    def __init__(self, engine: Engine | AsyncEngine, threads: int) -> None:
+    def __init__(
+        self, engine: Engine | AsyncEngine, threads: int, *, prepared_statements: bool = True
+    ) -> None:
         self.engine = engine
         self._limiter = anyio.CapacityLimiter(threads)
+        self._prepared = prepared_statements
+        self._async_lanes: dict[str, AsyncConnection] = {}
+        self._sync_lanes: dict[str, Connection] = {}
 
-    async def run(self, fn: Callable[[Connection], T]) -> T:
-        """Run ``fn`` in a transaction of its own and commit."""
+    async def run(
+        self,
+        fn: Callable[[Connection], T],
+        *,
+        autocommit: bool = False,
+        lane: str | None = None,
+    ) -> T:
+        """Run ``fn`` in a transaction of its own and commit.
+
+        ``autocommit`` suits a unit of work of exactly one statement: the statement is its
+        own transaction, which saves the BEGIN and COMMIT round trips. A ``lane`` names a
+        connection kept open between calls for a service that runs one unit at a time
+        (the picker, the completer), saving a pool checkout per call.
+        """
         if isinstance(self.engine, AsyncEngine):
-            async with self.engine.begin() as conn:
+            if lane is not None:
+                return await self._run_on_lane(self.engine, lane, fn, autocommit)
+            async with self.engine.connect() as conn:
+                await self._prepare(conn, autocommit)
                 result = await conn.run_sync(fn)
+                await conn.commit()
             return result
-        return await anyio.to_thread.run_sync(self._sync, fn, limiter=self._limiter)
+        return await anyio.to_thread.run_sync(
+            self._sync, fn, autocommit, lane, limiter=self._limiter
+        )
 
-    async def shielded(self, fn: Callable[[Connection], T]) -> T:
+    async def shielded(
+        self, fn: Callable[[Connection], T], *, autocommit: bool = False, lane: str | None = None
+    ) -> T:
         """:meth:`run`, shielded from cancellation: a commit is never cut in half."""
         with anyio.CancelScope(shield=True):
-            result = await self.run(fn)
+            result = await self.run(fn, autocommit=autocommit, lane=lane)
         return result
 
-    def _sync(self, fn: Callable[[Connection], T]) -> T:
+    async def _run_on_lane(
+        self, engine: AsyncEngine, lane: str, fn: Callable[[Connection], T], autocommit: bool
+    ) -> T:
+        conn = self._async_lanes.get(lane)
+        if conn is None:
+            conn = await engine.connect()
+            try:
+                await self._prepare(conn, autocommit)
+            except BaseException:
+                await conn.close()
+                raise
+            self._async_lanes[lane] = conn
+        try:
+            result = await conn.run_sync(fn)
+            await conn.commit()
+        except BaseException:
+            del self._async_lanes[lane]
+            with anyio.CancelScope(shield=True):
+                await conn.close()
+            raise
+        return result
+
+    def _sync(self, fn: Callable[[Connection], T], autocommit: bool, lane: str | None) -> T:
         assert isinstance(self.engine, Engine)
-        with self.engine.begin() as conn:
-            return fn(conn)
+        if lane is None:
+            with self.engine.connect() as conn:
+                self._configure(conn, autocommit)
+                result = fn(conn)
+                conn.commit()
+            return result
+        lane_conn = self._sync_lanes.get(lane)
+        if lane_conn is None:
+            lane_conn = self._sync_lanes[lane] = self.engine.connect()
+            self._configure(lane_conn, autocommit)
+        try:
+            result = fn(lane_conn)
+            lane_conn.commit()
+        except BaseException:
+            del self._sync_lanes[lane]
+            lane_conn.close()
+            raise
+        return result
+
+    async def close(self) -> None:
+        """Give the lanes' connections back to the pool."""
+        async_lanes, self._async_lanes = list(self._async_lanes.values()), {}
+        sync_lanes, self._sync_lanes = list(self._sync_lanes.values()), {}
+        with anyio.CancelScope(shield=True):
+            for conn in async_lanes:
+                await conn.close()
+            for sync_conn in sync_lanes:
+                await anyio.to_thread.run_sync(sync_conn.close, limiter=self._limiter)
+
+    async def _prepare(self, conn: AsyncConnection, autocommit: bool) -> None:
+        if autocommit:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+        if not self._prepared:
+            raw = await conn.get_raw_connection()
+            _disable_prepare(raw.driver_connection)
+
+    def _configure(self, conn: Connection, autocommit: bool) -> None:
+        if autocommit:
+            conn.execution_options(isolation_level="AUTOCOMMIT")
+        if not self._prepared:
+            _disable_prepare(conn.connection.driver_connection)
 
     async def remove_with_hook(
         self,
@@ -149,6 +246,21 @@ class Database:
                     session.flush()
         return True
 
+    def connect_args(self) -> dict[str, Any]:
+        """Keyword arguments for a raw psycopg connection to the engine's database."""
+        engine = self.engine.sync_engine if isinstance(self.engine, AsyncEngine) else self.engine
+        args, kwargs = engine.dialect.create_connect_args(engine.url)
+        kwargs = dict(kwargs)
+        kwargs.pop("context", None)
+        if args:
+            kwargs["conninfo"] = args[0]
+        return kwargs
+
+
+def _disable_prepare(driver_connection: Any) -> None:
+    if hasattr(driver_connection, "prepare_threshold"):
+        driver_connection.prepare_threshold = None
+
 
 @dataclass(eq=False)
 class _Held:
@@ -162,13 +274,15 @@ class _Held:
     completing: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """What a success commits: remove the row, or run again at ``at`` with ``data``."""
+@dataclass(eq=False)
+class _Pending:
+    """A completion waiting for the completer, and what to do once it is recorded."""
 
-    remove: bool
-    at: datetime | None = None
-    data: Any = None
+    held: _Held
+    completion: Completion
+    on_recorded: Callable[[], None] | None
+    done: anyio.Event = field(default_factory=anyio.Event)
+    recorded: bool = False
 
 
 class Runner:
@@ -176,22 +290,36 @@ class Runner:
 
     def __init__(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
-        self.config = scheduler.config
+        self.config = config = scheduler.config
         self.clock = scheduler.clock
         self.table = scheduler.table
         self.tasks: dict[str, Task[Any]] = dict(scheduler.tasks)
         self.names: list[str] = sorted(self.tasks)
         self.listeners = list(scheduler.listeners)
-        self.db = Database(scheduler.engine, threads=self.config.concurrency + 4)
+        self.db = Database(
+            scheduler.engine,
+            threads=config.concurrency + 4,
+            prepared_statements=config.prepared_statements,
+        )
         self.shutdown = ShutdownSignal()
         self.held: dict[Key, _Held] = {}
-        self._handlers = anyio.CapacityLimiter(self.config.concurrency)
+        self._handlers = anyio.CapacityLimiter(config.concurrency)
+        self._low = max(0, math.floor(config.concurrency * config.pick_lower_fraction))
+        self._high = max(
+            config.concurrency, math.ceil(config.concurrency * config.pick_upper_fraction)
+        )
+        #: Picked executions not yet finished with their handler (queued or running).
+        self._outstanding = 0
+        self._running = 0
+        self._more_due = False
         self._wake = anyio.Event()
         self._stop = anyio.Event()
-        self._drained = anyio.Event()
-        self._stopping = False
-        self._more_due = False
-        self._executions: anyio.abc.TaskGroup | None = None
+        self._idle = anyio.Event()
+        self._send: MemoryObjectSendStream[_Held]
+        self._pending: list[_Pending] = []
+        self._pending_ready = anyio.Event()
+        self._completer_running = False
+        self._listener_stop = threading.Event()
 
     # --- lifecycle ----------------------------------------------------------------
 
@@ -207,38 +335,61 @@ class Runner:
             len(self.tasks),
             self.config.concurrency,
         )
-        async with anyio.create_task_group() as services:
-            async with anyio.create_task_group() as executions:
-                self._executions = executions
-                services.start_soon(self._pick_loop)
-                services.start_soon(self._heartbeat_loop)
-                services.start_soon(self._maintenance_loop)
-                task_status.started()
-                await self._stop.wait()
-                await self._wind_down()
-            services.cancel_scope.cancel()
+        self._send, receive = anyio.create_memory_object_stream[_Held](math.inf)
+        try:
+            async with anyio.create_task_group() as services, receive:
+                self._completer_running = True
+                services.start_soon(self._complete_loop)
+                async with anyio.create_task_group() as workers:
+                    for _ in range(self.config.concurrency):
+                        workers.start_soon(self._worker, receive.clone())
+                    services.start_soon(self._pick_loop)
+                    services.start_soon(self._heartbeat_loop)
+                    services.start_soon(self._maintenance_loop)
+                    services.start_soon(self._listen_loop)
+                    task_status.started()
+                    graceful = False
+                    try:
+                        await self._stop.wait()
+                        graceful = True
+                    finally:
+                        self.shutdown.set()
+                        self._send.close()
+                        await self._wind_down(graceful=graceful)
+                await self._flush()
+                services.cancel_scope.cancel()
+        finally:
+            self._listener_stop.set()
+            self._send.close()
+            await self.db.close()
         log.info("scheduler %r stopped", self.config.scheduler_name)
+
+    def _stopping(self) -> bool:
+        return self.shutdown.is_set
 
     def request_stop(self) -> None:
         """Stop picking, signal handlers, and let :meth:`run` wind down."""
-        self._stopping = True
         self.shutdown.set()
+        self._listener_stop.set()
         self._wake.set()
         self._stop.set()
 
-    async def _wind_down(self) -> None:
-        grace = self.config.shutdown_max_wait.total_seconds()
-        if self.held:
-            log.info("waiting up to %ss for %d execution(s)", grace, len(self.held))
-            with anyio.move_on_after(grace):
-                await self._drained.wait()
-        for held in list(self.held.values()):
-            log.warning(
-                "releasing %s/%s: still running after shutdown_max_wait",
-                held.execution.task_name,
-                held.execution.instance_id,
-            )
-            held.scope.cancel()
+    async def _wind_down(self, *, graceful: bool) -> None:
+        with anyio.CancelScope(shield=True):
+            grace = self.config.shutdown_max_wait.total_seconds() if graceful else 0
+            if self._running and grace:
+                log.info("waiting up to %ss for %d execution(s)", grace, self._running)
+                with anyio.move_on_after(grace):
+                    await self._idle.wait()
+            for held in list(self.held.values()):
+                if not held.completing:
+                    if self._running:
+                        log.warning(
+                            "releasing %s/%s: still running after shutdown_max_wait",
+                            held.execution.task_name,
+                            held.execution.instance_id,
+                        )
+                    held.scope.cancel()
 
     # --- recurring tasks ----------------------------------------------------------
 
@@ -256,7 +407,7 @@ class Runner:
                         _store.cancel,
                         table=self.table,
                         task_name=task.name,
-                        instance_id="recurring",
+                        instance_id=RECURRING_INSTANCE_ID,
                     )
                 )
             else:
@@ -276,24 +427,25 @@ class Runner:
 
     async def _pick_loop(self) -> None:
         poll = self.config.polling_interval.total_seconds()
-        while not self._stopping:
+        while not self._stopping():
             wake = self._wake = anyio.Event()
-            free = self.config.concurrency - len(self.held)
-            if free > 0:
+            if self._outstanding <= self._low:
                 try:
-                    picked = await self.pick_once(free)
+                    await self.pick_once(self._high - self._outstanding)
                 except Exception:
                     log.exception("picking due executions failed; retrying")
                     await anyio.sleep(_ERROR_BACKOFF)
                     continue
-                if self._more_due:
-                    continue
-                del picked
-            with anyio.move_on_after(poll):
-                await wake.wait()
+                if self._more_due and self._outstanding <= self._low:
+                    continue  # handlers already drained the queue: pick again at once
+            if self._more_due and self._outstanding > self._low:
+                await wake.wait()  # a worker wakes us when the queue runs low
+            else:
+                with anyio.move_on_after(poll):
+                    await wake.wait()
 
     async def pick_once(self, limit: int) -> list[Execution]:
-        """Pick up to ``limit`` due executions and start running them."""
+        """Pick up to ``limit`` due executions and queue them for the workers."""
         picked = await self.db.shielded(
             partial(
                 _store.pick,
@@ -302,13 +454,21 @@ class Runner:
                 limit=limit,
                 picker=self.config.scheduler_name,
                 now=self.clock.now(),
-            )
+            ),
+            autocommit=True,
+            lane="picker",
         )
         self._more_due = len(picked) == limit
-        assert self._executions is not None
         for execution in picked:
             held = self._hold(execution)
-            self._executions.start_soon(self._run_held, held)
+            self._outstanding += 1
+            try:
+                self._send.send_nowait(held)
+            except anyio.ClosedResourceError:  # stopped while picking: hand it back
+                self._outstanding -= 1
+                await self._submit(
+                    held, Completion(execution=execution, kind="release", now=self.clock.now())
+                )
         return picked
 
     def _hold(self, execution: Execution) -> _Held:
@@ -316,37 +476,58 @@ class Runner:
         self.held[(execution.task_name, execution.instance_id)] = held
         return held
 
-    def _let_go(self, held: _Held, *, woke: bool) -> None:
+    def _let_go(self, held: _Held) -> None:
         self.held.pop((held.execution.task_name, held.execution.instance_id), None)
-        if woke or self._more_due:
-            self._wake.set()
-        if self._stopping and not self.held:
-            self._drained.set()
 
-    async def _run_held(self, held: _Held) -> None:
-        woke = False
-        try:
-            woke = await self.process(held)
-        except Exception:
-            log.exception(
-                "unexpected error completing %s/%s; it will be revived",
-                held.execution.task_name,
-                held.execution.instance_id,
-            )
-        finally:
-            self._let_go(held, woke=woke)
+    # --- workers ------------------------------------------------------------------
+
+    async def _worker(self, queue: anyio.abc.ObjectReceiveStream[_Held]) -> None:
+        async with queue:
+            async for held in queue:
+                if self._stopping():
+                    self._outstanding -= 1
+                    await self._submit(
+                        held,
+                        Completion(execution=held.execution, kind="release", now=self.clock.now()),
+                    )
+                    continue
+                self._running += 1
+                try:
+                    await self.process(held)
+                except anyio.get_cancelled_exc_class():
+                    with anyio.CancelScope(shield=True):
+                        await self._commit_release(held)
+                    raise
+                except Exception:
+                    log.exception(
+                        "unexpected error running %s/%s; it will be revived",
+                        held.execution.task_name,
+                        held.execution.instance_id,
+                    )
+                    self._let_go(held)
+                finally:
+                    self._running -= 1
+                    self._outstanding -= 1
+                    if self._stopping() and not self._running:
+                        self._idle.set()
+                    if self._more_due and self._outstanding <= self._low:
+                        self._wake.set()
 
     # --- one execution ------------------------------------------------------------
 
-    async def process(self, held: _Held) -> bool:
-        """Run one held execution and commit its outcome; return whether due work resulted."""
+    async def process(self, held: _Held) -> None:
+        """Run one held execution and submit its outcome for commit."""
         execution = held.execution
         task = self.tasks[execution.task_name]
         try:
             payload = task.codec.decode(execution.data)
         except PayloadError as exc:
-            await self._drop_undecodable(execution, exc)
-            return False
+            await self._submit(
+                held,
+                Completion(execution=execution, kind="remove", now=self.clock.now()),
+                on_recorded=partial(self._log_undecodable, execution, exc),
+            )
+            return
         context: ExecutionContext[Any] = ExecutionContext(
             payload=payload,
             task_name=execution.task_name,
@@ -356,13 +537,14 @@ class Runner:
             priority=execution.priority,
             shutdown=self.shutdown,
         )
-        limit = self._max_retries(task)
+        limit = None if isinstance(task, RecurringTask) else self._max_retries(task)
         if limit is not None and execution.consecutive_failures > limit:
             # Spent before this attempt (a failed abandon, or revivals after crashes).
             await self._abandon(task, context, held, None)
-            return False
+            return
 
-        self._notify("on_start", context)
+        if self.listeners:
+            self._notify("on_start", context)
         started = time.monotonic()
         error: BaseException | None = None
         result: Any = None
@@ -372,18 +554,26 @@ class Runner:
             except Exception as exc:
                 error = exc
         if held.scope.cancelled_caught:
-            await self._release(held)
-            return False
+            await self._submit(
+                held, Completion(execution=execution, kind="release", now=self.clock.now())
+            )
+            return
         duration = timedelta(seconds=time.monotonic() - started)
         now = self.clock.now()
         if error is None:
             try:
-                plan = self._plan_success(task, execution, result, now)
+                completion = self._success(task, execution, result, now, context)
             except Exception as exc:
                 error = exc
             else:
-                return await self._succeed(held, context, plan, now, duration)
-        return await self._fail(task, context, held, error, now, duration)
+                on_recorded = (
+                    partial(self._notify, "on_success", context, duration)
+                    if self.listeners
+                    else None
+                )
+                await self._submit(held, completion, on_recorded=on_recorded)
+                return
+        await self._fail(task, context, held, error, now, duration)
 
     async def _call(self, task: Task[Any], context: ExecutionContext[Any]) -> Any:
         if task.is_async:
@@ -395,64 +585,46 @@ class Runner:
             return await result
         return result
 
-    def _plan_success(
-        self, task: Task[Any], execution: Execution, result: Any, now: datetime
-    ) -> _Plan:
+    def _success(
+        self,
+        task: Task[Any],
+        execution: Execution,
+        result: Any,
+        now: datetime,
+        context: ExecutionContext[Any],
+    ) -> Completion:
+        scheduled = context.scheduled
         if isinstance(task, RecurringTask):
             if isinstance(task.schedule, Disabled):
-                return _Plan(remove=True)
+                return Completion(execution=execution, kind="remove", now=now, scheduled=scheduled)
             at = task.schedule.next_run(scheduled_at=execution.execution_time, completed_at=now)
             data = execution.data if result is None else task.codec.encode(result)
-            return _Plan(remove=False, at=at, data=data)
+            return Completion(
+                execution=execution, kind="succeed", now=now, at=at, data=data, scheduled=scheduled
+            )
         if task.kind == "custom":
             if result is None:
-                return _Plan(remove=True)
+                return Completion(execution=execution, kind="remove", now=now, scheduled=scheduled)
             if not isinstance(result, NextAt):
                 raise TypeError(
                     f"custom task {task.name!r} returned {result!r}; return NextAt(at, payload) "
                     "to run again or None to finish"
                 )
             data = execution.data if result.payload is KEEP else task.codec.encode(result.payload)
-            return _Plan(remove=False, at=result.at, data=data)
+            return Completion(
+                execution=execution,
+                kind="succeed",
+                now=now,
+                at=result.at,
+                data=data,
+                scheduled=scheduled,
+            )
         if isinstance(result, NextAt):
             raise TypeError(
                 f"one-time task {task.name!r} returned NextAt; only custom tasks reschedule "
                 "themselves (define it with @custom)"
             )
-        return _Plan(remove=True)
-
-    async def _succeed(
-        self,
-        held: _Held,
-        context: ExecutionContext[Any],
-        plan: _Plan,
-        now: datetime,
-        duration: timedelta,
-    ) -> bool:
-        execution = held.execution
-        scheduled = context.scheduled
-
-        def commit(conn: Connection) -> bool:
-            if plan.remove:
-                ok = _store.remove(conn, self.table, execution)
-            else:
-                assert plan.at is not None
-                ok = _store.succeed(
-                    conn, self.table, execution, next_time=plan.at, data=plan.data, now=now
-                )
-            if ok and scheduled:
-                _store.insert_instances(conn, self.table, scheduled, now)
-            return ok
-
-        held.completing = True
-        if not await self.db.shielded(commit):
-            self._version_mismatch(execution, "success")
-            return False
-        self._notify("on_success", context, duration)
-        due_again = plan.at is not None and plan.at <= now
-        return due_again or any(
-            i.execution_time is None or i.execution_time <= now for i in scheduled
-        )
+        return Completion(execution=execution, kind="remove", now=now, scheduled=scheduled)
 
     async def _fail(
         self,
@@ -462,7 +634,7 @@ class Runner:
         error: BaseException,
         now: datetime,
         duration: timedelta,
-    ) -> bool:
+    ) -> None:
         execution = held.execution
         failures = execution.consecutive_failures + 1
         limit = self._max_retries(task)
@@ -476,34 +648,23 @@ class Runner:
                 )
                 retry_at = min(retry_at, regular)
                 limit = None  # a recurring task is never abandoned; its schedule goes on
+        abandon = limit is not None and failures > limit
         log.error(
             "execution %s/%s failed (consecutive failures: %d)%s",
             execution.task_name,
             execution.instance_id,
             failures,
-            ""
-            if limit is not None and failures > limit
-            else f"; retrying at {retry_at.isoformat()}",
+            "" if abandon else f"; retrying at {retry_at.isoformat()}",
             exc_info=error,
         )
         self._notify("on_failure", context, error, duration)
-        if limit is not None and failures > limit:
+        if abandon:
             await self._abandon(task, context, held, error)
-            return False
-        held.completing = True
-        ok = await self.db.shielded(
-            partial(
-                _store.fail,
-                table=self.table,
-                execution=execution,
-                retry_at=retry_at,
-                failures=failures,
-                now=now,
-            )
+            return
+        await self._submit(
+            held,
+            Completion(execution=execution, kind="fail", now=now, at=retry_at, failures=failures),
         )
-        if not ok:
-            self._version_mismatch(execution, "failure")
-        return ok and retry_at <= now
 
     async def _abandon(
         self,
@@ -514,12 +675,14 @@ class Runner:
     ) -> None:
         execution = held.execution
         held.completing = True
+        failures = execution.consecutive_failures + (0 if error is None else 1)
         remove = partial(_store.remove, table=self.table, execution=execution)
         try:
             removed = await self.db.remove_with_hook(remove, task.on_abandon, context)
         except Exception:
-            failures = execution.consecutive_failures + (0 if error is None else 1)
-            retry_at = self.clock.now() + self.config.retry_delay(max(failures, 1))
+            now = self.clock.now()
+            failures += 1  # each failed attempt to abandon backs off further
+            retry_at = now + self.config.retry_delay(failures)
             log.exception(
                 "on_abandon of %s/%s failed; the execution is kept and abandoning it will be "
                 "retried at %s",
@@ -527,17 +690,14 @@ class Runner:
                 execution.instance_id,
                 retry_at.isoformat(),
             )
-            await self.db.shielded(
-                partial(
-                    _store.fail,
-                    table=self.table,
-                    execution=execution,
-                    retry_at=retry_at,
-                    failures=failures,
-                    now=self.clock.now(),
-                )
+            await self._submit(
+                held,
+                Completion(
+                    execution=execution, kind="fail", now=now, at=retry_at, failures=failures
+                ),
             )
             return
+        self._let_go(held)
         if not removed:
             self._version_mismatch(execution, "abandon")
             return
@@ -545,30 +705,18 @@ class Runner:
             "abandoned %s/%s after %d consecutive failure(s)",
             execution.task_name,
             execution.instance_id,
-            execution.consecutive_failures + (0 if error is None else 1),
+            failures,
         )
         self._notify("on_abandon", context, error)
 
-    async def _drop_undecodable(self, execution: Execution, error: PayloadError) -> None:
-        removed = await self.db.shielded(
-            partial(_store.remove, table=self.table, execution=execution)
+    def _log_undecodable(self, execution: Execution, error: PayloadError) -> None:
+        log.error(
+            "removed %s/%s: its payload does not decode (%s); raw payload: %r",
+            execution.task_name,
+            execution.instance_id,
+            error,
+            execution.data,
         )
-        if removed:
-            log.error(
-                "removed %s/%s: its payload does not decode (%s); raw payload: %r",
-                execution.task_name,
-                execution.instance_id,
-                error,
-                execution.data,
-            )
-
-    async def _release(self, held: _Held) -> None:
-        execution = held.execution
-        held.completing = True
-        if not await self.db.shielded(
-            partial(_store.release, table=self.table, execution=execution)
-        ):
-            self._version_mismatch(execution, "release")
 
     def _max_retries(self, task: Task[Any]) -> int | None:
         return task.max_retries if task.max_retries is not None else self.config.max_retries
@@ -582,6 +730,80 @@ class Runner:
             execution.instance_id,
             execution.version,
         )
+
+    # --- completing ---------------------------------------------------------------
+
+    async def _submit(
+        self,
+        held: _Held,
+        completion: Completion,
+        on_recorded: Callable[[], None] | None = None,
+    ) -> None:
+        """Hand an outcome to the completer (or commit it at once when none runs)."""
+        held.completing = True
+        pending = _Pending(held, completion, on_recorded)
+        if self._completer_running:
+            self._pending.append(pending)
+            self._pending_ready.set()
+            return
+        await self._commit([pending])
+
+    async def _commit_release(self, held: _Held) -> None:
+        if not held.completing:
+            completion = Completion(execution=held.execution, kind="release", now=self.clock.now())
+            held.completing = True
+            await self._commit([_Pending(held, completion, None)])
+
+    async def _complete_loop(self) -> None:
+        while True:
+            await self._pending_ready.wait()
+            self._pending_ready = anyio.Event()
+            batch, self._pending = self._pending, []
+            if batch:
+                await self._commit(batch, lane="completer")
+
+    async def _flush(self) -> None:
+        """Commit what is still pending; the completer stops after this."""
+        self._completer_running = False
+        batch, self._pending = self._pending, []
+        if batch:
+            await self._commit(batch)
+
+    async def _commit(self, batch: list[_Pending], lane: str | None = None) -> None:
+        completions = [p.completion for p in batch]
+        try:
+            recorded = await self.db.shielded(
+                partial(_store.complete, table=self.table, batch=completions), lane=lane
+            )
+        except Exception:
+            if len(batch) == 1:
+                log.exception(
+                    "could not record the outcome of %s/%s; it will be revived",
+                    completions[0].execution.task_name,
+                    completions[0].execution.instance_id,
+                )
+                recorded = [False]
+            else:  # find the one that fails, commit the others
+                for pending in batch:
+                    await self._commit([pending], lane=lane)
+                return
+        woke = False
+        for pending, ok in zip(batch, recorded, strict=True):
+            completion = pending.completion
+            self._let_go(pending.held)
+            if not ok:
+                if completion.kind != "release" or not pending.held.lost:
+                    self._version_mismatch(completion.execution, completion.kind)
+                continue
+            if pending.on_recorded is not None:
+                pending.on_recorded()
+            if (completion.at is not None and completion.at <= completion.now) or any(
+                i.execution_time is None or i.execution_time <= completion.now
+                for i in completion.scheduled
+            ):
+                woke = True
+        if woke:
+            self._wake.set()
 
     # --- heartbeats -----------------------------------------------------------------
 
@@ -601,7 +823,8 @@ class Runner:
         ]
         try:
             refreshed = await self.db.shielded(
-                partial(_store.heartbeat, table=self.table, held=keys, now=self.clock.now())
+                partial(_store.heartbeat, table=self.table, held=keys, now=self.clock.now()),
+                autocommit=True,
             )
         except Exception:
             log.warning("heartbeat of %d execution(s) failed; retrying", len(keys), exc_info=True)
@@ -630,7 +853,8 @@ class Runner:
         revived = await self.db.shielded(
             partial(
                 _store.revive, table=self.table, threshold=now - self.config.dead_after, now=now
-            )
+            ),
+            autocommit=True,
         )
         for execution in revived:
             log.warning(
@@ -647,19 +871,77 @@ class Runner:
 
     async def delete_orphans_once(self) -> list[tuple[str, str, Any]]:
         """Delete rows of unknown tasks older than ``delete_unresolved_after``."""
+        if not self.names:
+            raise RuntimeError(
+                "this scheduler registers no tasks, so every task name would look orphaned; "
+                "delete orphans from a scheduler that registers the application's tasks"
+            )
         threshold = self.clock.now() - self.config.delete_unresolved_after
         deleted = await self.db.shielded(
-            partial(_store.delete_orphans, table=self.table, known=self.names, threshold=threshold)
+            partial(_store.delete_orphans, table=self.table, known=self.names, threshold=threshold),
+            autocommit=True,
         )
         for name, instance, data in deleted:
             log.warning(
-                "deleted orphan %s/%s (no such task registered for %s); raw payload: %r",
+                "deleted orphan %s/%s: no task of that name is registered here and it was "
+                "due more than %s ago; raw payload: %r",
                 name,
                 instance,
-                self.config.delete_unresolved_after,
+                format_duration(self.config.delete_unresolved_after),
                 data,
             )
         return deleted
+
+    # --- wake-ups -------------------------------------------------------------------
+
+    async def _listen_loop(self) -> None:
+        """Keep a LISTEN connection; when it fails, poll until it is back."""
+        engine = self.db.engine
+        dialect = engine.sync_engine.dialect if isinstance(engine, AsyncEngine) else engine.dialect
+        if not self.config.listen or dialect.name != "postgresql":
+            return
+        backoff = 0.5
+        while not self._stopping():
+            connected = threading.Event()
+            try:
+                await anyio.to_thread.run_sync(
+                    self._listen_blocking, connected, abandon_on_cancel=True
+                )
+            except Exception:
+                log.warning(
+                    "the LISTEN connection failed; polling every %s until it is back",
+                    self.config.polling_interval,
+                    exc_info=True,
+                )
+            if connected.is_set():
+                backoff = 0.5
+            if self._stopping():
+                return
+            await anyio.sleep(backoff)
+            backoff = min(backoff * 2, 30.0)
+
+    def _listen_blocking(self, connected: threading.Event) -> None:
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(**self.db.connect_args(), autocommit=True) as conn:
+            if not self.config.prepared_statements:
+                conn.prepare_threshold = None
+            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(notify_channel(self.table))))
+            connected.set()
+            # Anything scheduled while nobody was listening is picked up now.
+            anyio.from_thread.run_sync(self._wake_up)
+            while not self._listener_stop.is_set():
+                for _ in conn.notifies(timeout=_LISTEN_TICK, stop_after=1):
+                    if not self._listener_stop.is_set():
+                        anyio.from_thread.run_sync(self._on_notify)
+
+    def _wake_up(self) -> None:
+        self._wake.set()
+
+    def _on_notify(self) -> None:
+        if self._outstanding <= self._low:
+            self._wake.set()
 
     # --- testing ------------------------------------------------------------------
 
@@ -681,11 +963,7 @@ class Runner:
             if not batch:
                 return ran
             for execution in batch:
-                held = self._hold(execution)
-                try:
-                    await self.process(held)
-                finally:
-                    self._let_go(held, woke=False)
+                await self.process(self._hold(execution))
             ran += len(batch)
             if ran > max_executions:
                 raise RuntimeError(

@@ -7,8 +7,9 @@ Sync callers run these directly; async callers reach them through SQLAlchemy's
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Connection, Table
 
@@ -16,6 +17,8 @@ from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._statements import Statements, statements_for
 from sqla_scheduler.executions import Execution, ExecutionState
 from sqla_scheduler.tasks import KEEP, TaskInstance
+
+Key = tuple[str, str]
 
 __all__ = [
     "cancel",
@@ -58,6 +61,9 @@ def insert_instances(
         }
         for i in instances
     ]
+    if len(rows) == 1 and stmts.insert_one is not None:
+        params = {**rows[0], "now": now, "channel": stmts.channel}
+        return len(conn.execute(stmts.insert_one, params).all())
     inserted = conn.execute(stmts.insert, rows).all()
     due = {name for name, execution_time in inserted if execution_time <= now}
     if due:
@@ -130,8 +136,6 @@ def list_executions(
 
 # --- the runner's operations ---------------------------------------------------------
 
-Key = tuple[str, str]
-
 
 def pick(
     conn: Connection,
@@ -161,8 +165,19 @@ def heartbeat(
     if not held:
         return set()
     stmts = _statements(conn, table)
-    rows = conn.execute(stmts.heartbeat, {"keys": list(held), "now": now})
+    rows = conn.execute(stmts.heartbeat, {**_key_lists(stmts, held), "now": now})
     return {(name, instance) for name, instance in rows}
+
+
+def _key_lists(stmts: Statements, keys: Sequence[tuple[str, str, int]]) -> dict[str, Any]:
+    """Bind (task, instance, version) keys the way ``Statements._held_keys`` expects."""
+    if stmts.backend.name == "postgresql":
+        return {
+            "names": [k[0] for k in keys],
+            "instances": [k[1] for k in keys],
+            "versions": [k[2] for k in keys],
+        }
+    return {"keys": list(keys)}
 
 
 def _key_params(execution: Execution) -> dict[str, Any]:
@@ -207,6 +222,54 @@ def fail(
     stmts = _statements(conn, table)
     params = {**_key_params(execution), "new_time": retry_at, "failures": failures, "now": now}
     return conn.execute(stmts.fail, params).rowcount == 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Completion:
+    """The outcome of one held execution, to commit with others in one transaction.
+
+    ``remove`` deletes the row; ``succeed`` and ``fail`` hand it back to run at ``at``;
+    ``release`` hands it back untouched. ``scheduled`` are inserted only if the outcome
+    was recorded (the execution was still ours).
+    """
+
+    execution: Execution
+    kind: Literal["remove", "succeed", "fail", "release"]
+    now: datetime
+    at: datetime | None = None
+    data: Any = None
+    failures: int = 0
+    scheduled: Sequence[TaskInstance[Any]] = ()
+
+
+def complete(conn: Connection, table: Table, batch: Sequence[Completion]) -> list[bool]:
+    """Commit a batch of outcomes; return, for each, whether it was recorded.
+
+    All removals go in one statement; the other outcomes one statement each.
+    """
+    stmts = _statements(conn, table)
+    removes = [c.execution for c in batch if c.kind == "remove"]
+    removed: set[Key] = set()
+    if removes:
+        keys = [(e.task_name, e.instance_id, e.version) for e in removes]
+        removed = {(n, i) for n, i in conn.execute(stmts.remove_many, _key_lists(stmts, keys))}
+    recorded: list[bool] = []
+    for c in batch:
+        e = c.execution
+        if c.kind == "remove":
+            ok = (e.task_name, e.instance_id) in removed
+        elif c.kind == "succeed":
+            assert c.at is not None
+            ok = succeed(conn, table, e, next_time=c.at, data=c.data, now=c.now)
+        elif c.kind == "fail":
+            assert c.at is not None
+            ok = fail(conn, table, e, retry_at=c.at, failures=c.failures, now=c.now)
+        else:
+            ok = release(conn, table, e)
+        if ok and c.scheduled:
+            insert_instances(conn, table, c.scheduled, c.now)
+        recorded.append(ok)
+    return recorded
 
 
 def release(conn: Connection, table: Table, execution: Execution) -> bool:

@@ -73,7 +73,11 @@ class SchedulerConfig:
     delete_unresolved_after: timedelta = timedelta(days=14)
     """Rows of unknown tasks older than this are deleted (more than zero)."""
     listen: bool = True
-    """Whether to use PostgreSQL ``LISTEN``/``NOTIFY`` wake-ups."""
+    """Whether to use PostgreSQL ``LISTEN``/``NOTIFY`` wake-ups (off behind poolers that
+    cannot carry them, such as PgBouncer in transaction mode)."""
+    prepared_statements: bool = True
+    """Whether the scheduler's connections may use server-side prepared statements (turn
+    off behind PgBouncer in transaction mode)."""
     pick_lower_fraction: float = 0.5
     """Refill picks when free permits reach this fraction of ``concurrency`` (more than 0)."""
     pick_upper_fraction: float = 3.0
@@ -488,6 +492,7 @@ _RULES: dict[str, _Rule] = {
     "shutdown_max_wait": _Rule(_DURATION, _at_least(_ZERO, "zero")),
     "delete_unresolved_after": _Rule(_DURATION, _above(_ZERO, "zero")),
     "listen": _Rule(_BOOL, _no_limit),
+    "prepared_statements": _Rule(_BOOL, _no_limit),
     "pick_lower_fraction": _Rule(_FLOAT, _above(0.0, "0")),
     "pick_upper_fraction": _Rule(_FLOAT, _above(0.0, "0")),
 }

@@ -18,8 +18,10 @@ P = TypeVar("P")
 class ShutdownSignal:
     """Set when the scheduler running an execution starts to stop.
 
-    Long handlers poll :attr:`is_set` (or call :meth:`wait`) and return early; the
-    execution is then released so another process can take it.
+    Long handlers poll :attr:`is_set` (or call :meth:`wait`) and wind up early. What the
+    handler then does decides the outcome as usual: returning commits a success, raising
+    schedules a retry. A handler still running after ``shutdown_max_wait`` is abandoned by
+    the scheduler and its execution released, so another process takes it at once.
     """
 
     __slots__ = ("_event",)

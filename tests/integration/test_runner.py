@@ -273,7 +273,7 @@ async def test_failing_abandon_hook_keeps_the_row_and_retries_the_drop(
     kept = row(db, "doomed", "d")
     assert kept is not None
     assert kept["picked"] is False
-    assert kept["consecutive_failures"] == 1
+    assert kept["consecutive_failures"] == 2  # the failed drop counts, so retries back off
     with db.sync_engine.connect() as conn:
         assert conn.scalar(text("select count(*) from dead_letters")) == 0
     hook_fails[0] = False
@@ -318,7 +318,7 @@ async def test_version_mismatch_is_logged_and_harmless(
     await db.resolve(scheduler.schedule(db.engine, task.instance("s")))
     with caplog.at_level(logging.WARNING, logger="sqla_scheduler"):
         await scheduler.run_due()
-    assert "version mismatch: success of stolen/s" in caplog.text
+    assert "version mismatch: remove of stolen/s (version 2) not recorded" in caplog.text
     kept = row(db, "stolen", "s")
     assert kept is not None
     assert kept["version"] == 12
@@ -352,6 +352,9 @@ async def test_dead_executions_are_revived(db: Harness, clock: ManualClock):
         )
     revived = await scheduler.revive_dead_executions()
     assert [e.instance_id for e in revived] == ["dead"]
+    # reported as found: who had it and when it last beat
+    assert (revived[0].picked, revived[0].picked_by) == (True, "crashed")
+    assert revived[0].last_heartbeat == NOW - timedelta(seconds=61)
     dead = row(db, "work", "dead")
     assert dead is not None
     assert (dead["picked"], dead["picked_by"], dead["execution_time"]) == (False, None, NOW)
@@ -569,3 +572,37 @@ async def test_start_and_stop_on_a_background_thread(db: Harness):
     await anyio.to_thread.run_sync(sync_app)
     assert not scheduler.running
     await wait_for(lambda: db.count() == 0)
+
+
+async def test_recurring_task_survives_revivals_past_the_global_retry_cap(
+    db: Harness, clock: ManualClock
+):
+    ran: list[int] = []
+    tick = recurring("tick", FixedDelay(timedelta(minutes=1)))(lambda ctx: ran.append(1))
+    scheduler = make(db, [tick], clock, max_retries=1)
+    await scheduler.run_due()
+    with db.sync_engine.begin() as conn:  # as if revived after three crashes
+        conn.execute(text("update scheduled_tasks set consecutive_failures = 3"))
+    clock.advance(timedelta(minutes=1))
+    assert await scheduler.run_due() == 1
+    assert ran == [1, 1]
+    assert row(db, "tick", "recurring")["consecutive_failures"] == 0  # type: ignore[index]
+
+
+async def test_a_scheduler_without_tasks_refuses_to_delete_orphans(db: Harness):
+    with pytest.raises(RuntimeError, match="registers no tasks"):
+        await Scheduler(db.engine, []).delete_orphans()
+
+
+async def test_the_loop_runs_without_prepared_statements(db: Harness):
+    done: list[str] = []
+    task = one_time("job")(lambda ctx: done.append(ctx.instance_id))
+    scheduler = make(
+        db, [task], prepared_statements=False, polling_interval=timedelta(milliseconds=20)
+    )
+    await db.resolve(
+        scheduler.schedule_batch(db.engine, [task.instance(f"j{i}") for i in range(40)])
+    )
+    async with scheduler:
+        await wait_for(lambda: len(done) == 40)
+    assert sorted(done) == sorted(f"j{i}" for i in range(40))

@@ -27,6 +27,7 @@ DEFAULTS: dict[str, object] = {
     "shutdown_max_wait": timedelta(minutes=30),
     "delete_unresolved_after": timedelta(days=14),
     "listen": True,
+    "prepared_statements": True,
     "pick_lower_fraction": 0.5,
     "pick_upper_fraction": 3.0,
 }
@@ -47,6 +48,7 @@ AS_TEXT: dict[str, tuple[str, object]] = {
     "shutdown_max_wait": ("90s", timedelta(seconds=90)),
     "delete_unresolved_after": ("7d", timedelta(days=7)),
     "listen": ("false", False),
+    "prepared_statements": ("off", False),
     "pick_lower_fraction": ("0.25", 0.25),
     "pick_upper_fraction": ("4", 4.0),
 }

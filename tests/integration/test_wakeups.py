@@ -1,0 +1,89 @@
+"""Wake-ups: NOTIFY on commit starts work at once; polling covers what NOTIFY cannot."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from sqla_scheduler import Scheduler, SchedulerConfig, one_time
+from tests.conftest import Harness, wait_for
+
+pytestmark = pytest.mark.anyio
+
+
+def listeners(db: Harness) -> int:
+    with db.sync_engine.connect() as conn:
+        return int(
+            conn.scalar(
+                text(
+                    "select count(*) from pg_stat_activity"
+                    " where datname = current_database() and query like 'LISTEN%'"
+                )
+            )
+        )
+
+
+def kill_listeners(db: Harness) -> int:
+    with db.sync_engine.connect() as conn:
+        return len(
+            conn.execute(
+                text(
+                    "select pg_terminate_backend(pid) from pg_stat_activity"
+                    " where datname = current_database() and query like 'LISTEN%'"
+                )
+            ).all()
+        )
+
+
+def scheduler_for(db: Harness, ran: list[str], event: threading.Event, **config: Any) -> Any:
+    def handler(ctx: Any) -> None:
+        ran.append(ctx.instance_id)
+        event.set()
+
+    task = one_time("job")(handler)
+    return Scheduler(db.engine, [task], SchedulerConfig(**config)), task
+
+
+async def test_a_commit_wakes_an_idle_scheduler(db: Harness):
+    ran: list[str] = []
+    event = threading.Event()
+    scheduler, task = scheduler_for(db, ran, event, polling_interval=timedelta(minutes=5))
+    async with scheduler:
+        await wait_for(lambda: listeners(db) == 1)
+        started = time.monotonic()
+        await db.resolve(scheduler.schedule(db.engine, task.instance("now")))
+        await wait_for(event.is_set, deadline=10)
+        # With a five-minute poll, only the notification can explain a start this soon.
+        assert time.monotonic() - started < 10
+    assert ran == ["now"]
+
+
+async def test_the_listener_comes_back_after_its_connection_dies(db: Harness):
+    ran: list[str] = []
+    event = threading.Event()
+    scheduler, task = scheduler_for(db, ran, event, polling_interval=timedelta(minutes=5))
+    async with scheduler:
+        await wait_for(lambda: listeners(db) == 1)
+        assert kill_listeners(db) == 1
+        await wait_for(lambda: listeners(db) == 1, deadline=15)  # re-listened
+        await db.resolve(scheduler.schedule(db.engine, task.instance("after")))
+        await wait_for(event.is_set, deadline=10)
+    assert ran == ["after"]
+
+
+async def test_listen_can_be_switched_off(db: Harness):
+    ran: list[str] = []
+    event = threading.Event()
+    scheduler, task = scheduler_for(
+        db, ran, event, listen=False, polling_interval=timedelta(milliseconds=50)
+    )
+    async with scheduler:
+        await db.resolve(scheduler.schedule(db.engine, task.instance("polled")))
+        await wait_for(event.is_set, deadline=10)
+        assert listeners(db) == 0
+    assert ran == ["polled"]
