@@ -179,7 +179,7 @@ def test_worker_stops_gracefully_on_signal(
 
 def test_second_signal_stops_at_once(workers: Workers, app_db: Engine, pg_url: str) -> None:
     """The second signal does not wait for running executions: exit 128 + signal number,
-    and what was running stays picked until a live scheduler revives it."""
+    and what was running is released at once for another worker."""
     worker = workers.start("solo", SHUTDOWN_WAIT_MS=600_000)
     workers.wait_started(worker)
     client = build_scheduler(pg_url, name="client")
@@ -207,7 +207,7 @@ def test_second_signal_stops_at_once(workers: Workers, app_db: Engine, pg_url: s
     assert "sqla-scheduler: stopped at once by a second SIGINT" in output
     assert "Traceback" not in output
     assert rows(app_db, "select task_instance, picked, picked_by from scheduled_tasks") == [
-        ("s-1", True, "solo")
+        ("s-1", False, None)
     ]
 
 
