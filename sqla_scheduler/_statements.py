@@ -68,15 +68,7 @@ class Statements:
         self.insert_one: Executable | None = None
         if backend.supports_notify:
             inserted = (
-                backend.insert(table)
-                .values(
-                    task_name=bindparam("task_name"),
-                    task_instance=bindparam("task_instance"),
-                    task_data=bindparam("task_data", type_=c.task_data.type),
-                    execution_time=bindparam("execution_time", type_=c.execution_time.type),
-                    priority=bindparam("priority"),
-                    schedule=bindparam("schedule"),
-                )
+                self._insert_row()
                 .on_conflict_do_nothing(index_elements=[c.task_name, c.task_instance])
                 .returning(c.task_name, c.execution_time)
                 .cte("inserted")
@@ -255,35 +247,36 @@ class Statements:
         excluded = backend.insert(table).excluded
         #: Create a recurring task's row, or update the priority and schedule of an
         #: unpicked one; its time moves only when a deterministic schedule changed.
-        self.upsert_recurring: Executable = (
-            backend.insert(table)
-            .values(
-                task_name=bindparam("task_name"),
-                task_instance=bindparam("task_instance"),
-                task_data=bindparam("task_data", type_=c.task_data.type),
-                execution_time=bindparam("execution_time", type_=c.execution_time.type),
-                priority=bindparam("priority"),
-                schedule=bindparam("schedule"),
-            )
-            .on_conflict_do_update(
-                index_elements=[c.task_name, c.task_instance],
-                set_={
-                    "priority": excluded.priority,
-                    "schedule": excluded.schedule,
-                    "execution_time": case(
-                        (
-                            and_(
-                                bindparam("deterministic", type_=Boolean()),
-                                c.schedule.is_distinct_from(excluded.schedule),
-                            ),
-                            excluded.execution_time,
+        self.upsert_recurring: Executable = self._insert_row().on_conflict_do_update(
+            index_elements=[c.task_name, c.task_instance],
+            set_={
+                "priority": excluded.priority,
+                "schedule": excluded.schedule,
+                "execution_time": case(
+                    (
+                        and_(
+                            bindparam("deterministic", type_=Boolean()),
+                            c.schedule.is_distinct_from(excluded.schedule),
                         ),
-                        else_=c.execution_time,
+                        excluded.execution_time,
                     ),
-                    "version": c.version + 1,
-                },
-                where=self.unpicked,
-            )
+                    else_=c.execution_time,
+                ),
+                "version": c.version + 1,
+            },
+            where=self.unpicked,
+        )
+
+    def _insert_row(self) -> Any:
+        """An INSERT of one execution, its values bound by column name."""
+        c = self.table.c
+        return self.backend.insert(self.table).values(
+            task_name=bindparam("task_name"),
+            task_instance=bindparam("task_instance"),
+            task_data=bindparam("task_data", type_=c.task_data.type),
+            execution_time=bindparam("execution_time", type_=c.execution_time.type),
+            priority=bindparam("priority"),
+            schedule=bindparam("schedule"),
         )
 
     def _one_of(self, column: ColumnElement[str], name: str) -> ColumnElement[bool]:

@@ -36,9 +36,10 @@ def _database_errors(url: str) -> Iterator[None]:
         _fail(f"cannot reach the database: {str(exc.orig).strip()}")
 
 
-def _fail(message: str) -> None:
-    click.echo(f"sqla-scheduler: {message}", err=True)
-    sys.exit(1)
+def _fail(message: str, status: int = 1) -> None:
+    """One line on stderr, then exit with ``status`` (1: runtime failure, 2: bad usage)."""
+    click.echo(f"sqla-scheduler: {_one_line(message)}", err=True)
+    sys.exit(status)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -141,29 +142,22 @@ def worker(
         if changes:
             scheduler.config = scheduler.config.replace(**changes)
     except (WorkerError, ConfigurationError) as exc:
-        _worker_fail(str(exc), 2)
+        _fail(str(exc), 2)
         return
     if backend == "trio" and isinstance(scheduler.engine, AsyncEngine):
-        _worker_fail(
-            f"--backend trio needs a Scheduler with a sync Engine; {spec} has an AsyncEngine", 2
-        )
+        _fail(f"--backend trio needs a Scheduler with a sync Engine; {spec} has an AsyncEngine", 2)
     try:
         run_worker(scheduler, backend=backend)
     except WorkerInterrupted as exc:
         click.echo(f"sqla-scheduler: {exc}", err=True)
         _exit_worker(128 + exc.signal.value)
     except WorkerError as exc:
-        _worker_fail(str(exc), 1)
+        _fail(str(exc), 1)
     except OperationalError as exc:
-        _worker_fail(f"cannot reach the database: {_one_line(exc.orig or exc)}", 1)
+        _fail(f"cannot reach the database: {_one_line(exc.orig or exc)}", 1)
     except DBAPIError as exc:
-        _worker_fail(f"database error: {_one_line(exc.orig or exc)}", 1)
+        _fail(f"database error: {_one_line(exc.orig or exc)}", 1)
     _exit_worker(0)
-
-
-def _worker_fail(message: str, status: int) -> None:
-    click.echo(f"sqla-scheduler: {_one_line(message)}", err=True)
-    sys.exit(status)
 
 
 def _one_line(error: object) -> str:

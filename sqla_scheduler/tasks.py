@@ -255,17 +255,14 @@ def recurring(
     The handler's return value becomes the next run's payload unless it is ``None``.
     """
 
-    def decorate(handler: Handler[Any]) -> RecurringTask[Any]:
-        return RecurringTask(
-            name=name,
-            handler=handler,
-            schedule=schedule,  # type: ignore[arg-type]  # text is parsed in __post_init__
-            payload_type=payload_type,
-            initial_payload=initial_payload,
-            priority=priority,
-        )
-
-    return decorate
+    return _decorator(
+        RecurringTask,
+        name=name,
+        schedule=schedule,  # text is parsed in __post_init__
+        payload_type=payload_type,
+        initial_payload=initial_payload,
+        priority=priority,
+    )
 
 
 @overload
@@ -300,17 +297,14 @@ def one_time(
     is removed and ``on_abandon(context, session)`` runs in the same transaction.
     """
 
-    def decorate(handler: Handler[Any]) -> OneTimeTask[Any]:
-        return OneTimeTask(
-            name=name,
-            handler=handler,
-            payload_type=payload_type,
-            max_retries=max_retries,
-            on_abandon=on_abandon,
-            priority=priority,
-        )
-
-    return decorate
+    return _decorator(
+        OneTimeTask,
+        name=name,
+        payload_type=payload_type,
+        max_retries=max_retries,
+        on_abandon=on_abandon,
+        priority=priority,
+    )
 
 
 @overload
@@ -341,17 +335,22 @@ def custom(
 ) -> Callable[[Handler[Any]], CustomTask[Any]]:
     """Define a custom task: its handler returns :class:`NextAt` to run again, ``None`` to end."""
 
-    def decorate(handler: Handler[Any]) -> CustomTask[Any]:
-        return CustomTask(
-            name=name,
-            handler=handler,
-            payload_type=payload_type,
-            max_retries=max_retries,
-            on_abandon=on_abandon,
-            priority=priority,
-        )
+    return _decorator(
+        CustomTask,
+        name=name,
+        payload_type=payload_type,
+        max_retries=max_retries,
+        on_abandon=on_abandon,
+        priority=priority,
+    )
 
-    return decorate
+
+TaskT = TypeVar("TaskT", bound="Task[Any]")
+
+
+def _decorator(cls: type[TaskT], **fields: Any) -> Callable[[Handler[Any]], TaskT]:
+    """A decorator that builds ``cls(handler=<the function>, **fields)``."""
+    return lambda handler: cls(handler=handler, **fields)
 
 
 # --- checks -------------------------------------------------------------------------------
