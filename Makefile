@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint check clean
+.PHONY: demo test lint check clean bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/mypy --strict tests/typing
 
 check: test lint
+
+## Measure throughput and latency against raw-SQL floors (starts its own PostgreSQL).
+bench: $(VENV)/.installed-dev
+	$(BIN)/python bench/run.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,121 @@
+"""One benchmark worker process: a Scheduler running a single no-op task until SIGTERM.
+
+Started by ``bench/run.py``; not meant to be run by hand (but it can be)::
+
+    python bench/worker.py --url postgresql+psycopg://postgres@127.0.0.1:5432/db \\
+        --handler async --name w1
+
+``--handler async`` runs ``async def`` handlers on an ``AsyncEngine``; ``--handler sync``
+runs plain ``def`` handlers on a sync ``Engine``. The worker prints ``READY`` on stdout once
+the scheduler's loop runs; with ``--report-starts`` each execution prints
+``START <instance_id> <time.time()>`` when its handler begins. SIGTERM or SIGINT stops
+the scheduler gracefully (``request_stop``) and the process exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import time
+from datetime import timedelta
+from typing import Any
+
+import anyio
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from sqla_scheduler import ExecutionContext, OneTimeTask, Scheduler, SchedulerConfig, one_time
+
+TASK_NAME = "noop"
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--url", required=True, help="SQLAlchemy URL (postgresql+psycopg://...)")
+    parser.add_argument("--handler", choices=("async", "sync"), default="async")
+    parser.add_argument("--name", required=True, help="scheduler_name (unique per process)")
+    parser.add_argument("--concurrency", type=int, default=10)
+    parser.add_argument("--polling-interval", type=float, default=10.0, help="seconds")
+    parser.add_argument("--pick-lower-fraction", type=float, default=None)
+    parser.add_argument("--pick-upper-fraction", type=float, default=None)
+    parser.add_argument("--report-starts", action="store_true")
+    parser.add_argument("--log-level", default="WARNING")
+    return parser.parse_args(argv)
+
+
+def _emit(line: str) -> None:
+    # One write per line, flushed, so the reader sees whole lines as soon as they happen.
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def make_task(handler_kind: str, report_starts: bool) -> OneTimeTask[Any]:
+    """The ``noop`` task, with an ``async def`` or a plain ``def`` handler."""
+    if handler_kind == "async":
+
+        async def noop_async(ctx: ExecutionContext[Any]) -> None:
+            if report_starts:
+                _emit(f"START {ctx.instance_id} {time.time():.6f}")
+
+        return one_time(TASK_NAME)(noop_async)
+
+    def noop_sync(ctx: ExecutionContext[Any]) -> None:
+        if report_starts:
+            _emit(f"START {ctx.instance_id} {time.time():.6f}")
+
+    return one_time(TASK_NAME)(noop_sync)
+
+
+def make_config(args: argparse.Namespace) -> SchedulerConfig:
+    """The scheduler's config from the command line."""
+    extra: dict[str, Any] = {}
+    if args.pick_lower_fraction is not None:
+        extra["pick_lower_fraction"] = args.pick_lower_fraction
+    if args.pick_upper_fraction is not None:
+        extra["pick_upper_fraction"] = args.pick_upper_fraction
+    return SchedulerConfig(
+        concurrency=args.concurrency,
+        polling_interval=timedelta(seconds=args.polling_interval),
+        scheduler_name=args.name,
+        shutdown_max_wait=timedelta(seconds=10),
+        **extra,
+    )
+
+
+async def serve(args: argparse.Namespace) -> None:
+    """Run the scheduler until SIGTERM/SIGINT, then stop it gracefully."""
+    engine: Engine | AsyncEngine
+    if args.handler == "async":
+        engine = create_async_engine(args.url, pool_size=args.concurrency + 5)
+    else:
+        engine = create_engine(args.url, pool_size=args.concurrency + 5)
+    scheduler = Scheduler(engine, [make_task(args.handler, args.report_starts)], make_config(args))
+    try:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async with scheduler:
+                _emit("READY")
+                async for _signum in signals:
+                    break
+                scheduler.request_stop()
+    finally:
+        if isinstance(engine, AsyncEngine):
+            await engine.dispose()
+        else:
+            engine.dispose()
+    _emit("STOPPED")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parse(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format=f"%(asctime)s {args.name} %(levelname)s %(name)s: %(message)s",
+    )
+    anyio.run(serve, args)
+
+
+if __name__ == "__main__":
+    main()
