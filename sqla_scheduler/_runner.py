@@ -62,6 +62,8 @@ Key = tuple[str, str]
 
 #: How long the picker backs off after the database failed it.
 _ERROR_BACKOFF = 1.0
+#: The most the picker multiplies its lower and upper limits by under a backlog.
+_MAX_BOOST = 8
 #: How often the listener thread looks up from its socket to see whether to stop.
 _LISTEN_TICK = 0.25
 
@@ -304,10 +306,14 @@ class Runner:
         self.shutdown = ShutdownSignal()
         self.held: dict[Key, _Held] = {}
         self._handlers = anyio.CapacityLimiter(config.concurrency)
-        self._low = max(0, math.floor(config.concurrency * config.pick_lower_fraction))
-        self._high = max(
+        self._base_low = max(0, math.floor(config.concurrency * config.pick_lower_fraction))
+        self._base_high = max(
             config.concurrency, math.ceil(config.concurrency * config.pick_upper_fraction)
         )
+        #: How many times the base lower and upper limits the picker currently keeps: it
+        #: doubles (up to _MAX_BOOST) while a backlog of short executions starves the
+        #: workers between picks, and falls back to 1 once a pick finds the backlog gone.
+        self._boost = 1
         #: Picked executions not yet finished with their handler (queued or running).
         self._outstanding = 0
         self._running = 0
@@ -425,6 +431,14 @@ class Runner:
 
     # --- picking ------------------------------------------------------------------
 
+    @property
+    def _low(self) -> int:
+        return self._base_low * self._boost
+
+    @property
+    def _high(self) -> int:
+        return self._base_high * self._boost
+
     async def _pick_loop(self) -> None:
         poll = self.config.polling_interval.total_seconds()
         while not self._stopping():
@@ -459,6 +473,11 @@ class Runner:
             lane="picker",
         )
         self._more_due = len(picked) == limit
+        if not self._more_due:
+            self._boost = 1
+        elif self._running < self.config.concurrency and self._outstanding == self._running:
+            # The queue ran dry while we picked: keep more in hand next time.
+            self._boost = min(self._boost * 2, _MAX_BOOST)
         for execution in picked:
             held = self._hold(execution)
             self._outstanding += 1
@@ -771,9 +790,13 @@ class Runner:
 
     async def _commit(self, batch: list[_Pending], lane: str | None = None) -> None:
         completions = [p.completion for p in batch]
+        # A batch of plain removals is one DELETE: it needs no transaction around it.
+        single = all(c.kind == "remove" and not c.scheduled for c in completions)
         try:
             recorded = await self.db.shielded(
-                partial(_store.complete, table=self.table, batch=completions), lane=lane
+                partial(_store.complete, table=self.table, batch=completions),
+                autocommit=single,
+                lane=None if lane is None else f"{lane}{'-autocommit' if single else ''}",
             )
         except Exception:
             if len(batch) == 1:

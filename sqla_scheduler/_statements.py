@@ -13,15 +13,19 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     ColumnElement,
+    DateTime,
     Delete,
     Select,
+    SmallInteger,
     String,
     Table,
+    Text,
     Update,
     and_,
     any_,
     bindparam,
     case,
+    column,
     delete,
     false,
     func,
@@ -30,7 +34,7 @@ from sqlalchemy import (
     tuple_,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.sql.expression import Executable
 
 from sqla_scheduler._dialects import Backend, notify_channel
@@ -62,6 +66,31 @@ class Statements:
             .on_conflict_do_nothing(index_elements=[c.task_name, c.task_instance])
             .returning(c.task_name, c.execution_time)
         )
+
+        #: Many executions in one statement with one JSON parameter that the server turns
+        #: into rows (PostgreSQL): one statement text whatever the batch size, so it is
+        #: parsed once, and far less to encode than a parameter per value.
+        self.insert_many: Executable | None = None
+        if backend.name == "postgresql":
+            new = (
+                func.jsonb_to_recordset(bindparam("rows", type_=JSONB()))
+                .table_valued(
+                    column("task_name", String()),
+                    column("task_instance", String()),
+                    column("task_data", JSONB()),
+                    column("execution_time", DateTime(timezone=True)),
+                    column("priority", SmallInteger()),
+                    column("schedule", Text()),
+                    name="new",
+                )
+                .render_derived(with_types=True)
+            )
+            self.insert_many = (
+                backend.insert(table)
+                .from_select([col.name for col in new.c], select(new))
+                .on_conflict_do_nothing(index_elements=[c.task_name, c.task_instance])
+                .returning(c.task_name, c.execution_time)
+            )
 
         #: One execution inserted and, when it is due, a NOTIFY sent, in one statement
         #: (PostgreSQL; saves a round trip on the hot path of ``Scheduler.schedule``).

@@ -64,7 +64,12 @@ def insert_instances(
     if len(rows) == 1 and stmts.insert_one is not None:
         params = {**rows[0], "now": now, "channel": stmts.channel}
         return len(conn.execute(stmts.insert_one, params).all())
-    inserted = conn.execute(stmts.insert, rows).all()
+    if stmts.insert_many is not None:
+        for row in rows:
+            row["execution_time"] = row["execution_time"].isoformat()
+        inserted = conn.execute(stmts.insert_many, {"rows": rows}).all()
+    else:
+        inserted = conn.execute(stmts.insert, rows).all()
     due = {name for name, execution_time in inserted if execution_time <= now}
     if due:
         _wake(conn, stmts, due)
