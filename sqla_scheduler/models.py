@@ -57,6 +57,17 @@ NAMING_CONVENTION: dict[str, str] = {
     "pk": "pk_%(table_name)s",
 }
 
+#: PostgreSQL storage parameters for a table that churns like a queue: room on each page
+#: for HOT heartbeat updates, and autovacuum after a fixed number of dead rows.
+QUEUE_STORAGE: dict[str, str] = {
+    "fillfactor": "90",
+    "autovacuum_vacuum_scale_factor": "0.0",
+    "autovacuum_vacuum_threshold": "5000",
+    "autovacuum_vacuum_insert_scale_factor": "0.0",
+    "autovacuum_vacuum_insert_threshold": "5000",
+    "autovacuum_analyze_scale_factor": "0.02",
+}
+
 #: The scheduler's own metadata; add it to an Alembic ``target_metadata`` list.
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
@@ -87,6 +98,7 @@ def scheduled_tasks_table(
         Column("priority", SmallInteger(), nullable=False, server_default=text("0")),
         Column("schedule", Text(), nullable=True),
         schema=schema,
+        postgresql_with=QUEUE_STORAGE,
     )
     unpicked = table.c.picked == false()
     picked = table.c.picked == true()

@@ -14,7 +14,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, MetaData, create_engine, inspect
+from sqlalchemy import Engine, MetaData, create_engine, inspect, text
 
 from alembic import command
 from sqla_scheduler import metadata, migrate
@@ -114,10 +114,15 @@ def _schema(engine: Engine, table: str = "scheduled_tasks") -> dict[str, Any]:
         )
         for i in insp.get_indexes(table)
     }
+    with engine.connect() as conn:
+        storage = conn.scalar(
+            text("select reloptions from pg_class where relname = :t"), {"t": table}
+        )
     return {
         "columns": columns,
         "indexes": indexes,
         "pk": insp.get_pk_constraint(table),
+        "storage": sorted(storage or []),
     }
 
 
