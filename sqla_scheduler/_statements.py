@@ -108,7 +108,7 @@ class Statements:
                     func.pg_notify(bindparam("channel"), inserted.c.task_name),
                 ),
             )
-            self.insert_one = select(inserted.c.task_name, inserted.c.execution_time, wake)
+            self.insert_one = select(wake)  # a row per inserted execution
 
         #: Wake schedulers listening on this table's channel (PostgreSQL only).
         self.notify: Executable | None = (
