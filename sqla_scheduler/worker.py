@@ -9,8 +9,8 @@
 
 The first signal stops the scheduler gracefully: no new picks, running executions get
 ``shutdown_max_wait`` to finish, and whatever is still running then is released for other
-schedulers. A second signal cancels everything at once; executions still held are then
-left picked, and a live scheduler revives them once their heartbeat is stale.
+schedulers. A second signal cancels everything at once: running handlers are not waited
+for, and their executions are released for other schedulers straight away.
 """
 
 from __future__ import annotations
@@ -46,8 +46,7 @@ class WorkerError(SchedulerError):
 class WorkerInterrupted(WorkerError):
     """A second stop signal cancelled the worker before its graceful stop completed.
 
-    Executions it still held stay picked until their heartbeat goes stale and a live
-    scheduler revives them.
+    Executions it still held were released without waiting for their handlers.
     """
 
     def __init__(self, signum: signal.Signals) -> None:
@@ -162,8 +161,8 @@ class _Worker:
             else:
                 self.forced_by = sig
                 log.warning(
-                    "received %s while stopping: stopping at once; executions still running stay "
-                    "picked until a live scheduler revives them",
+                    "received %s while stopping: stopping at once; executions still running are "
+                    "released without waiting for their handlers",
                     sig.name,
                 )
                 scope.cancel()
