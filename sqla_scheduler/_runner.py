@@ -104,8 +104,8 @@ class Database:
         ``autocommit`` suits a unit of work of exactly one statement: the statement is its
         own transaction, which saves the BEGIN and COMMIT round trips. A ``lane`` names a
         connection kept open between calls for a service that runs one unit at a time
-        (the picker, the completer), saving a pool checkout per call. On SQLite every unit
-        opens with ``BEGIN IMMEDIATE`` instead (see ``Backend.unit_of_work``).
+        (the picker, the completer), saving a pool checkout per call. On SQLite every unit,
+        ``autocommit`` or not, is one ``BEGIN IMMEDIATE`` transaction (``Backend.unit_of_work``).
         """
         fn = self._unit_of_work(fn)
         if isinstance(self.engine, AsyncEngine):
