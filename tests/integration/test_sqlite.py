@@ -15,8 +15,9 @@ from typing import Any
 
 import anyio
 import pytest
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, update
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
 
 from sqla_scheduler import ManualClock, Scheduler, configure_sqlite, one_time
 from tests.conftest import sqlite_file_url
@@ -222,3 +223,31 @@ def test_configure_sqlite_refuses_a_negative_timeout() -> None:
     with pytest.raises(ValueError, match="busy_timeout"):
         configure_sqlite(engine, busy_timeout=timedelta(seconds=-1))
     engine.dispose()
+
+
+async def test_reviving_dead_executions_a_thousand_keys_at_a_time(
+    engine: Engine | AsyncEngine,
+) -> None:
+    ran: list[str] = []
+    task, scheduler = task_and_scheduler(engine, ran)
+    await schedule(scheduler, engine, *(task.instance(f"d{i}") for i in range(2500)))
+    table = scheduler.table
+    with _sync_engine_for(engine).begin() as conn:
+        conn.execute(
+            update(table).values(
+                picked=True, picked_by="crashed", last_heartbeat=NOW - timedelta(hours=1)
+            )
+        )
+    revived = await scheduler.revive_dead_executions()
+    assert len(revived) == 2500
+    assert {(e.picked, e.picked_by, e.last_heartbeat) for e in revived} == {
+        (True, "crashed", NOW - timedelta(hours=1))
+    }
+    assert {e.version for e in revived} == {2}
+    assert {e.instance_id for e in revived} == {f"d{i}" for i in range(2500)}
+
+
+def _sync_engine_for(engine: Engine | AsyncEngine) -> Engine:
+    """A separate sync engine on ``engine``'s file, to arrange rows the way a test wants."""
+    path = str(engine.url.database)
+    return create_engine(f"sqlite:///{path}", poolclass=NullPool)
