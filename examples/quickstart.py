@@ -14,7 +14,14 @@ from datetime import datetime, timedelta, timezone
 from sqlalchemy import Integer, String, create_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from sqla_scheduler import ExecutionContext, Scheduler, migrate, one_time, recurring
+from sqla_scheduler import (
+    ExecutionContext,
+    Scheduler,
+    configure_sqlite,
+    migrate,
+    one_time,
+    recurring,
+)
 from sqla_scheduler.testing import build_context
 
 
@@ -57,7 +64,7 @@ def main() -> None:
     url = f"sqlite:///{path}"
     print(f"database: {url}")
     migrate.upgrade(url)  # the same migrations `sqla-scheduler db upgrade` applies
-    engine = create_engine(url)
+    engine = configure_sqlite(create_engine(url))  # WAL and a busy timeout
     Base.metadata.create_all(engine)
     scheduler = Scheduler(engine, tasks=[send_confirmation, nightly_report])
 

@@ -38,6 +38,7 @@ from sqla_scheduler.schedules import (
     Schedule,
     parse_schedule,
 )
+from sqla_scheduler.sqlite import configure_sqlite
 from sqla_scheduler.tasks import (
     KEEP,
     CustomTask,
@@ -82,6 +83,7 @@ __all__ = [
     "TaskInstance",
     "UnknownTaskError",
     "__version__",
+    "configure_sqlite",
     "custom",
     "metadata",
     "one_time",

@@ -1,21 +1,26 @@
 """The one seam where PostgreSQL and SQLite differ.
 
 Everything dialect-specific the library does is decided here: which INSERT construct
-gives ``ON CONFLICT DO NOTHING``, whether ``SKIP LOCKED`` and ``NOTIFY`` exist, and the
-channel name wake-ups use.
+gives ``ON CONFLICT DO NOTHING``, whether ``SKIP LOCKED`` and ``NOTIFY`` exist, what
+RETURNING can see, how the scheduler's own transactions begin, and the channel name
+wake-ups use.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
-from sqlalchemy import Table
+from sqlalchemy import Connection, Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 
 __all__ = ["Backend", "backend_for", "notify_channel"]
+
+T = TypeVar("T")
 
 _MAX_CHANNEL = 63  # PostgreSQL identifiers (and so channel names) are at most 63 bytes
 
@@ -27,6 +32,12 @@ class Backend:
     name: str
     supports_notify: bool
     supports_skip_locked: bool
+    #: The RETURNING of an ``UPDATE ... FROM`` can name the FROM list's columns
+    #: (PostgreSQL). SQLite's RETURNING sees only the updated row, as updated.
+    returning_sees_from: bool
+    #: The statement that opens each of the scheduler's own units of work, or ``None``
+    #: when the driver's implicit BEGIN will do.
+    begin: str | None
 
     def insert(self, table: Table) -> Any:
         """An INSERT for ``table`` that supports ``on_conflict_do_nothing``."""
@@ -34,9 +45,46 @@ class Backend:
             return postgresql.insert(table)
         return sqlite.insert(table)
 
+    def unit_of_work(self, fn: Callable[[Connection], T]) -> Callable[[Connection], T]:
+        """``fn`` as one of the scheduler's own units of work, opened with :attr:`begin`.
 
-POSTGRESQL = Backend("postgresql", supports_notify=True, supports_skip_locked=True)
-SQLITE = Backend("sqlite", supports_notify=False, supports_skip_locked=False)
+        On SQLite that is ``BEGIN IMMEDIATE``: the unit takes the database's write lock
+        before its first statement, waiting up to the busy timeout for it, instead of
+        starting as a reader and failing with "database is locked" when it is time to
+        write after another process wrote first. With one writer at a time, a pick is a
+        plain ``UPDATE ... RETURNING`` that no other process can interleave with.
+        """
+        if self.begin is None:
+            return fn
+        return partial(_begun, self.begin, fn)
+
+
+def _begun(begin: str, fn: Callable[[Connection], T], conn: Connection) -> T:
+    if not conn.in_transaction():
+        conn.begin()  # runs the engine's ``begin`` hooks now, so we see what they open
+    if conn.connection.driver_connection.in_transaction:  # type: ignore[union-attr]
+        # The application's engine opened the driver's transaction already (a ``begin``
+        # hook emitting BEGIN, or sqlite3's ``autocommit=False``) and nothing ran in it:
+        # end it and open ours.
+        conn.exec_driver_sql("ROLLBACK")
+    conn.exec_driver_sql(begin)
+    return fn(conn)
+
+
+POSTGRESQL = Backend(
+    "postgresql",
+    supports_notify=True,
+    supports_skip_locked=True,
+    returning_sees_from=True,
+    begin=None,
+)
+SQLITE = Backend(
+    "sqlite",
+    supports_notify=False,
+    supports_skip_locked=False,
+    returning_sees_from=False,
+    begin="BEGIN IMMEDIATE",
+)
 
 
 def backend_for(dialect: Dialect) -> Backend:

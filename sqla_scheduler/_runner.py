@@ -41,7 +41,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
 
 from sqla_scheduler import _store
-from sqla_scheduler._dialects import notify_channel
+from sqla_scheduler._dialects import backend_for, notify_channel
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._store import Completion
 from sqla_scheduler.context import ExecutionContext, ShutdownSignal
@@ -92,6 +92,7 @@ class Database:
         self._prepared = prepared_statements
         self._async_lanes: dict[str, AsyncConnection] = {}
         self._sync_lanes: dict[str, Connection] = {}
+        self._unit_of_work = backend_for(engine.dialect).unit_of_work
 
     async def run(
         self,
@@ -105,8 +106,10 @@ class Database:
         ``autocommit`` suits a unit of work of exactly one statement: the statement is its
         own transaction, which saves the BEGIN and COMMIT round trips. A ``lane`` names a
         connection kept open between calls for a service that runs one unit at a time
-        (the picker, the completer), saving a pool checkout per call.
+        (the picker, the completer), saving a pool checkout per call. On SQLite every unit,
+        ``autocommit`` or not, is one ``BEGIN IMMEDIATE`` transaction (``Backend.unit_of_work``).
         """
+        fn = self._unit_of_work(fn)
         if isinstance(self.engine, AsyncEngine):
             if lane is not None:
                 return await self._run_on_lane(self.engine, lane, fn, autocommit)
@@ -204,6 +207,7 @@ class Database:
         The hook gets a sync ``Session`` for a sync engine and an ``AsyncSession`` for an
         async one, both joined to the transaction; if it raises, nothing is committed.
         """
+        remove = self._unit_of_work(remove)
         with anyio.CancelScope(shield=True):
             if isinstance(self.engine, AsyncEngine):
                 removed = await self._async_remove_with_hook(self.engine, remove, hook, context)

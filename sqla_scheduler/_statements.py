@@ -231,35 +231,53 @@ class Statements:
             .values(picked=False, picked_by=None, last_heartbeat=None, version=c.version + 1)
         )
 
-        #: Return dead executions (heartbeat older than ``threshold``) to due now, counting
-        #: the lost attempt as a failure. Returns the rows as they were found: who had
-        #: picked them and when they last beat.
-        dead = (
-            select(c.task_name, c.task_instance, c.picked_by, c.last_heartbeat)
-            .where(self.picked, c.last_heartbeat < bindparam("threshold", type_=now.type))
-            .with_for_update(skip_locked=True)
-            .cte("dead")
-        )
-        found = {
-            "picked": true(),
-            "picked_by": dead.c.picked_by,
-            "last_heartbeat": dead.c.last_heartbeat,
+        #: Dead executions: picked, with a heartbeat older than ``threshold``.
+        is_dead = and_(self.picked, c.last_heartbeat < bindparam("threshold", type_=now.type))
+        revived = {
+            "picked": False,
+            "picked_by": None,
+            "last_heartbeat": None,
+            "execution_time": now,
+            "last_failure": now,
+            "consecutive_failures": c.consecutive_failures + 1,
+            "version": c.version + 1,
         }
-        self.revive: Update = (
-            update(table)
-            .where(c.task_name == dead.c.task_name, c.task_instance == dead.c.task_instance)
-            .values(
-                picked=False,
-                picked_by=None,
-                last_heartbeat=None,
-                execution_time=now,
-                last_failure=now,
-                consecutive_failures=c.consecutive_failures + 1,
-                version=c.version + 1,
+        #: Return dead executions to due now, counting the lost attempt as a failure, in
+        #: one statement. Returns the rows as they were found: who had picked them and when
+        #: they last beat. ``None`` where RETURNING cannot see the rows as found (SQLite):
+        #: there, :attr:`find_dead` then :attr:`revive_found` do it in two.
+        self.revive: Update | None = None
+        if backend.returning_sees_from:
+            dead = (
+                select(c.task_name, c.task_instance, c.picked_by, c.last_heartbeat)
+                .where(is_dead)
+                .with_for_update(skip_locked=True)
+                .cte("dead")
             )
-            .returning(
-                *(found[col.name].label(col.name) if col.name in found else col for col in table.c)
+            found = {
+                "picked": true(),
+                "picked_by": dead.c.picked_by,
+                "last_heartbeat": dead.c.last_heartbeat,
+            }
+            self.revive = (
+                update(table)
+                .where(c.task_name == dead.c.task_name, c.task_instance == dead.c.task_instance)
+                .values(revived)
+                .returning(
+                    *(
+                        found[col.name].label(col.name) if col.name in found else col
+                        for col in table.c
+                    )
+                )
             )
+        #: The dead executions' keys (task, instance, version), picker and last heartbeat.
+        self.find_dead: Select[Any] = select(
+            c.task_name, c.task_instance, c.version, c.picked_by, c.last_heartbeat
+        ).where(is_dead)
+        #: Revive the dead executions ``keys`` (task, instance, version) found by
+        #: :attr:`find_dead`, if they are still dead; returns them as revived.
+        self.revive_found: Update = (
+            update(table).where(is_dead, *self._held_keys()).values(revived).returning(*table.c)
         )
 
         #: Delete unpicked rows of task names not in ``names`` due before ``threshold``.

@@ -7,7 +7,7 @@ Sync callers run these directly; async callers reach them through SQLAlchemy's
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -19,6 +19,9 @@ from sqla_scheduler.executions import Execution, ExecutionState
 from sqla_scheduler.tasks import KEEP, TaskInstance
 
 Key = tuple[str, str]
+
+#: Keys bound in one statement, well under SQLite's 32,766 bound parameters.
+_KEYS_PER_STATEMENT = 1000
 
 __all__ = [
     "cancel",
@@ -288,8 +291,29 @@ def revive(
 ) -> list[Execution]:
     """Make executions whose heartbeat is older than ``threshold`` due again; return them."""
     stmts = _statements(conn, table)
-    rows = conn.execute(stmts.revive, {"threshold": threshold, "now": now}).mappings()
-    return [Execution.from_row(row) for row in rows]
+    params = {"threshold": threshold, "now": now}
+    if stmts.revive is not None:
+        return [Execution.from_row(row) for row in conn.execute(stmts.revive, params).mappings()]
+    # Two statements; the version in each key makes the second revive only rows the
+    # first found, unchanged since.
+    found = {
+        (name, instance): (version, picked_by, last_heartbeat)
+        for name, instance, version, picked_by, last_heartbeat in conn.execute(
+            stmts.find_dead, params
+        )
+    }
+    keys = [(name, instance, version) for (name, instance), (version, *_) in found.items()]
+    revived: list[Execution] = []
+    for start in range(0, len(keys), _KEYS_PER_STATEMENT):
+        chunk = keys[start : start + _KEYS_PER_STATEMENT]
+        rows = conn.execute(stmts.revive_found, {**params, **_key_lists(stmts, chunk)})
+        for row in rows.mappings():
+            execution = Execution.from_row(row)
+            _, picked_by, last_heartbeat = found[(execution.task_name, execution.instance_id)]
+            revived.append(
+                replace(execution, picked=True, picked_by=picked_by, last_heartbeat=last_heartbeat)
+            )
+    return revived
 
 
 def delete_orphans(

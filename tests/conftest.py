@@ -1,16 +1,22 @@
 """Shared fixtures: a throwaway PostgreSQL cluster and a fresh database per test.
 
 Every database test gets a ``db`` harness, parametrized over a sync ``Engine`` and an
-``AsyncEngine`` (psycopg), on a database cloned from a migrated template. At teardown the
-harness asserts that no pooled connection was leaked.
+``AsyncEngine``, each on PostgreSQL (psycopg, a database cloned from a migrated template)
+and on SQLite (pysqlite or aiosqlite, a copy of a migrated template file in WAL mode). At
+teardown the harness asserts that no pooled connection was leaked.
+
+A test of behaviour only PostgreSQL has is marked ``@pytest.mark.postgres_only("why")``;
+its SQLite cases are reported as skipped with that reason.
 """
 
 from __future__ import annotations
 
 import inspect
 import itertools
+import shutil
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,10 +26,36 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engin
 from sqlalchemy.orm import Session
 
 from sqla_scheduler import migrate
+from sqla_scheduler.models import table_for
 from tests._postgres import PostgresCluster
 
 TEMPLATE_DB = "sqla_scheduler_template"
 _counter = itertools.count()
+
+#: The ``db`` harness's cases: engine mode x database.
+DB_PARAMS = [
+    pytest.param(("sync", "postgresql"), id="sync-postgresql"),
+    pytest.param(("async", "postgresql"), id="async-postgresql"),
+    pytest.param(("sync", "sqlite"), id="sync-sqlite"),
+    pytest.param(("async", "sqlite"), id="async-sqlite"),
+]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the SQLite cases of ``postgres_only`` tests, saying why."""
+    for item in items:
+        marker = item.get_closest_marker("postgres_only")
+        if marker is None:
+            continue
+        reason = marker.args[0] if marker.args else marker.kwargs.get("reason")
+        if not reason:
+            raise pytest.UsageError(f"{item.nodeid}: postgres_only needs a reason")
+        callspec = getattr(item, "callspec", None)
+        backend = None
+        if callspec is not None:
+            backend = callspec.params.get("db", (None, None))[1] or callspec.params.get("backend")
+        if backend == "sqlite":
+            item.add_marker(pytest.mark.skip(reason=f"PostgreSQL only: {reason}"))
 
 
 async def wait_for(condition: Callable[[], bool], deadline: float = 20) -> None:
@@ -62,6 +94,27 @@ def pg_url(pg_cluster: PostgresCluster, pg_template: str) -> Iterator[str]:
         pg_cluster.drop_database(name)
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated to head, in WAL mode, copied for each test."""
+    path = tmp_path_factory.mktemp("sqlite-template") / "template.db"
+    engine = create_engine(f"sqlite:///{path}")
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA journal_mode = WAL")  # stored in the file
+        migrate.upgrade(engine)
+    finally:
+        engine.dispose()  # the last connection to close checkpoints the WAL into the file
+    return path
+
+
+def sqlite_file_url(template: Path, directory: Path, driver: str = "pysqlite") -> str:
+    """URL of a fresh copy of ``template`` in ``directory``."""
+    path = directory / f"t{next(_counter)}.db"
+    shutil.copyfile(template, path)
+    return f"sqlite+{driver}:///{path}"
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
@@ -78,14 +131,21 @@ class Harness:
     def __init__(self, mode: str, url: str) -> None:
         self.mode = mode
         self.url = url
-        self.sync_engine: Engine = create_engine(url)
+        self.sync_engine: Engine = create_engine(migrate.sync_url(url))
         self.engine: Engine | AsyncEngine = (
             create_async_engine(url) if mode == "async" else create_engine(url)
         )
+        self.backend: str = self.sync_engine.dialect.name
+        #: The scheduler's table, for portable statements in tests.
+        self.table = table_for()
 
     @property
     def is_async(self) -> bool:
         return self.mode == "async"
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.backend == "sqlite"
 
     @staticmethod
     async def resolve(value: Any) -> Any:
@@ -124,9 +184,15 @@ class Harness:
         self.sync_engine.dispose()
 
 
-@pytest.fixture(params=["sync", "async"])
-async def db(request: pytest.FixtureRequest, pg_url: str) -> AsyncIterator[Harness]:
-    harness = Harness(request.param, pg_url)
+@pytest.fixture(params=DB_PARAMS)
+async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
+    mode, backend = request.param
+    if backend == "postgresql":
+        url = request.getfixturevalue("pg_url")
+    else:
+        template = request.getfixturevalue("sqlite_template")
+        url = sqlite_file_url(template, tmp_path, "aiosqlite" if mode == "async" else "pysqlite")
+    harness = Harness(mode, url)
     try:
         yield harness
         assert harness.checked_out() == 0, "the test leaked a pooled connection"

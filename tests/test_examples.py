@@ -16,7 +16,8 @@ def test_quickstart_runs_on_sqlite(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "QUICKSTART_DB": str(tmp_path / "q.db")},
+        # PYTHONPATH: this checkout's package, even where the environment installed another
+        env={**os.environ, "QUICKSTART_DB": str(tmp_path / "q.db"), "PYTHONPATH": str(ROOT)},
     )
     assert run.returncode == 0, run.stderr
     out = run.stdout

@@ -34,7 +34,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from sqla_scheduler import ExecutionContext, OneTimeTask, Scheduler, SchedulerConfig, one_time
+from sqla_scheduler import (
+    ExecutionContext,
+    OneTimeTask,
+    Scheduler,
+    SchedulerConfig,
+    configure_sqlite,
+    one_time,
+)
 
 metadata = MetaData()
 
@@ -64,9 +71,9 @@ def build_scheduler(
     shutdown_max_wait: timedelta = timedelta(seconds=5),
     slow_deadline: float = 60.0,
 ) -> Scheduler:
-    """A scheduler on a sync psycopg engine with the ``record`` and ``slow`` tasks."""
+    """A scheduler on a sync engine (psycopg or pysqlite) with ``record`` and ``slow``."""
     # The runner holds up to concurrency + 4 connections, and each handler one more.
-    engine = create_engine(url, pool_size=2 * concurrency + 5, max_overflow=5)
+    engine = configure_sqlite(create_engine(url, pool_size=2 * concurrency + 5, max_overflow=5))
     pid = os.getpid()
 
     def log_run(task: str, instance: str, phase: str) -> None:

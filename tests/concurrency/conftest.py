@@ -121,9 +121,15 @@ class Workers:
 
 
 @pytest.fixture
-def workers(pg_url: str, tmp_path: Path) -> Iterator[Workers]:
+def db_url(pg_url: str) -> str:
+    """The database this test's workers share: PostgreSQL, unless a module overrides it."""
+    return pg_url
+
+
+@pytest.fixture
+def workers(db_url: str, tmp_path: Path) -> Iterator[Workers]:
     """Worker processes on this test's database, killed at teardown whatever happened."""
-    started = Workers(pg_url, tmp_path)
+    started = Workers(db_url, tmp_path)
     try:
         yield started
     finally:
@@ -131,9 +137,9 @@ def workers(pg_url: str, tmp_path: Path) -> Iterator[Workers]:
 
 
 @pytest.fixture
-def app_db(pg_url: str) -> Iterator[Engine]:
+def app_db(db_url: str) -> Iterator[Engine]:
     """A sync engine on this test's database, with the app's ``runs`` and ``release``."""
-    engine = create_engine(pg_url)
+    engine = create_engine(db_url)
     metadata.create_all(engine)
     try:
         yield engine

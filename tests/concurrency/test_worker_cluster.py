@@ -1,33 +1,51 @@
-"""Several worker processes on one PostgreSQL table: each execution runs exactly once, and
-a crashed worker's executions are revived and finished by a live one."""
+"""Several worker processes on one table: each execution runs exactly once, and a crashed
+worker's executions are revived and finished by a live one. On PostgreSQL, and on a SQLite
+file that processes on one host share."""
 
 from __future__ import annotations
 
 import os
 import signal
 import time
+from pathlib import Path
 
+import pytest
 from sqlalchemy import Engine, insert
 
 from tests.concurrency.app import build_scheduler, engine_of, one_time_task, release
 from tests.concurrency.conftest import Workers, rows, scalar, wait_until
+from tests.conftest import sqlite_file_url
 
-EXECUTIONS = 5_000
+#: Executions and workers per database: SQLite lets one writer in at a time.
+SIZES = {"postgresql": (5_000, 3), "sqlite": (500, 2)}
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def db_url(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> str:
+    if backend == "postgresql":
+        return str(request.getfixturevalue("pg_url"))
+    return sqlite_file_url(request.getfixturevalue("sqlite_template"), tmp_path)
 
 
 def test_workers_share_executions_each_runs_exactly_once(
-    workers: Workers, app_db: Engine, pg_url: str
+    workers: Workers, app_db: Engine, db_url: str, backend: str
 ) -> None:
-    cluster = [workers.start(f"w{i}", CONCURRENCY=10, POLL_MS=100) for i in range(3)]
+    executions, size = SIZES[backend]
+    cluster = [workers.start(f"w{i}", CONCURRENCY=10, POLL_MS=100) for i in range(size)]
     workers.wait_started(*cluster)
 
-    client = build_scheduler(pg_url, name="client")
+    client = build_scheduler(db_url, name="client")
     record = one_time_task(client, "record")
-    expected = {f"r-{i}" for i in range(EXECUTIONS)}
+    expected = {f"r-{i}" for i in range(executions)}
     try:
         started = time.monotonic()
         assert client.schedule_batch(app_db, [record.instance(i) for i in sorted(expected)]) == (
-            EXECUTIONS
+            executions
         )
     finally:
         engine_of(client).dispose()
@@ -35,10 +53,10 @@ def test_workers_share_executions_each_runs_exactly_once(
     wait_until(
         lambda: (
             scalar(app_db, "select count(*) from scheduled_tasks") == 0
-            and scalar(app_db, "select count(*) from runs") >= EXECUTIONS
+            and scalar(app_db, "select count(*) from runs") >= executions
         ),
         120,
-        f"{EXECUTIONS} executions to run",
+        f"{executions} executions to run",
         workers.report,
     )
     elapsed = time.monotonic() - started
@@ -49,11 +67,11 @@ def test_workers_share_executions_each_runs_exactly_once(
     assert duplicates == []
     assert {i for (i,) in rows(app_db, "select instance from runs")} == expected
     per_worker = dict(rows(app_db, "select worker, count(*) from runs group by worker"))
-    assert sum(per_worker.values()) == EXECUTIONS
+    assert sum(per_worker.values()) == executions
     assert len(per_worker) > 1, per_worker
     print(
-        f"\ncluster: {EXECUTIONS} executions on 3 workers in {elapsed:.2f}s "
-        f"({EXECUTIONS / elapsed:.0f}/s); per worker: {dict(sorted(per_worker.items()))}"
+        f"\ncluster ({backend}): {executions} executions on {size} workers in {elapsed:.2f}s "
+        f"({executions / elapsed:.0f}/s); per worker: {dict(sorted(per_worker.items()))}"
     )
 
     for worker in cluster:
@@ -64,14 +82,14 @@ def test_workers_share_executions_each_runs_exactly_once(
 
 
 def test_crashed_workers_executions_are_revived_and_finished_once(
-    workers: Workers, app_db: Engine, pg_url: str
+    workers: Workers, app_db: Engine, db_url: str, backend: str
 ) -> None:
     # Dead after 3 missed heartbeats of 200 ms: 600 ms.
     fast = {"CONCURRENCY": 10, "HEARTBEAT_MS": 200, "MISSED_LIMIT": 3, "POLL_MS": 100}
     a = workers.start("A", **fast)
     workers.wait_started(a)
 
-    client = build_scheduler(pg_url, name="client")
+    client = build_scheduler(db_url, name="client")
     slow = one_time_task(client, "slow")
     expected = {f"s-{i}" for i in range(10)}
     try:
@@ -120,8 +138,8 @@ def test_crashed_workers_executions_are_revived_and_finished_once(
     assert started == [("A", 10, 10), ("B", 10, 10)]
     assert "revived dead execution slow/" in b.output()
     print(
-        f"\ncrash: 10 executions of a SIGKILLed worker finished by another {recovery:.2f}s "
-        "after the kill (including its start-up)"
+        f"\ncrash ({backend}): 10 executions of a SIGKILLed worker finished by another "
+        f"{recovery:.2f}s after the kill (including its start-up)"
     )
 
     b.signal(signal.SIGTERM)

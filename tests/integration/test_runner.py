@@ -9,7 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
-from sqlalchemy import Column, Integer, MetaData, String, Table, insert, select, text
+from sqlalchemy import Column, Integer, MetaData, String, Table, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from sqla_scheduler import (
@@ -50,16 +50,20 @@ def make(
 
 
 def row(db: Harness, task: str, instance: str) -> dict[str, Any] | None:
+    """The row as the model types it (aware datetimes, booleans), on any database."""
+    t = db.table
     with db.sync_engine.connect() as conn:
         found = (
-            conn.execute(
-                text("select * from scheduled_tasks where task_name = :t and task_instance = :i"),
-                {"t": task, "i": instance},
-            )
+            conn.execute(select(t).where(t.c.task_name == task, t.c.task_instance == instance))
             .mappings()
             .one_or_none()
         )
     return dict(found) if found else None
+
+
+def dead_letter_count(db: Harness) -> int:
+    with db.sync_engine.connect() as conn:
+        return int(conn.scalar(select(func.count()).select_from(dead_letters)) or 0)
 
 
 class Recorder(SchedulerListener):
@@ -274,15 +278,13 @@ async def test_failing_abandon_hook_keeps_the_row_and_retries_the_drop(
     assert kept is not None
     assert kept["picked"] is False
     assert kept["consecutive_failures"] == 2  # the failed drop counts, so retries back off
-    with db.sync_engine.connect() as conn:
-        assert conn.scalar(text("select count(*) from dead_letters")) == 0
+    assert dead_letter_count(db) == 0
     hook_fails[0] = False
     clock.advance(timedelta(minutes=1))
     await scheduler.run_due()
     assert calls == [1], "the handler ran again instead of only retrying the drop"
     assert row(db, "doomed", "d") is None
-    with db.sync_engine.connect() as conn:
-        assert conn.scalar(text("select count(*) from dead_letters")) == 1
+    assert dead_letter_count(db) == 1
 
 
 async def test_recurring_failure_retries_no_later_than_its_next_run(
@@ -304,13 +306,12 @@ async def test_version_mismatch_is_logged_and_harmless(
 ):
     def steal(ctx: Any) -> None:
         # Another scheduler revives this execution while it runs.
+        t = db.table
         with db.sync_engine.begin() as conn:
             conn.execute(
-                text(
-                    "update scheduled_tasks set version = version + 10, picked = false,"
-                    " execution_time = :later"
-                ),
-                {"later": NOW + timedelta(hours=1)},
+                update(t).values(
+                    version=t.c.version + 10, picked=False, execution_time=NOW + timedelta(hours=1)
+                )
             )
 
     task = one_time("stolen")(steal)
@@ -338,17 +339,20 @@ async def test_dead_executions_are_revived(db: Harness, clock: ManualClock):
     await db.resolve(
         scheduler.schedule_batch(db.engine, [task.instance("dead"), task.instance("alive")])
     )
+    t = db.table
     with db.sync_engine.begin() as conn:
         conn.execute(
-            text(
-                "update scheduled_tasks set picked = true, picked_by = 'crashed',"
-                " last_heartbeat = :hb, version = 5"
-            ),
-            {"hb": NOW - timedelta(seconds=61)},
+            update(t).values(
+                picked=True,
+                picked_by="crashed",
+                last_heartbeat=NOW - timedelta(seconds=61),
+                version=5,
+            )
         )
         conn.execute(
-            text("update scheduled_tasks set last_heartbeat = :hb where task_instance = 'alive'"),
-            {"hb": NOW - timedelta(seconds=59)},
+            update(t)
+            .where(t.c.task_instance == "alive")
+            .values(last_heartbeat=NOW - timedelta(seconds=59))
         )
     revived = await scheduler.revive_dead_executions()
     assert [e.instance_id for e in revived] == ["dead"]
@@ -370,11 +374,11 @@ async def test_orphans_are_left_alone_then_deleted(db: Harness, clock: ManualClo
     with db.sync_engine.begin() as conn:
         for instance, age in (("old", 15), ("young", 13)):
             conn.execute(
-                text(
-                    "insert into scheduled_tasks (task_name, task_instance, execution_time)"
-                    " values ('retired', :i, :t)"
-                ),
-                {"i": instance, "t": NOW - timedelta(days=age)},
+                insert(db.table).values(
+                    task_name="retired",
+                    task_instance=instance,
+                    execution_time=NOW - timedelta(days=age),
+                )
             )
     assert await scheduler.run_due() == 0
     assert [
@@ -401,11 +405,9 @@ async def test_undecodable_payload_is_removed_with_its_raw_payload_logged(
     scheduler = make(db, [task], clock)
     with db.sync_engine.begin() as conn:
         conn.execute(
-            text(
-                "insert into scheduled_tasks (task_name, task_instance, task_data, execution_time)"
-                " values ('typed', 'bad', '{\"y\": \"oops\"}', :t)"
-            ),
-            {"t": NOW},
+            insert(db.table).values(
+                task_name="typed", task_instance="bad", task_data={"y": "oops"}, execution_time=NOW
+            )
         )
     with caplog.at_level(logging.ERROR, logger="sqla_scheduler"):
         await scheduler.run_due()
@@ -426,7 +428,7 @@ async def test_recurring_upsert_at_start_up(db: Harness, clock: ManualClock):
     ]
     await make(db, v1, clock).run_due()  # registers; nothing is due yet
     with db.sync_engine.begin() as conn:
-        conn.execute(text("update scheduled_tasks set picked = true where task_name = 'busy'"))
+        conn.execute(update(db.table).where(db.table.c.task_name == "busy").values(picked=True))
     before = {name: row(db, name, "recurring") for name in ("cron", "delay", "busy")}
     clock.advance(timedelta(minutes=10))
     v2 = [
@@ -582,7 +584,7 @@ async def test_recurring_task_survives_revivals_past_the_global_retry_cap(
     scheduler = make(db, [tick], clock, max_retries=1)
     await scheduler.run_due()
     with db.sync_engine.begin() as conn:  # as if revived after three crashes
-        conn.execute(text("update scheduled_tasks set consecutive_failures = 3"))
+        conn.execute(update(db.table).values(consecutive_failures=3))
     clock.advance(timedelta(minutes=1))
     assert await scheduler.run_due() == 1
     assert ran == [1, 1]
@@ -594,6 +596,7 @@ async def test_a_scheduler_without_tasks_refuses_to_delete_orphans(db: Harness):
         await Scheduler(db.engine, []).delete_orphans()
 
 
+@pytest.mark.postgres_only("prepared_statements=False turns off psycopg's server-side prepares")
 async def test_the_loop_runs_without_prepared_statements(db: Harness):
     done: list[str] = []
     task = one_time("job")(lambda ctx: done.append(ctx.instance_id))

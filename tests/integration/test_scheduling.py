@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 import psycopg
 import pydantic
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import event, insert, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler import ManualClock, Scheduler, one_time
@@ -238,7 +238,7 @@ async def test_running_executions_cannot_be_rescheduled_or_cancelled(
 ):
     await db.resolve(scheduler.schedule(db.engine, send_email.instance("busy")))
     with db.sync_engine.begin() as conn:
-        conn.execute(text("update scheduled_tasks set picked = true, picked_by = 'w1'"))
+        conn.execute(update(db.table).values(picked=True, picked_by="w1"))
     assert not await db.resolve(scheduler.reschedule(db.engine, "send-email", "busy", NOW))
     assert not await db.resolve(scheduler.cancel(db.engine, "send-email", "busy"))
     assert db.count() == 1
@@ -270,21 +270,18 @@ async def test_listing_by_state(db: Harness, scheduler: Scheduler, clock: Manual
             ],
         )
     )
+    t = db.table
     with db.sync_engine.begin() as conn:
         conn.execute(
-            text(
-                "insert into scheduled_tasks (task_name, task_instance, execution_time)"
-                " values ('retired-task', 'x', '2030-05-17 13:00+00')"
+            insert(t).values(
+                task_name="retired-task", task_instance="x", execution_time=NOW + timedelta(hours=1)
             )
         )
+        conn.execute(update(t).where(t.c.task_instance == "running").values(picked=True))
         conn.execute(
-            text("update scheduled_tasks set picked = true where task_instance = 'running'")
-        )
-        conn.execute(
-            text(
-                "update scheduled_tasks set consecutive_failures = 2, last_failure = now()"
-                " where task_instance = 'failing'"
-            )
+            update(t)
+            .where(t.c.task_instance == "failing")
+            .values(consecutive_failures=2, last_failure=NOW)
         )
 
     async def ids(state: Any, **kw: Any) -> list[str]:
@@ -320,6 +317,7 @@ def _next_notification(conn: psycopg.Connection[Any]) -> str:
     raise AssertionError("no notification within 10 s")
 
 
+@pytest.mark.postgres_only("NOTIFY wake-ups exist on PostgreSQL only; SQLite schedulers poll")
 async def test_due_schedule_notifies_on_commit_only(db: Harness, scheduler: Scheduler):
     # Notifications arrive in commit order, so a rolled-back NOTIFY that leaked would be
     # seen before the committed one.
@@ -333,6 +331,7 @@ async def test_due_schedule_notifies_on_commit_only(db: Harness, scheduler: Sche
         assert _next_notification(listener) == "send-email"
 
 
+@pytest.mark.postgres_only("NOTIFY wake-ups exist on PostgreSQL only; SQLite schedulers poll")
 async def test_only_new_due_executions_notify(db: Harness, scheduler: Scheduler):
     with _listen(db, scheduler) as listener:
         later = NOW + timedelta(hours=1)
