@@ -925,7 +925,7 @@ class Runner:
         """Keep a LISTEN connection; when it fails, poll until it is back."""
         engine = self.db.engine
         dialect = engine.sync_engine.dialect if isinstance(engine, AsyncEngine) else engine.dialect
-        if not self.config.listen or dialect.name != "postgresql":
+        if not self.config.listen or not backend_for(dialect).supports_notify:
             return
         backoff = 0.5
         while not self._stopping():

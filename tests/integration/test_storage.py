@@ -26,6 +26,7 @@ def table_stats(db: Harness) -> tuple[int, int]:
     return int(updates), int(hot)
 
 
+@pytest.mark.postgres_only("HOT updates and pg_stat_user_tables are PostgreSQL's")
 async def test_heartbeats_are_hot_updates(db: Harness):
     release = threading.Event()
     task = one_time("long")(lambda ctx: release.wait(30))

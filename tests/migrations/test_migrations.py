@@ -144,10 +144,12 @@ def _schema(engine: Engine, table: str = "scheduled_tasks") -> dict[str, Any]:
         )
         for i in insp.get_indexes(table)
     }
-    with engine.connect() as conn:
-        storage = conn.scalar(
-            text("select reloptions from pg_class where relname = :t"), {"t": table}
-        )
+    storage = None
+    if engine.dialect.name == "postgresql":  # storage parameters are PostgreSQL's
+        with engine.connect() as conn:
+            storage = conn.scalar(
+                text("select reloptions from pg_class where relname = :t"), {"t": table}
+            )
     return {
         "columns": columns,
         "indexes": indexes,
