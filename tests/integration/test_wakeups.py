@@ -16,6 +16,12 @@ from tests.conftest import Harness, wait_for
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """Every case on asyncio, and the sync-engine cases on trio too."""
+    return str(request.param)
+
+
 def listeners(db: Harness) -> int:
     with db.sync_engine.connect() as conn:
         return int(
