@@ -68,7 +68,11 @@ def test_workers_share_executions_each_runs_exactly_once(
     assert {i for (i,) in rows(app_db, "select instance from runs")} == expected
     per_worker = dict(rows(app_db, "select worker, count(*) from runs group by worker"))
     assert sum(per_worker.values()) == executions
-    assert len(per_worker) > 1, per_worker
+    if backend == "postgresql":
+        # SKIP LOCKED lets the workers pick side by side. On SQLite one worker may well pick
+        # everything before another's next poll (one writer at a time, no wake-ups), and
+        # that is fine: what matters there is that nothing runs twice or is lost.
+        assert len(per_worker) > 1, per_worker
     print(
         f"\ncluster ({backend}): {executions} executions on {size} workers in {elapsed:.2f}s "
         f"({executions / elapsed:.0f}/s); per worker: {dict(sorted(per_worker.items()))}"

@@ -34,6 +34,7 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     """Every case on asyncio, and the sync-engine cases on trio too."""
     return str(request.param)
 
+
 NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 dead_letters = Table(
     "dead_letters",
