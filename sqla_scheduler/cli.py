@@ -1,4 +1,10 @@
-"""The ``sqla-scheduler`` command: a thin layer over public functions."""
+"""The ``sqla-scheduler`` command: a thin layer over public functions.
+
+Exit status, for every command: 0 on success, 2 for bad usage (an unknown option, a bad
+MODULE:ATTR or database URL), 1 when the work itself fails (an unreachable database, a
+missing table, an application that raises on import). Failures print one line on stderr,
+``sqla-scheduler: <what went wrong>``, never a traceback.
+"""
 
 from __future__ import annotations
 
@@ -9,42 +15,104 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, NoReturn
 
 import click
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
 from sqla_scheduler import migrate
+from sqla_scheduler.exceptions import ConfigurationError, MissingTableError
+
+if TYPE_CHECKING:
+    from sqla_scheduler.scheduler import Scheduler
 
 __all__ = ["cli", "main"]
 
-_url_option = click.option(
-    "--url",
-    envvar="DATABASE_URL",
-    required=True,
-    help="Database URL, e.g. postgresql+psycopg://user@host/db (default: $DATABASE_URL).",
-)
+_URL_HELP = "Database URL, e.g. postgresql+psycopg://user@host/db (default: $DATABASE_URL)."
+
+_url_option = click.option("--url", envvar="DATABASE_URL", required=True, help=_URL_HELP)
 
 
-@contextmanager
-def _database_errors(url: str) -> Iterator[None]:
-    """Turn the usual database failures into one line on stderr and exit code 1."""
-    try:
-        yield
-    except ArgumentError as exc:
-        _fail(f"bad database URL {url!r}: {exc}")
-    except OperationalError as exc:
-        _fail(f"cannot reach the database: {str(exc.orig).strip()}")
-
-
-def _fail(message: str, status: int = 1) -> None:
+def _fail(message: str, status: int = 1) -> NoReturn:
     """One line on stderr, then exit with ``status`` (1: runtime failure, 2: bad usage)."""
     click.echo(f"sqla-scheduler: {_one_line(message)}", err=True)
     sys.exit(status)
 
 
+def _one_line(error: object) -> str:
+    return " ".join(str(error).split())
+
+
+def _shown(url: object) -> str:
+    """``url`` for a message, its password hidden when it parses."""
+    try:
+        return make_url(str(url)).render_as_string(hide_password=True)
+    except ArgumentError:
+        return repr(url)
+
+
+@contextmanager
+def _database_errors(url: object = None) -> Iterator[None]:
+    """Turn the usual database failures into one line on stderr and the exit status.
+
+    A URL that does not parse or names an unknown dialect is bad usage (2); a missing
+    driver, an unreachable database, a missing table or any other database error is a
+    runtime failure (1).
+    """
+    try:
+        yield
+    except ArgumentError as exc:  # NoSuchModuleError is one too
+        where = f" {_shown(url)}" if url is not None else ""
+        _fail(f"bad database URL{where}: {exc}", 2)
+    except NotImplementedError as exc:  # a dialect the scheduler does not support
+        _fail(str(exc), 2)
+    except ModuleNotFoundError as exc:
+        _fail(f"cannot load the database driver: {exc}")
+    except MissingTableError as exc:
+        _fail(str(exc))
+    except OperationalError as exc:
+        # With no statement, the error came from connecting.
+        if exc.statement is None:
+            _fail(f"cannot reach the database: {_one_line(exc.orig or exc)}")
+        _fail(f"database error: {_one_line(exc.orig or exc)}")
+    except DBAPIError as exc:
+        _fail(f"database error: {_one_line(exc.orig or exc)}")
+
+
+def _load_app(spec: str) -> Scheduler:
+    """The application's Scheduler at MODULE:ATTR, or one line on stderr and an exit.
+
+    A malformed spec, a module that is not there or an attribute that is no scheduler is bad
+    usage (2); an application that raises while it is imported is a runtime failure (1).
+    """
+    from sqla_scheduler.worker import WorkerError, load_scheduler
+
+    # Like other app runners, import the application from the working directory.
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return load_scheduler(spec)
+    except (WorkerError, ConfigurationError) as exc:
+        _fail(str(exc), 2)
+    except Exception as exc:
+        module = spec.partition(":")[0]
+        _fail(
+            f"cannot load {spec}: {type(exc).__name__}: {exc} "
+            f"(`python -c 'import {module}'` shows the traceback)"
+        )
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
-    """sqla-scheduler: a persistent, cluster-safe task scheduler for SQLAlchemy apps."""
+    """sqla-scheduler: a persistent, cluster-safe task scheduler for SQLAlchemy apps.
+
+    Commands that need a database take --url, or read DATABASE_URL. Exit status: 0 on
+    success, 2 for bad usage, 1 when the work fails (one line on stderr says why).
+    """
+
+
+# --- db ---------------------------------------------------------------------------------
 
 
 @cli.group()
@@ -56,7 +124,7 @@ def db() -> None:
 @_url_option
 @click.argument("revision", default="heads")
 def db_upgrade(url: str, revision: str) -> None:
-    """Upgrade the scheduler's table to REVISION (default: heads)."""
+    """Upgrade the scheduler's table to REVISION (default: heads), creating it if needed."""
     with _database_errors(url):
         migrate.upgrade(url, revision)
         click.echo(f"upgraded to {', '.join(migrate.current(url)) or 'base'}")
@@ -75,13 +143,15 @@ def db_downgrade(url: str, revision: str) -> None:
 @db.command("current")
 @_url_option
 def db_current(url: str) -> None:
-    """Show the revision the scheduler's table is at."""
+    """Show the revision the scheduler's table is at ("base": not created)."""
     with _database_errors(url):
         revisions = migrate.current(url)
     heads = set(migrate.heads())
     for revision in revisions or ("base",):
         click.echo(f"{revision}{' (head)' if revision in heads else ''}")
 
+
+# --- worker -----------------------------------------------------------------------------
 
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -118,53 +188,40 @@ def worker(
     one at once. Exit status: 0 after a graceful stop, 1 when the worker fails, 2 for a
     bad MODULE:ATTR or option, 128 + the signal number after a forced stop.
     """
-    from sqlalchemy.exc import DBAPIError
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-    from sqla_scheduler.exceptions import ConfigurationError
-    from sqla_scheduler.worker import WorkerError, WorkerInterrupted, load_scheduler, run_worker
+    from sqla_scheduler.worker import WorkerError, WorkerInterrupted, run_worker
 
     logging.basicConfig(
         level=log_level.upper(),
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    # Like other app runners, import the application from the working directory.
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        scheduler = load_scheduler(spec)
-        changes: dict[str, object] = {}
-        if concurrency is not None:
-            changes["concurrency"] = concurrency
-        if name is not None:
-            changes["scheduler_name"] = name
-        if changes:
+    scheduler = _load_app(spec)
+    changes: dict[str, object] = {}
+    if concurrency is not None:
+        changes["concurrency"] = concurrency
+    if name is not None:
+        changes["scheduler_name"] = name
+    if changes:
+        try:
             scheduler.config = scheduler.config.replace(**changes)
-    except (WorkerError, ConfigurationError) as exc:
-        _fail(str(exc), 2)
-        return
+        except ConfigurationError as exc:
+            _fail(str(exc), 2)
     if backend == "trio" and isinstance(scheduler.engine, AsyncEngine):
         _fail(f"--backend trio needs a Scheduler with a sync Engine; {spec} has an AsyncEngine", 2)
     try:
-        run_worker(scheduler, backend=backend)
+        with _database_errors(scheduler.engine.url):
+            run_worker(scheduler, backend=backend)
     except WorkerInterrupted as exc:
         click.echo(f"sqla-scheduler: {exc}", err=True)
         _exit_worker(128 + exc.signal.value)
     except WorkerError as exc:
-        _fail(str(exc), 1)
-    except OperationalError as exc:
-        _fail(f"cannot reach the database: {_one_line(exc.orig or exc)}", 1)
-    except DBAPIError as exc:
-        _fail(f"database error: {_one_line(exc.orig or exc)}", 1)
+        _fail(str(exc))
     _exit_worker(0)
 
 
-def _one_line(error: object) -> str:
-    return " ".join(str(error).split())
-
-
-def _exit_worker(status: int) -> None:
+def _exit_worker(status: int) -> NoReturn:
     """Exit without waiting for handler threads that outlived the scheduler.
 
     A sync handler still running when the scheduler stopped was released (graceful stop)
