@@ -8,6 +8,7 @@ missing table, an application that raises on import). Failures print one line on
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -15,7 +16,8 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, NoReturn
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 from sqlalchemy import make_url
@@ -25,6 +27,7 @@ from sqla_scheduler import migrate
 from sqla_scheduler.exceptions import ConfigurationError, MissingTableError
 
 if TYPE_CHECKING:
+    from sqla_scheduler.executions import Execution
     from sqla_scheduler.scheduler import Scheduler
 
 __all__ = ["cli", "main"]
@@ -149,6 +152,131 @@ def db_current(url: str) -> None:
     heads = set(migrate.heads())
     for revision in revisions or ("base",):
         click.echo(f"{revision}{' (head)' if revision in heads else ''}")
+
+
+# --- executions -------------------------------------------------------------------------
+
+_STATES = ("all", "scheduled", "due", "running", "failing", "orphaned")
+
+
+@cli.command("executions")
+@click.option("--url", envvar="DATABASE_URL", help=f"{_URL_HELP[:-1]}, or --app's engine.")
+@click.option(
+    "--state",
+    type=click.Choice(_STATES),
+    default="all",
+    show_default=True,
+    help="Which executions: scheduled (not running), due, running, failing (latest failure "
+    "first), orphaned (task not registered in --app), or all.",
+)
+@click.option("--task", "task_name", metavar="NAME", help="Only executions of this task.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="List at most N executions.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list with every field.")
+@click.option(
+    "--app",
+    "spec",
+    metavar="MODULE:ATTR",
+    help="The application's Scheduler: its table and registered tasks are used (needed for "
+    "--state orphaned), and its engine unless --url is given.",
+)
+def executions(
+    url: str | None,
+    state: str,
+    task_name: str | None,
+    limit: int,
+    as_json: bool,
+    spec: str | None,
+) -> None:
+    """List scheduled executions: what is due, running, failing or orphaned.
+
+    Prints a table (task, instance, execution time in UTC, state, picked by, heartbeat age,
+    consecutive failures, priority), or with --json every field of each execution.
+    """
+    from sqla_scheduler.executions import list_executions
+
+    if state == "orphaned" and spec is None:
+        _fail(
+            "--state orphaned needs --app MODULE:ATTR: only the application's scheduler "
+            "knows which tasks are registered",
+            2,
+        )
+    scheduler = _load_app(spec) if spec is not None else None
+    source = click.get_current_context().get_parameter_source("url")
+    if scheduler is not None and source is not click.core.ParameterSource.COMMANDLINE:
+        url = None  # the application's own engine
+    elif url is None:
+        _fail("no database: give --url URL, set DATABASE_URL, or give --app MODULE:ATTR", 2)
+    with _database_errors(url):
+        found = list_executions(
+            url,
+            state,  # type: ignore[arg-type]  # one of _STATES
+            scheduler=scheduler,
+            task_name=task_name,
+            limit=limit + 1,  # one more tells whether there are more
+        )
+    more, found = len(found) > limit, found[:limit]
+    if as_json:
+        click.echo(json.dumps([e.to_json() for e in found], indent=2))
+        return
+    known = frozenset(scheduler.tasks) if scheduler is not None else None
+    _print_executions(found, known)
+    if more:
+        click.echo(f"(only the first {limit} are shown; raise --limit to see more)", err=True)
+
+
+def _print_executions(found: list[Execution], known: frozenset[str] | None) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    if not found:
+        click.echo("no executions")
+        return
+    now = datetime.now(timezone.utc)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for header, justify in [
+        ("task", "left"),
+        ("instance", "left"),
+        ("execution time (UTC)", "left"),
+        ("state", "left"),
+        ("picked by", "left"),
+        ("heartbeat age", "right"),
+        ("failures", "right"),
+        ("priority", "right"),
+    ]:
+        table.add_column(header, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for e in found:
+        age = _age(now - e.last_heartbeat) if e.picked and e.last_heartbeat else "-"
+        table.add_row(
+            e.task_name,
+            e.instance_id,
+            e.execution_time.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            e.status(now, known),
+            e.picked_by or "-",
+            age,
+            str(e.consecutive_failures),
+            str(e.priority),
+        )
+    console = Console()
+    if not console.is_terminal:
+        # Piped or captured: never squeeze or cut columns to fit 80 characters.
+        console = Console(width=100_000)
+    console.print(table)
+
+
+def _age(delta: Any) -> str:
+    seconds = max(0, int(delta.total_seconds()))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 # --- worker -----------------------------------------------------------------------------
