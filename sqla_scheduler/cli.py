@@ -8,6 +8,7 @@ missing table, an application that raises on import). Failures print one line on
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -373,6 +374,42 @@ def _exit_worker(status: int) -> NoReturn:
         sys.stderr.flush()
         os._exit(status)
     sys.exit(status)
+
+
+# --- admin ------------------------------------------------------------------------------
+
+_ADMIN_PACKAGES = ("starlette", "uvicorn", "jinja2")
+
+
+def _missing_admin_packages() -> list[str]:
+    return [name for name in _ADMIN_PACKAGES if importlib.util.find_spec(name) is None]
+
+
+@cli.command("admin")
+@click.argument("spec", metavar="MODULE:ATTR")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=8080,
+    show_default=True,
+    help="Port to listen on.",
+)
+def admin(spec: str, host: str, port: int) -> None:
+    """Serve the read-only admin page for the Scheduler at MODULE:ATTR (not available yet).
+
+    The page will show registered tasks, running, failing and orphaned executions, behind
+    HTTP Basic auth (ADMIN_USER, ADMIN_PASSWORD). It needs the admin extra:
+    pip install 'sqla-scheduler[admin]'.
+    """
+    _load_app(spec)
+    missing = _missing_admin_packages()
+    if missing:
+        _fail(
+            f"the admin page is not available yet; it will need {', '.join(missing)}: "
+            "install sqla-scheduler[admin]"
+        )
+    _fail(f"the admin page is not available yet (nothing is served on {host}:{port})")
 
 
 def main() -> None:
