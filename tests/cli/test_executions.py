@@ -7,7 +7,7 @@ import json
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from sqlalchemy import Engine, create_engine, update
@@ -17,7 +17,7 @@ from sqla_scheduler.executions import list_executions
 from tests._cli import INVOCATIONS, cli_env, one_error_line, run, run_all
 
 NOW = datetime.now(timezone.utc).replace(microsecond=0)
-LATER = NOW + timedelta(hours=1)
+LATER = NOW + timedelta(days=1)  # still ahead however long the test session runs
 
 
 def _noop(ctx: Any) -> None:
@@ -29,8 +29,12 @@ charge = one_time("charge")(_noop)
 gone = one_time("gone")(_noop)  # scheduled by an older release; tests.cli.app lacks it
 
 
-def seed(engine: Engine) -> None:
-    """One execution in each state: due, scheduled, failing, running, and an orphan."""
+def seed(engine: Engine) -> datetime:
+    """One execution in each state: due, scheduled, failing, running, and an orphan.
+
+    Returns the running execution's heartbeat, 90 seconds ago.
+    """
+    heartbeat = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(seconds=90)
     client = Scheduler(engine, tasks=[send_email, charge, gone])
     client.schedule(engine, send_email.instance("welcome-1", {"to": "ada@example.com"}))
     client.schedule(engine, send_email.instance("reminder-1", {"to": "bob@example.com"}, at=LATER))
@@ -47,12 +51,18 @@ def seed(engine: Engine) -> None:
         conn.execute(
             update(table)
             .where(table.c.task_instance == "order-8")
-            .values(picked=True, picked_by="worker-1", last_heartbeat=NOW - timedelta(seconds=90))
+            .values(picked=True, picked_by="worker-1", last_heartbeat=heartbeat)
         )
+    return heartbeat
+
+
+class Seeded(NamedTuple):
+    url: str
+    heartbeat: datetime
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def seeded(request: pytest.FixtureRequest, tmp_path: Path) -> Seeded:
     """A migrated database with :func:`seed`'s executions in it."""
     if request.param == "sqlite":
         db_url = f"sqlite:///{tmp_path / 'app.db'}"
@@ -61,10 +71,15 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         db_url = request.getfixturevalue("pg_url")
     engine = create_engine(db_url)
     try:
-        seed(engine)
+        heartbeat = seed(engine)
     finally:
         engine.dispose()
-    return db_url
+    return Seeded(db_url, heartbeat)
+
+
+@pytest.fixture
+def url(seeded: Seeded) -> str:
+    return seeded.url
 
 
 def _rows(out: str) -> dict[str, list[str]]:
@@ -100,8 +115,8 @@ def test_lists_executions_as_a_table(url: str, invocation: str) -> None:
     assert next(iter(rows)) == "order-7"
 
 
-def test_lists_executions_as_json(url: str) -> None:
-    done = run("executions", "--url", url, "--json")
+def test_lists_executions_as_json(seeded: Seeded) -> None:
+    done = run("executions", "--url", seeded.url, "--json")
     assert done.returncode == 0, done.stderr
     listed = {e["instance_id"]: e for e in json.loads(done.stdout)}
     assert set(listed) == {"welcome-1", "reminder-1", "order-7", "order-8", "legacy-1"}
@@ -112,7 +127,7 @@ def test_lists_executions_as_json(url: str) -> None:
     assert running["data"] == {"cents": 100}
     assert running["picked"] is True
     assert running["picked_by"] == "worker-1"
-    assert datetime.fromisoformat(running["last_heartbeat"]) == NOW - timedelta(seconds=90)
+    assert datetime.fromisoformat(running["last_heartbeat"]) == seeded.heartbeat
     failing = listed["order-7"]
     assert datetime.fromisoformat(failing["execution_time"]) == LATER
     assert failing["execution_time"].endswith("+00:00")
