@@ -17,9 +17,9 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e . --group dev
 	touch $@ $(VENV)/.installed-app
 
-## Run the example application on a SQLite file.
+## Run the demo shop for 20 seconds on a SQLite file, its executions shown live.
 demo: $(VENV)/.installed-app
-	$(BIN)/python examples/quickstart.py
+	$(BIN)/sqla-scheduler demo --duration 20
 
 ## Run the whole test suite (starts its own PostgreSQL).
 test: $(VENV)/.installed-dev

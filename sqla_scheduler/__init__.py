@@ -21,6 +21,7 @@ from sqla_scheduler.context import ExecutionContext, ShutdownSignal
 from sqla_scheduler.exceptions import (
     ConfigurationError,
     InvalidScheduleError,
+    MissingTableError,
     PayloadError,
     SchedulerError,
     TaskDefinitionError,
@@ -67,6 +68,7 @@ __all__ = [
     "FixedRate",
     "InvalidScheduleError",
     "ManualClock",
+    "MissingTableError",
     "NextAt",
     "OneTimeTask",
     "PayloadError",

@@ -11,10 +11,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import Connection, Table, inspect
 
 from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._statements import Statements, statements_for
+from sqla_scheduler.exceptions import MissingTableError
 from sqla_scheduler.executions import Execution, ExecutionState
 from sqla_scheduler.tasks import KEEP, TaskInstance
 
@@ -25,6 +26,7 @@ _KEYS_PER_STATEMENT = 1000
 
 __all__ = [
     "cancel",
+    "check_table",
     "get_execution",
     "insert_instances",
     "list_executions",
@@ -44,6 +46,16 @@ def _wake(conn: Connection, stmts: Statements, task_names: set[str]) -> None:
     if stmts.notify is not None:
         for name in sorted(task_names):
             conn.execute(stmts.notify, {"channel": stmts.channel, "payload": name})
+
+
+def check_table(conn: Connection, table: Table) -> None:
+    """Raise :class:`MissingTableError` when ``table`` is not in the database."""
+    if not inspect(conn).has_table(table.name, schema=table.schema):
+        url = conn.engine.url.render_as_string(hide_password=True)
+        raise MissingTableError(
+            f"the table {table.fullname!r} does not exist in {url}: run `sqla-scheduler db "
+            "upgrade` (or apply the scheduler's migrations with the application's Alembic)"
+        )
 
 
 def insert_instances(

@@ -1,7 +1,15 @@
-"""The ``sqla-scheduler`` command: a thin layer over public functions."""
+"""The ``sqla-scheduler`` command: a thin layer over public functions.
+
+Exit status, for every command: 0 on success, 2 for bad usage (an unknown option, a bad
+MODULE:ATTR or database URL), 1 when the work itself fails (an unreachable database, a
+missing table, an application that raises on import). Failures print one line on stderr,
+``sqla-scheduler: <what went wrong>``, never a traceback.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import logging
 import os
 import sys
@@ -9,42 +17,106 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
 from sqla_scheduler import migrate
+from sqla_scheduler.exceptions import ConfigurationError, MissingTableError
+
+if TYPE_CHECKING:
+    from sqla_scheduler.executions import Execution
+    from sqla_scheduler.scheduler import Scheduler
 
 __all__ = ["cli", "main"]
 
-_url_option = click.option(
-    "--url",
-    envvar="DATABASE_URL",
-    required=True,
-    help="Database URL, e.g. postgresql+psycopg://user@host/db (default: $DATABASE_URL).",
-)
+_URL_HELP = "Database URL, e.g. postgresql+psycopg://user@host/db (default: $DATABASE_URL)."
+
+_url_option = click.option("--url", envvar="DATABASE_URL", required=True, help=_URL_HELP)
 
 
-@contextmanager
-def _database_errors(url: str) -> Iterator[None]:
-    """Turn the usual database failures into one line on stderr and exit code 1."""
-    try:
-        yield
-    except ArgumentError as exc:
-        _fail(f"bad database URL {url!r}: {exc}")
-    except OperationalError as exc:
-        _fail(f"cannot reach the database: {str(exc.orig).strip()}")
-
-
-def _fail(message: str, status: int = 1) -> None:
+def _fail(message: str, status: int = 1) -> NoReturn:
     """One line on stderr, then exit with ``status`` (1: runtime failure, 2: bad usage)."""
     click.echo(f"sqla-scheduler: {_one_line(message)}", err=True)
     sys.exit(status)
 
 
+def _one_line(error: object) -> str:
+    return " ".join(str(error).split())
+
+
+def _shown(url: object) -> str:
+    """``url`` for a message, its password hidden when it parses."""
+    try:
+        return make_url(str(url)).render_as_string(hide_password=True)
+    except ArgumentError:
+        return repr(url)
+
+
+@contextmanager
+def _database_errors(url: object = None) -> Iterator[None]:
+    """Turn the usual database failures into one line on stderr and the exit status.
+
+    A URL that does not parse or names an unknown dialect is bad usage (2); a missing
+    driver, an unreachable database, a missing table or any other database error is a
+    runtime failure (1).
+    """
+    try:
+        yield
+    except ArgumentError as exc:  # NoSuchModuleError is one too
+        where = f" {_shown(url)}" if url is not None else ""
+        _fail(f"bad database URL{where}: {exc}", 2)
+    except NotImplementedError as exc:  # a dialect the scheduler does not support
+        _fail(str(exc), 2)
+    except ModuleNotFoundError as exc:
+        _fail(f"cannot load the database driver: {exc}")
+    except MissingTableError as exc:
+        _fail(str(exc))
+    except OperationalError as exc:
+        # With no statement, the error came from connecting.
+        if exc.statement is None:
+            _fail(f"cannot reach the database: {_one_line(exc.orig or exc)}")
+        _fail(f"database error: {_one_line(exc.orig or exc)}")
+    except DBAPIError as exc:
+        _fail(f"database error: {_one_line(exc.orig or exc)}")
+
+
+def _load_app(spec: str) -> Scheduler:
+    """The application's Scheduler at MODULE:ATTR, or one line on stderr and an exit.
+
+    A malformed spec, a module that is not there or an attribute that is no scheduler is bad
+    usage (2); an application that raises while it is imported is a runtime failure (1).
+    """
+    from sqla_scheduler.worker import WorkerError, load_scheduler
+
+    # Like other app runners, import the application from the working directory.
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return load_scheduler(spec)
+    except (WorkerError, ConfigurationError) as exc:
+        _fail(str(exc), 2)
+    except Exception as exc:
+        module = spec.partition(":")[0]
+        _fail(
+            f"cannot load {spec}: {type(exc).__name__}: {exc} "
+            f"(`python -c 'import {module}'` shows the traceback)"
+        )
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
-    """sqla-scheduler: a persistent, cluster-safe task scheduler for SQLAlchemy apps."""
+    """sqla-scheduler: a persistent, cluster-safe task scheduler for SQLAlchemy apps.
+
+    Commands that need a database take --url, or read DATABASE_URL. Exit status: 0 on
+    success, 2 for bad usage, 1 when the work fails (one line on stderr says why).
+    """
+
+
+# --- db ---------------------------------------------------------------------------------
 
 
 @cli.group()
@@ -56,7 +128,7 @@ def db() -> None:
 @_url_option
 @click.argument("revision", default="heads")
 def db_upgrade(url: str, revision: str) -> None:
-    """Upgrade the scheduler's table to REVISION (default: heads)."""
+    """Upgrade the scheduler's table to REVISION (default: heads), creating it if needed."""
     with _database_errors(url):
         migrate.upgrade(url, revision)
         click.echo(f"upgraded to {', '.join(migrate.current(url)) or 'base'}")
@@ -75,13 +147,140 @@ def db_downgrade(url: str, revision: str) -> None:
 @db.command("current")
 @_url_option
 def db_current(url: str) -> None:
-    """Show the revision the scheduler's table is at."""
+    """Show the revision the scheduler's table is at ("base": not created)."""
     with _database_errors(url):
         revisions = migrate.current(url)
     heads = set(migrate.heads())
     for revision in revisions or ("base",):
         click.echo(f"{revision}{' (head)' if revision in heads else ''}")
 
+
+# --- executions -------------------------------------------------------------------------
+
+_STATES = ("all", "scheduled", "due", "running", "failing", "orphaned")
+
+
+@cli.command("executions")
+@click.option("--url", envvar="DATABASE_URL", help=f"{_URL_HELP[:-1]}, or --app's engine.")
+@click.option(
+    "--state",
+    type=click.Choice(_STATES),
+    default="all",
+    show_default=True,
+    help="Which executions: scheduled (not running), due, running, failing (latest failure "
+    "first), orphaned (task not registered in --app), or all.",
+)
+@click.option("--task", "task_name", metavar="NAME", help="Only executions of this task.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="List at most N executions.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list with every field.")
+@click.option(
+    "--app",
+    "spec",
+    metavar="MODULE:ATTR",
+    help="The application's Scheduler: its table and registered tasks are used (needed for "
+    "--state orphaned), and its engine unless --url is given.",
+)
+def executions(
+    url: str | None,
+    state: str,
+    task_name: str | None,
+    limit: int,
+    as_json: bool,
+    spec: str | None,
+) -> None:
+    """List scheduled executions: what is due, running, failing or orphaned.
+
+    Prints a table (task, instance, execution time in UTC, state, picked by, heartbeat age,
+    consecutive failures, priority), or with --json every field of each execution.
+    """
+    from sqla_scheduler.executions import list_executions
+
+    if state == "orphaned" and spec is None:
+        _fail(
+            "--state orphaned needs --app MODULE:ATTR: only the application's scheduler "
+            "knows which tasks are registered",
+            2,
+        )
+    scheduler = _load_app(spec) if spec is not None else None
+    source = click.get_current_context().get_parameter_source("url")
+    if scheduler is not None and source is not click.core.ParameterSource.COMMANDLINE:
+        url = None  # the application's own engine
+    elif url is None:
+        _fail("no database: give --url URL, set DATABASE_URL, or give --app MODULE:ATTR", 2)
+    with _database_errors(url):
+        found = list_executions(
+            url,
+            state,  # type: ignore[arg-type]  # one of _STATES
+            scheduler=scheduler,
+            task_name=task_name,
+            limit=limit + 1,  # one more tells whether there are more
+        )
+    more, found = len(found) > limit, found[:limit]
+    if as_json:
+        click.echo(json.dumps([e.to_json() for e in found], indent=2))
+        return
+    known = frozenset(scheduler.tasks) if scheduler is not None else None
+    _print_executions(found, known)
+    if more:
+        click.echo(f"(only the first {limit} are shown; raise --limit to see more)", err=True)
+
+
+def _print_executions(found: list[Execution], known: frozenset[str] | None) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    if not found:
+        click.echo("no executions")
+        return
+    now = datetime.now(timezone.utc)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for header, justify in [
+        ("task", "left"),
+        ("instance", "left"),
+        ("execution time (UTC)", "left"),
+        ("state", "left"),
+        ("picked by", "left"),
+        ("heartbeat age", "right"),
+        ("failures", "right"),
+        ("priority", "right"),
+    ]:
+        table.add_column(header, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for e in found:
+        age = _age(now - e.last_heartbeat) if e.picked and e.last_heartbeat else "-"
+        table.add_row(
+            e.task_name,
+            e.instance_id,
+            e.execution_time.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            e.status(now, known),
+            e.picked_by or "-",
+            age,
+            str(e.consecutive_failures),
+            str(e.priority),
+        )
+    console = Console()
+    if not console.is_terminal:
+        # Piped or captured: never squeeze or cut columns to fit 80 characters.
+        console = Console(width=100_000)
+    console.print(table)
+
+
+def _age(delta: Any) -> str:
+    seconds = max(0, int(delta.total_seconds()))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+# --- worker -----------------------------------------------------------------------------
 
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -118,53 +317,40 @@ def worker(
     one at once. Exit status: 0 after a graceful stop, 1 when the worker fails, 2 for a
     bad MODULE:ATTR or option, 128 + the signal number after a forced stop.
     """
-    from sqlalchemy.exc import DBAPIError
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-    from sqla_scheduler.exceptions import ConfigurationError
-    from sqla_scheduler.worker import WorkerError, WorkerInterrupted, load_scheduler, run_worker
+    from sqla_scheduler.worker import WorkerError, WorkerInterrupted, run_worker
 
     logging.basicConfig(
         level=log_level.upper(),
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    # Like other app runners, import the application from the working directory.
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        scheduler = load_scheduler(spec)
-        changes: dict[str, object] = {}
-        if concurrency is not None:
-            changes["concurrency"] = concurrency
-        if name is not None:
-            changes["scheduler_name"] = name
-        if changes:
+    scheduler = _load_app(spec)
+    changes: dict[str, object] = {}
+    if concurrency is not None:
+        changes["concurrency"] = concurrency
+    if name is not None:
+        changes["scheduler_name"] = name
+    if changes:
+        try:
             scheduler.config = scheduler.config.replace(**changes)
-    except (WorkerError, ConfigurationError) as exc:
-        _fail(str(exc), 2)
-        return
+        except ConfigurationError as exc:
+            _fail(str(exc), 2)
     if backend == "trio" and isinstance(scheduler.engine, AsyncEngine):
         _fail(f"--backend trio needs a Scheduler with a sync Engine; {spec} has an AsyncEngine", 2)
     try:
-        run_worker(scheduler, backend=backend)
+        with _database_errors(scheduler.engine.url):
+            run_worker(scheduler, backend=backend)
     except WorkerInterrupted as exc:
         click.echo(f"sqla-scheduler: {exc}", err=True)
         _exit_worker(128 + exc.signal.value)
     except WorkerError as exc:
-        _fail(str(exc), 1)
-    except OperationalError as exc:
-        _fail(f"cannot reach the database: {_one_line(exc.orig or exc)}", 1)
-    except DBAPIError as exc:
-        _fail(f"database error: {_one_line(exc.orig or exc)}", 1)
+        _fail(str(exc))
     _exit_worker(0)
 
 
-def _one_line(error: object) -> str:
-    return " ".join(str(error).split())
-
-
-def _exit_worker(status: int) -> None:
+def _exit_worker(status: int) -> NoReturn:
     """Exit without waiting for handler threads that outlived the scheduler.
 
     A sync handler still running when the scheduler stopped was released (graceful stop)
@@ -188,6 +374,76 @@ def _exit_worker(status: int) -> None:
         sys.stderr.flush()
         os._exit(status)
     sys.exit(status)
+
+
+# --- admin ------------------------------------------------------------------------------
+
+_ADMIN_PACKAGES = ("starlette", "uvicorn", "jinja2")
+
+
+def _missing_admin_packages() -> list[str]:
+    return [name for name in _ADMIN_PACKAGES if importlib.util.find_spec(name) is None]
+
+
+@cli.command("admin")
+@click.argument("spec", metavar="MODULE:ATTR")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=8080,
+    show_default=True,
+    help="Port to listen on.",
+)
+def admin(spec: str, host: str, port: int) -> None:
+    """Serve the read-only admin page for the Scheduler at MODULE:ATTR (not available yet).
+
+    The page will show registered tasks, running, failing and orphaned executions, behind
+    HTTP Basic auth (ADMIN_USER, ADMIN_PASSWORD). It needs the admin extra:
+    pip install 'sqla-scheduler[admin]'.
+    """
+    _load_app(spec)
+    missing = _missing_admin_packages()
+    if missing:
+        _fail(
+            f"the admin page is not available yet; it will need {', '.join(missing)}: "
+            "install sqla-scheduler[admin]"
+        )
+    _fail(f"the admin page is not available yet (nothing is served on {host}:{port})")
+
+
+# --- demo -------------------------------------------------------------------------------
+
+
+@cli.command("demo")
+@click.option(
+    "--database-url",
+    metavar="URL",
+    help="Where to run it, e.g. a scratch PostgreSQL database (default: a new SQLite file "
+    "in a temporary directory). DATABASE_URL is not read.",
+)
+@click.option(
+    "--duration",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Stop after SECONDS (default: run until Ctrl-C).",
+)
+def demo(database_url: str | None, duration: float | None) -> None:
+    """Run a small shop on the scheduler and watch its executions live.
+
+    Orders are placed with a confirmation scheduled in the same transaction (some roll
+    back, and their confirmation never runs), carts are swept by cron, shipments polled by
+    a task that reschedules itself, and cards charged by a flaky task that retries with
+    backoff and, once out of retries, lands in a dead-letter table. Ends with a summary,
+    after --duration or on Ctrl-C.
+    """
+    from sqla_scheduler import _demo
+
+    try:
+        with _database_errors(database_url):
+            _demo.run(database_url, duration)
+    except _demo.DemoError as exc:
+        _fail(f"the demo saw a broken promise: {exc}")
 
 
 def main() -> None:

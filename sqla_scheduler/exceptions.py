@@ -7,7 +7,8 @@ The hierarchy::
     ├── TaskDefinitionError         (ValueError) a task, instance or payload that cannot be defined
     │   └── InvalidScheduleError    a schedule expression or value that cannot be used
     ├── PayloadError                (ValueError) a payload that cannot be encoded or decoded
-    └── UnknownTaskError            (LookupError) a task name this scheduler does not know
+    ├── UnknownTaskError            (LookupError) a task name this scheduler does not know
+    └── MissingTableError           the scheduler's table is not in the database (not migrated)
 
 Every message names the task, the field and the offending value where they exist.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigurationError",
     "InvalidScheduleError",
+    "MissingTableError",
     "PayloadError",
     "SchedulerError",
     "TaskDefinitionError",
@@ -46,3 +48,10 @@ class PayloadError(SchedulerError, ValueError):
 
 class UnknownTaskError(SchedulerError, LookupError):
     """A task name is not registered with this scheduler."""
+
+
+class MissingTableError(SchedulerError):
+    """The scheduler's table does not exist in the database: its migrations were not applied.
+
+    Apply them with ``sqla-scheduler db upgrade`` or the application's own Alembic project.
+    """

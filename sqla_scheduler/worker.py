@@ -23,9 +23,10 @@ from contextlib import contextmanager
 
 import anyio
 import anyio.to_thread
-from sqlalchemy import Connection, Engine, inspect
+from sqlalchemy import Engine, Table
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from sqla_scheduler import _store
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._runner import check_backend
 from sqla_scheduler.exceptions import SchedulerError
@@ -40,7 +41,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class WorkerError(SchedulerError):
-    """A worker cannot start: a bad ``module:attr``, or a database it cannot use."""
+    """A worker cannot start: a bad ``module:attr``, or an object there that is no scheduler."""
 
 
 class WorkerInterrupted(WorkerError):
@@ -105,7 +106,8 @@ def run_worker(scheduler: Scheduler, *, backend: str = "asyncio") -> None:
     ``backend`` is the anyio backend, ``"asyncio"`` or ``"trio"`` (trio needs a sync
     ``Engine``). Before running, the database is reached once and the scheduler's table
     looked up, so a wrong URL or a missing migration fails at once: the database's own
-    error (e.g. :class:`sqlalchemy.exc.OperationalError`) or a :class:`WorkerError`.
+    error (e.g. :class:`sqlalchemy.exc.OperationalError`) or a
+    :class:`~sqla_scheduler.exceptions.MissingTableError`.
 
     The first signal stops the scheduler gracefully and this function then returns. A
     second one cancels everything at once and raises :class:`WorkerInterrupted`. Must be
@@ -170,29 +172,17 @@ class _Worker:
 
     async def _check_database(self) -> None:
         """Connect once and look the table up, so a bad setup fails before the loop runs."""
-        engine = self.scheduler.engine
+        engine, table = self.scheduler.engine, self.scheduler.table
         if isinstance(engine, AsyncEngine):
             async with engine.connect() as conn:
-                found = await conn.run_sync(self._has_table)
+                await conn.run_sync(_store.check_table, table)
         else:
-            found = await anyio.to_thread.run_sync(
-                self._has_table_sync, engine, abandon_on_cancel=True
-            )
-        if not found:
-            table = self.scheduler.table
-            url = engine.url.render_as_string(hide_password=True)
-            raise WorkerError(
-                f"table {table.fullname!r} does not exist in {url}; create it with "
-                "`sqla-scheduler db upgrade` or the application's Alembic migrations"
-            )
+            await anyio.to_thread.run_sync(_check_table_sync, engine, table, abandon_on_cancel=True)
 
-    def _has_table(self, conn: Connection) -> bool:
-        table = self.scheduler.table
-        return inspect(conn).has_table(table.name, schema=table.schema)
 
-    def _has_table_sync(self, engine: Engine) -> bool:
-        with engine.connect() as conn:
-            return self._has_table(conn)
+def _check_table_sync(engine: Engine, table: Table) -> None:
+    with engine.connect() as conn:
+        _store.check_table(conn, table)
 
 
 @contextmanager

@@ -19,6 +19,7 @@ from sqlalchemy import Engine, MetaData, create_engine, inspect, text
 
 from alembic import command
 from sqla_scheduler import metadata, migrate
+from tests._cli import INVOCATIONS, cli_env, one_error_line, run
 from tests._postgres import PostgresCluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -229,44 +230,23 @@ def test_metadata_has_a_naming_convention() -> None:
     }
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [["sqla-scheduler"], [sys.executable, "-m", "sqla_scheduler"]],
-    ids=["console-script", "python-m"],
-)
-def test_db_upgrade_command(argv: list[str], empty_db: str, engine: Engine) -> None:
-    if argv[0] == "sqla-scheduler":
-        argv = [str(Path(sys.executable).with_name("sqla-scheduler"))]
-    # The command of this checkout, even where the environment installed another one.
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    run = subprocess.run(
-        [*argv, "db", "upgrade", "--url", empty_db],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert run.returncode == 0, run.stderr
+@pytest.mark.parametrize("invocation", list(INVOCATIONS))
+def test_db_upgrade_command(invocation: str, empty_db: str, engine: Engine) -> None:
+    upgraded = run("db", "upgrade", "--url", empty_db, invocation=invocation, timeout=120)
+    assert upgraded.returncode == 0, upgraded.stderr
     assert "scheduled_tasks" in inspect(engine).get_table_names()
-    current = subprocess.run(
-        [*argv, "db", "current"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**env, "DATABASE_URL": empty_db},
-    )
+    current = run("db", "current", invocation=invocation, env=cli_env(DATABASE_URL=empty_db))
     assert current.returncode == 0, current.stderr
     assert current.stdout.strip() == f"{migrate.heads()[0]} (head)"
 
 
 def test_db_upgrade_reports_an_unreachable_database() -> None:
-    cli = str(Path(sys.executable).with_name("sqla-scheduler"))
-    run = subprocess.run(
-        [cli, "db", "upgrade", "--url", "postgresql+psycopg://nobody@127.0.0.1:1/none"],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done = run(
+        "db",
+        "upgrade",
+        "--url",
+        "postgresql+psycopg://nobody@127.0.0.1:1/none",
+        invocation="console-script",
     )
-    assert run.returncode == 1
-    assert run.stderr.startswith("sqla-scheduler: cannot reach the database")
-    assert "Traceback" not in run.stderr
+    assert done.returncode == 1
+    assert one_error_line(done.stderr).startswith("sqla-scheduler: cannot reach the database")

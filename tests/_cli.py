@@ -1,0 +1,88 @@
+"""Run ``sqla-scheduler`` as a user would: a real process, this checkout's package.
+
+Plain module, like ``_postgres``. The console script next to ``sys.executable`` belongs to
+whichever checkout was installed; ``PYTHONPATH`` puts this one first, so both ways of
+running the command (the script and ``python -m sqla_scheduler``) run the code under test.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: The two ways to run the command line.
+INVOCATIONS = {
+    "console-script": [str(Path(sys.executable).with_name("sqla-scheduler"))],
+    "python-m": [sys.executable, "-m", "sqla_scheduler"],
+}
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    """This process's environment without ``DATABASE_URL``, this checkout first on the path."""
+    env = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    return {**env, **extra}
+
+
+def start(
+    *args: str, invocation: str = "python-m", env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """Start ``sqla-scheduler ARGS`` from the repository root; stdout and stderr piped."""
+    return subprocess.Popen(
+        [*INVOCATIONS[invocation], *args],
+        cwd=ROOT,
+        env=env if env is not None else cli_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def run(
+    *args: str,
+    invocation: str = "python-m",
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``sqla-scheduler ARGS`` to completion (killed after ``timeout`` seconds)."""
+    proc = start(*args, invocation=invocation, env=env)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def run_all(
+    *commands: tuple[str, ...], env: dict[str, str] | None = None, timeout: float = 60
+) -> list[subprocess.CompletedProcess[str]]:
+    """Run several ``sqla-scheduler`` commands at once (each pays its start-up in parallel)."""
+    procs = [start(*args, env=env) for args in commands]
+    done = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=timeout)
+            done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    return done
+
+
+def one_error_line(err: str) -> str:
+    """The single ``sqla-scheduler: ...`` line a failure prints; fail if there is more."""
+    assert "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("sqla-scheduler: "), err
+    return lines[0]

@@ -1,0 +1,104 @@
+"""``sqla-scheduler demo``: it runs, tells its story, and keeps the scheduler's promises."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from tests._cli import cli_env, run, start
+
+SUMMARY = re.compile(
+    r"Summary after [\d.]+s: (?P<orders>\d+) orders? placed, (?P<rolled>.*?); "
+    r"(?P<sent>\d+) confirmations? sent, \d+ still pending; \d+ cart sweeps?; "
+    r"\d+ shipment polls?, \d+ parcels? delivered; charges: (?P<charged>\d+) succeeded, "
+    r"(?P<retries>\d+) retr(?:y|ies), (?P<abandoned>\d+) abandoned; (?P<dead>.*?)\.\n"
+)
+
+
+def check_story(out: str) -> re.Match[str]:
+    """The summary and the events agree with what the demo is meant to show."""
+    summary = SUMMARY.search(out)
+    assert summary, out
+    assert int(summary["sent"]) >= 1, out
+    assert int(summary["retries"]) >= 1, out
+    assert int(summary["abandoned"]) >= 1, out
+    assert re.match(
+        r"\d+ dead letters? \(orders? #\d+(, #\d+)*: card declined after 3 attempts\)",
+        summary["dead"],
+    )
+    rolled = re.fullmatch(
+        r"(\d+) of them rolled back \(#([\d, #]+)\), whose confirmations? (?:was|were) never sent",
+        summary["rolled"],
+    )
+    assert rolled, summary["rolled"]
+    for number in re.findall(r"\d+", rolled[2]):
+        # Its transaction rolled back, and its tasks with it: they never ran.
+        assert f"order-{number}: order rolled back (out of stock)" in out
+        assert not re.search(rf"(send-confirmation|charge-card) order-{number}:", out), out
+    return summary
+
+
+def test_demo_on_sqlite(tmp_path: Path) -> None:
+    # TMPDIR: the demo's SQLite file goes into this test's directory.
+    done = run("demo", "--duration", "6", env=cli_env(TMPDIR=str(tmp_path)), timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    out = done.stdout
+    where = re.search(r"^database: (sqlite:///(\S+))$", out, re.MULTILINE)
+    assert where, out
+    assert Path(where[2]).parent.parent == tmp_path
+    summary = check_story(out)
+    assert "charged after 2 retries" in out  # a flaky charge that eventually went through
+    assert re.search(r"sweep-carts recurring: idle carts swept", out)
+    assert re.search(r"poll-shipment order-\d+: parcel in transit", out)
+    # Plain lines when stdout is not a terminal: no escape codes, no live redraws.
+    assert "\x1b[" not in out
+    assert re.search(r"^\[\s*\d+\.\ds\] due \d+ · running \d+ · failing \d+", out, re.MULTILINE)
+
+    engine = create_engine(where[1])
+    try:
+        with engine.connect() as conn:
+            orders = conn.scalar(text("select count(*) from demo_orders"))
+            dead = conn.execute(text("select order_id, reason from demo_dead_letters")).all()
+            leftovers = conn.scalar(
+                text("select count(*) from scheduled_tasks where task_instance = 'order-5'")
+            )
+    finally:
+        engine.dispose()
+    assert orders == int(summary["orders"]) - 1  # order 5 rolled back
+    assert dead == [(1, "card declined after 3 attempts")]
+    assert leftovers == 0
+
+
+def test_demo_on_postgresql(pg_url: str) -> None:
+    done = run("demo", "--database-url", pg_url, "--duration", "5", timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert f"database: {pg_url}" in done.stdout
+    check_story(done.stdout)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_demo_stops_on_a_signal_with_its_summary(tmp_path: Path, signum: signal.Signals) -> None:
+    proc = start("demo", env=cli_env(TMPDIR=str(tmp_path)))
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 30
+        seen = ""
+        while "send-confirmation order-1: confirmation sent" not in seen:
+            assert time.monotonic() < deadline, seen
+            seen += proc.stdout.readline()
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert err == ""
+    assert re.search(r"Summary after [\d.]+s: \d+ orders? placed", seen + out), seen + out

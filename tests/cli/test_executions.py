@@ -1,0 +1,245 @@
+"""``sqla-scheduler executions`` and the function behind it, ``list_executions``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+from sqlalchemy import Engine, create_engine, update
+
+from sqla_scheduler import Execution, MissingTableError, Scheduler, migrate, one_time
+from sqla_scheduler.executions import list_executions
+from tests._cli import INVOCATIONS, cli_env, one_error_line, run, run_all
+
+NOW = datetime.now(timezone.utc).replace(microsecond=0)
+LATER = NOW + timedelta(days=1)  # still ahead however long the test session runs
+
+
+def _noop(ctx: Any) -> None:
+    """The tests only list executions."""
+
+
+send_email = one_time("send-email")(_noop)
+charge = one_time("charge")(_noop)
+gone = one_time("gone")(_noop)  # scheduled by an older release; tests.cli.app lacks it
+
+
+def seed(engine: Engine) -> datetime:
+    """One execution in each state: due, scheduled, failing, running, and an orphan.
+
+    Returns the running execution's heartbeat, 90 seconds ago.
+    """
+    heartbeat = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(seconds=90)
+    client = Scheduler(engine, tasks=[send_email, charge, gone])
+    client.schedule(engine, send_email.instance("welcome-1", {"to": "ada@example.com"}))
+    client.schedule(engine, send_email.instance("reminder-1", {"to": "bob@example.com"}, at=LATER))
+    client.schedule(engine, charge.instance("order-7", {"cents": 2599}, at=LATER, priority=5))
+    client.schedule(engine, charge.instance("order-8", {"cents": 100}))
+    client.schedule(engine, gone.instance("legacy-1", None, at=NOW - timedelta(days=1)))
+    table = client.table
+    with engine.begin() as conn:
+        conn.execute(
+            update(table)
+            .where(table.c.task_instance == "order-7")
+            .values(consecutive_failures=2, last_failure=NOW - timedelta(minutes=1))
+        )
+        conn.execute(
+            update(table)
+            .where(table.c.task_instance == "order-8")
+            .values(picked=True, picked_by="worker-1", last_heartbeat=heartbeat)
+        )
+    return heartbeat
+
+
+class Seeded(NamedTuple):
+    url: str
+    heartbeat: datetime
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def seeded(request: pytest.FixtureRequest, tmp_path: Path) -> Seeded:
+    """A migrated database with :func:`seed`'s executions in it."""
+    if request.param == "sqlite":
+        db_url = f"sqlite:///{tmp_path / 'app.db'}"
+        migrate.upgrade(db_url)
+    else:
+        db_url = request.getfixturevalue("pg_url")
+    engine = create_engine(db_url)
+    try:
+        heartbeat = seed(engine)
+    finally:
+        engine.dispose()
+    return Seeded(db_url, heartbeat)
+
+
+@pytest.fixture
+def url(seeded: Seeded) -> str:
+    return seeded.url
+
+
+def _rows(out: str) -> dict[str, list[str]]:
+    """The table's rows by instance id, each split on runs of spaces."""
+    lines = out.strip().splitlines()
+    assert lines[0].split() == [
+        "task", "instance", "execution", "time", "(UTC)", "state", "picked", "by",
+        "heartbeat", "age", "failures", "priority",
+    ]  # fmt: skip
+    return {cells[1]: cells for cells in (line.split() for line in lines[2:])}
+
+
+@pytest.mark.parametrize("invocation", list(INVOCATIONS))
+def test_lists_executions_as_a_table(url: str, invocation: str) -> None:
+    # The console script finds the database in DATABASE_URL, python -m is given --url.
+    if invocation == "console-script":
+        done = run("executions", invocation=invocation, env=cli_env(DATABASE_URL=url))
+    else:
+        done = run("executions", "--url", url, invocation=invocation)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    rows = _rows(done.stdout)
+    later = LATER.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert rows["welcome-1"][:2] == ["send-email", "welcome-1"]
+    assert rows["welcome-1"][3:] == ["due", "-", "-", "0", "0"]
+    assert rows["reminder-1"][2:] == [later, "scheduled", "-", "-", "0", "0"]
+    assert rows["order-7"][2:] == [later, "failing", "-", "-", "2", "5"]
+    assert rows["order-8"][3:5] == ["running", "worker-1"]
+    assert re.fullmatch(r"1m3\ds", rows["order-8"][5])  # 90s and the time the test took
+    # Without the application's tasks no row can be called an orphan.
+    assert rows["legacy-1"][:4] == ["gone", "legacy-1", rows["legacy-1"][2], "due"]
+    # Highest priority first, then earliest.
+    assert next(iter(rows)) == "order-7"
+
+
+def test_lists_executions_as_json(seeded: Seeded) -> None:
+    done = run("executions", "--url", seeded.url, "--json")
+    assert done.returncode == 0, done.stderr
+    listed = {e["instance_id"]: e for e in json.loads(done.stdout)}
+    assert set(listed) == {"welcome-1", "reminder-1", "order-7", "order-8", "legacy-1"}
+    fields = {f.name for f in dataclasses.fields(Execution)}
+    assert all(set(e) == fields for e in listed.values())
+    running = listed["order-8"]
+    assert running["task_name"] == "charge"
+    assert running["data"] == {"cents": 100}
+    assert running["picked"] is True
+    assert running["picked_by"] == "worker-1"
+    assert datetime.fromisoformat(running["last_heartbeat"]) == seeded.heartbeat
+    failing = listed["order-7"]
+    assert datetime.fromisoformat(failing["execution_time"]) == LATER
+    assert failing["execution_time"].endswith("+00:00")
+    assert (failing["consecutive_failures"], failing["priority"]) == (2, 5)
+    assert listed["legacy-1"]["data"] is None
+
+
+def test_filters_by_state_task_and_limit(url: str) -> None:
+    filters = {
+        "due": ("--state", "due"),
+        "running": ("--state", "running"),
+        "failing": ("--state", "failing"),
+        "scheduled": ("--state", "scheduled"),
+        "task": ("--task", "send-email"),
+        "limit": ("--limit", "1"),
+    }
+    runs = run_all(
+        *[("executions", "--url", url, "--json", *args) for args in filters.values()],
+        ("executions", "--url", url, "--limit", "2"),
+        ("executions", "--url", url, "--task", "no-such-task"),
+    )
+    assert all(done.returncode == 0 for done in runs), [done.stderr for done in runs]
+    listed = {
+        name: sorted(e["instance_id"] for e in json.loads(done.stdout))
+        for name, done in zip(filters, runs[: len(filters)], strict=True)
+    }
+    assert listed == {
+        "due": ["legacy-1", "welcome-1"],
+        "running": ["order-8"],
+        "failing": ["order-7"],
+        "scheduled": ["legacy-1", "order-7", "reminder-1", "welcome-1"],
+        "task": ["reminder-1", "welcome-1"],
+        "limit": ["order-7"],  # the highest priority
+    }
+    more, nothing = runs[-2:]
+    assert len(_rows(more.stdout)) == 2
+    assert more.stderr.strip() == "(only the first 2 are shown; raise --limit to see more)"
+    assert nothing.stdout.strip() == "no executions"
+
+
+def test_app_tells_orphans(url: str) -> None:
+    env = cli_env(DATABASE_URL=url)
+    done = run("executions", "--app", "tests.cli.app:scheduler", env=env)
+    assert done.returncode == 0, done.stderr
+    rows = _rows(done.stdout)
+    assert rows["legacy-1"][3] == "orphaned"
+    assert rows["welcome-1"][3] == "due"
+
+    orphans = run("executions", "--app", "tests.cli.app:scheduler", "--state", "orphaned", env=env)
+    assert orphans.returncode == 0, orphans.stderr
+    assert list(_rows(orphans.stdout)) == ["legacy-1"]
+
+    refused = run("executions", "--url", url, "--state", "orphaned")
+    assert refused.returncode == 2
+    assert "--state orphaned needs --app MODULE:ATTR" in one_error_line(refused.stderr)
+
+
+def test_app_engine_gives_way_to_an_explicit_url(url: str, tmp_path: Path) -> None:
+    """With --app, the app's engine is used, unless --url is given on the command line."""
+    elsewhere = f"sqlite:///{tmp_path / 'elsewhere.db'}"
+    migrate.upgrade(elsewhere)
+    env = cli_env(DATABASE_URL=url)
+    app = ("executions", "--app", "tests.cli.app:scheduler", "--json")
+    assert len(json.loads(run(*app, env=env).stdout)) == 5
+    assert json.loads(run(*app, "--url", elsewhere, env=env).stdout) == []
+
+
+# --- the function -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    db_url = f"sqlite:///{tmp_path / 'app.db'}"
+    migrate.upgrade(db_url)
+    engine = create_engine(db_url)
+    try:
+        seed(engine)
+    finally:
+        engine.dispose()
+    return db_url
+
+
+def test_list_executions_reads_a_url_an_engine_or_a_scheduler(sqlite_url: str) -> None:
+    by_url = list_executions(sqlite_url, "due")
+    assert sorted(e.instance_id for e in by_url) == ["legacy-1", "welcome-1"]
+    engine = create_engine(sqlite_url)
+    try:
+        assert list_executions(engine, "running")[0].picked_by == "worker-1"
+        app = Scheduler(engine, tasks=[send_email, charge])
+        orphans = list_executions(scheduler=app, state="orphaned")
+        assert [(e.task_name, e.instance_id) for e in orphans] == [("gone", "legacy-1")]
+        assert len(list_executions(scheduler=app, limit=2, offset=1)) == 2
+    finally:
+        engine.dispose()
+
+
+def test_list_executions_needs_the_app_for_orphans(sqlite_url: str) -> None:
+    with pytest.raises(ValueError, match="orphaned executions needs the application's scheduler"):
+        list_executions(sqlite_url, "orphaned")
+
+
+def test_list_executions_on_a_database_without_the_table(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.db"
+    with pytest.raises(MissingTableError, match=r"SQLite database .*missing\.db' does not exist"):
+        list_executions(f"sqlite:///{missing}")
+    assert not missing.exists()  # a typo does not leave an empty database behind
+
+    empty = tmp_path / "empty.db"
+    engine = create_engine(f"sqlite:///{empty}")
+    engine.connect().close()  # creates the file
+    engine.dispose()
+    with pytest.raises(
+        MissingTableError, match=r"the table 'scheduled_tasks' does not exist .*db upgrade"
+    ):
+        list_executions(f"sqlite:///{empty}")

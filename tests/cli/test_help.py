@@ -1,0 +1,38 @@
+"""Every command's ``--help`` says what it does."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests._cli import INVOCATIONS, run, run_all
+
+HELP = {
+    (): ["persistent, cluster-safe task scheduler", "db", "worker", "executions", "admin", "demo"],
+    ("db",): ["Create, upgrade or inspect the scheduler's table", "upgrade", "current"],
+    ("db", "upgrade"): ["Upgrade the scheduler's table to REVISION", "--url", "DATABASE_URL"],
+    ("db", "downgrade"): ["Downgrade the scheduler's table", '"base" drops it'],
+    ("db", "current"): ["Show the revision the scheduler's table is at"],
+    ("worker",): ["Run the Scheduler at MODULE:ATTR until SIGINT or SIGTERM", "--concurrency"],
+    ("executions",): [
+        "List scheduled executions", "--state", "orphaned", "--task", "--limit", "--json",
+        "--app", "DATABASE_URL",
+    ],
+    ("admin",): ["admin page", "not available yet", "--host", "--port", "sqla-scheduler[admin]"],
+    ("demo",): ["Run a small shop on the scheduler", "--database-url", "--duration", "Ctrl-C"],
+}  # fmt: skip
+
+
+def test_every_command_explains_itself() -> None:
+    runs = run_all(*[(*command, "--help") for command in HELP])
+    for (command, expected), done in zip(HELP.items(), runs, strict=True):
+        assert done.returncode == 0, (command, done.stderr)
+        text = " ".join(done.stdout.split())  # click wraps the help text
+        for phrase in expected:
+            assert phrase in text, (command, phrase, done.stdout)
+
+
+@pytest.mark.parametrize("invocation", list(INVOCATIONS))
+def test_both_ways_of_running_it_show_the_same_help(invocation: str) -> None:
+    done = run("-h", invocation=invocation)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Usage: sqla-scheduler [OPTIONS] COMMAND [ARGS]...")
