@@ -191,6 +191,20 @@ async def test_security_headers_on_every_response(make_app: AppFactory) -> None:
     assert responses[2].headers["content-type"].startswith("text/css")
 
 
+async def test_a_database_error_is_a_plain_500_with_the_headers() -> None:
+    unreachable = make_scheduler(create_engine("postgresql+psycopg://u@127.0.0.1:1/none"))
+    app = create_app(unreachable, username=USER, password=PASSWORD)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://admin.test", auth=(USER, PASSWORD)
+    ) as client:
+        response = await client.get("/")
+    assert response.status_code == 500
+    assert response.headers["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
+    assert response.headers["Cache-Control"] == "no-store"
+    assert "127.0.0.1" not in response.text  # no traceback, no connection details
+
+
 async def test_pages_have_no_inline_script_or_style(seeded: Harness, make_app: AppFactory) -> None:
     async with client_for(make_app(actions=True)) as client:
         for path in ("/", "/executions", "/execution?task=send-email&instance=welcome-1"):
