@@ -29,6 +29,7 @@ from sqlalchemy import (
     delete,
     false,
     func,
+    not_,
     select,
     true,
     tuple_,
@@ -144,6 +145,48 @@ class Statements:
 
         #: One execution by its key.
         self.get: Select[Any] = select(table).where(self._key)
+
+        # --- the admin page's statements: counts, and actions checked against the version
+        # the operator was shown
+
+        shown_version = c.version == bindparam("shown_version")
+        #: Move an unpicked execution to ``new_time`` if it is still at ``shown_version``.
+        self.reschedule_shown: Update = (
+            update(table)
+            .where(self._key, self.unpicked, shown_version)
+            .values(
+                execution_time=bindparam("new_time", type_=c.execution_time.type),
+                version=c.version + 1,
+            )
+            .returning(c.execution_time)
+        )
+        #: Remove an unpicked execution if it is still at ``shown_version``.
+        self.cancel_shown: Delete = delete(table).where(self._key, self.unpicked, shown_version)
+
+        registered = self._one_of(c.task_name, "names")
+        due_now = and_(
+            self.unpicked, c.execution_time <= bindparam("now", type_=c.execution_time.type)
+        )
+        per_state = (
+            func.count().label("all"),
+            func.count().filter(self.unpicked).label("scheduled"),
+            func.count().filter(due_now).label("due"),
+            func.count().filter(self.picked).label("running"),
+            func.count().filter(c.consecutive_failures > 0).label("failing"),
+        )
+        #: How many executions are in each state (``names`` are the registered tasks, the
+        #: rest are orphaned), in one pass over the table.
+        self.state_counts: Executable = select(
+            *per_state, func.count().filter(not_(registered)).label("orphaned")
+        )
+        #: The same counts for each registered task (``names``) that has rows.
+        self.task_counts: Executable = (
+            select(c.task_name, *per_state).where(registered).group_by(c.task_name)
+        )
+        #: The rows of the recurring tasks ``names`` (each has one, ``recurring``).
+        self.recurring: Select[Any] = select(table).where(
+            c.task_instance == bindparam("instance"), registered
+        )
 
         # --- the runner's statements; every one that changes a row checks and bumps version
 
@@ -359,6 +402,37 @@ class Statements:
             tuple_(c.task_name, c.task_instance, c.version).in_(bindparam("keys", expanding=True)),
         )
 
+    def _filters(
+        self,
+        *,
+        state: ExecutionState,
+        task_name: str | None,
+        instance_contains: str | None,
+        known_tasks: frozenset[str],
+    ) -> list[ColumnElement[bool]]:
+        """The WHERE clauses of a listing (``due`` compares with the bound ``now``)."""
+        c = self.table.c
+        where: list[ColumnElement[bool]] = []
+        if state == "scheduled":
+            where.append(self.unpicked)
+        elif state == "due":
+            where += [
+                self.unpicked,
+                c.execution_time <= bindparam("now", type_=c.execution_time.type),
+            ]
+        elif state == "running":
+            where.append(self.picked)
+        elif state == "failing":
+            where.append(c.consecutive_failures > 0)
+        elif state == "orphaned":
+            where.append(c.task_name.not_in(sorted(known_tasks)))
+        if task_name is not None:
+            where.append(c.task_name == task_name)
+        if instance_contains:
+            # A bound pattern with LIKE's wildcards escaped: the text matches as written.
+            where.append(c.task_instance.contains(instance_contains, autoescape=True))
+        return where
+
     def list_executions(
         self,
         *,
@@ -367,24 +441,21 @@ class Statements:
         known_tasks: frozenset[str],
         limit: int | None,
         offset: int,
+        instance_contains: str | None = None,
     ) -> Select[Any]:
-        """Executions in ``state`` (``due`` compares with the bound ``now``), in pick order."""
+        """Executions in ``state`` (``due`` compares with the bound ``now``), in pick order.
+
+        ``instance_contains`` keeps the executions whose instance id contains that text.
+        """
         c = self.table.c
-        query = select(self.table)
-        if state == "scheduled":
-            query = query.where(self.unpicked)
-        elif state == "due":
-            query = query.where(
-                self.unpicked, c.execution_time <= bindparam("now", type_=c.execution_time.type)
+        query = select(self.table).where(
+            *self._filters(
+                state=state,
+                task_name=task_name,
+                instance_contains=instance_contains,
+                known_tasks=known_tasks,
             )
-        elif state == "running":
-            query = query.where(self.picked)
-        elif state == "failing":
-            query = query.where(c.consecutive_failures > 0)
-        elif state == "orphaned":
-            query = query.where(c.task_name.not_in(sorted(known_tasks)))
-        if task_name is not None:
-            query = query.where(c.task_name == task_name)
+        )
         if state == "failing":
             query = query.order_by(c.last_failure.desc(), c.task_name, c.task_instance)
         else:
@@ -396,6 +467,28 @@ class Statements:
         if offset:
             query = query.offset(offset)
         return query
+
+    def count_executions(
+        self,
+        *,
+        state: ExecutionState,
+        task_name: str | None,
+        instance_contains: str | None,
+        known_tasks: frozenset[str],
+    ) -> Select[Any]:
+        """How many executions :meth:`list_executions` would list without a limit."""
+        return (
+            select(func.count())
+            .select_from(self.table)
+            .where(
+                *self._filters(
+                    state=state,
+                    task_name=task_name,
+                    instance_contains=instance_contains,
+                    known_tasks=known_tasks,
+                )
+            )
+        )
 
 
 @cache

@@ -26,11 +26,17 @@ _KEYS_PER_STATEMENT = 1000
 
 __all__ = [
     "cancel",
+    "cancel_shown",
     "check_table",
+    "count_executions",
     "get_execution",
     "insert_instances",
     "list_executions",
+    "recurring_executions",
     "reschedule",
+    "reschedule_shown",
+    "state_counts",
+    "task_counts",
 ]
 
 
@@ -144,14 +150,111 @@ def list_executions(
     limit: int | None,
     offset: int,
     now: datetime,
+    instance_contains: str | None = None,
 ) -> list[Execution]:
-    """Executions in ``state``, highest priority and earliest first (failing: latest first)."""
+    """Executions in ``state``, highest priority and earliest first (failing: latest first).
+
+    ``instance_contains`` keeps those whose instance id contains that text.
+    """
     stmts = _statements(conn, table)
     query = stmts.list_executions(
-        state=state, task_name=task_name, known_tasks=known_tasks, limit=limit, offset=offset
+        state=state,
+        task_name=task_name,
+        known_tasks=known_tasks,
+        limit=limit,
+        offset=offset,
+        instance_contains=instance_contains,
     )
     params = {"now": now} if state == "due" else {}
     return [Execution.from_row(row) for row in conn.execute(query, params).mappings()]
+
+
+def count_executions(
+    conn: Connection,
+    table: Table,
+    *,
+    state: ExecutionState,
+    task_name: str | None,
+    instance_contains: str | None,
+    known_tasks: frozenset[str],
+    now: datetime,
+) -> int:
+    """How many executions :func:`list_executions` lists with the same filters."""
+    stmts = _statements(conn, table)
+    query = stmts.count_executions(
+        state=state,
+        task_name=task_name,
+        instance_contains=instance_contains,
+        known_tasks=known_tasks,
+    )
+    params = {"now": now} if state == "due" else {}
+    return int(conn.execute(query, params).scalar_one())
+
+
+def state_counts(
+    conn: Connection, table: Table, *, known_tasks: frozenset[str], now: datetime
+) -> dict[str, int]:
+    """How many executions are in each state (keys as in ``ExecutionState``), counted in
+    one statement; executions of tasks not in ``known_tasks`` are orphaned."""
+    stmts = _statements(conn, table)
+    params = {"names": sorted(known_tasks), "now": now}
+    return dict(conn.execute(stmts.state_counts, params).mappings().one())
+
+
+def task_counts(
+    conn: Connection, table: Table, *, names: Sequence[str], now: datetime
+) -> dict[str, dict[str, int]]:
+    """For each of the tasks ``names`` that has executions, how many are in each state."""
+    if not names:
+        return {}
+    stmts = _statements(conn, table)
+    rows = conn.execute(stmts.task_counts, {"names": list(names), "now": now}).mappings()
+    return {row["task_name"]: {k: v for k, v in row.items() if k != "task_name"} for row in rows}
+
+
+def recurring_executions(
+    conn: Connection, table: Table, *, names: Sequence[str], instance_id: str
+) -> dict[str, Execution]:
+    """The row of each recurring task of ``names`` that has one, by task name."""
+    if not names:
+        return {}
+    stmts = _statements(conn, table)
+    rows = conn.execute(stmts.recurring, {"names": list(names), "instance": instance_id})
+    return {e.task_name: e for e in map(Execution.from_row, rows.mappings())}
+
+
+def reschedule_shown(
+    conn: Connection,
+    table: Table,
+    *,
+    task_name: str,
+    instance_id: str,
+    shown_version: int,
+    at: datetime,
+    now: datetime,
+) -> bool:
+    """Move an execution to ``at`` if no scheduler holds it and it is still at
+    ``shown_version``; return whether it moved."""
+    stmts = _statements(conn, table)
+    params = {
+        "key_task": task_name,
+        "key_instance": instance_id,
+        "shown_version": shown_version,
+        "new_time": at,
+    }
+    moved = conn.execute(stmts.reschedule_shown, params).scalars().all()
+    if moved and at <= now:
+        _wake(conn, stmts, {task_name})
+    return bool(moved)
+
+
+def cancel_shown(
+    conn: Connection, table: Table, *, task_name: str, instance_id: str, shown_version: int
+) -> bool:
+    """Delete an execution if no scheduler holds it and it is still at ``shown_version``."""
+    stmts = _statements(conn, table)
+    params = {"key_task": task_name, "key_instance": instance_id, "shown_version": shown_version}
+    return conn.execute(stmts.cancel_shown, params).rowcount == 1
 
 
 # --- the runner's operations ---------------------------------------------------------

@@ -395,21 +395,32 @@ def _missing_admin_packages() -> list[str]:
     show_default=True,
     help="Port to listen on.",
 )
-def admin(spec: str, host: str, port: int) -> None:
-    """Serve the read-only admin page for the Scheduler at MODULE:ATTR (not available yet).
+@click.option(
+    "--actions/--read-only",
+    default=False,
+    show_default=True,
+    help="Offer run now, retry and delete buttons (off: the page only reads).",
+)
+def admin(spec: str, host: str, port: int, actions: bool) -> None:
+    """Serve the admin page for the Scheduler at MODULE:ATTR at /admin/jobs.
 
-    The page will show registered tasks, running, failing and orphaned executions, behind
-    HTTP Basic auth (ADMIN_USER, ADMIN_PASSWORD). It needs the admin extra:
+    It shows registered tasks, recurring tasks, running, failing and orphaned executions,
+    behind HTTP Basic auth: the user is ADMIN_USER (default admin), the password
+    ADMIN_PASSWORD, which has no default. Needs the admin extra:
     pip install 'sqla-scheduler[admin]'.
     """
-    _load_app(spec)
+    scheduler = _load_app(spec)
     missing = _missing_admin_packages()
     if missing:
-        _fail(
-            f"the admin page is not available yet; it will need {', '.join(missing)}: "
-            "install sqla-scheduler[admin]"
-        )
-    _fail(f"the admin page is not available yet (nothing is served on {host}:{port})")
+        _fail(f"the admin page needs {', '.join(missing)}: install sqla-scheduler[admin]")
+    from sqla_scheduler.admin import credentials_from_env, serve
+
+    try:
+        username, password = credentials_from_env(os.environ)
+    except ConfigurationError as exc:
+        _fail(str(exc), 2)
+    click.echo(f"sqla-scheduler: admin page on http://{host}:{port}/admin/jobs/", err=True)
+    serve(scheduler, host=host, port=port, username=username, password=password, actions=actions)
 
 
 # --- demo -------------------------------------------------------------------------------

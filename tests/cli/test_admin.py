@@ -1,27 +1,33 @@
-"""``sqla-scheduler admin``: it checks its arguments, and says the page is not there yet."""
+"""``sqla-scheduler admin``: credentials from the environment, the page at /admin/jobs."""
 
 from __future__ import annotations
 
-import importlib.util
+import socket
+import subprocess
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner
 
 from sqla_scheduler import cli
-from tests._cli import cli_env, one_error_line, run
+from tests._cli import cli_env, one_error_line, run, start
 
 APP = "tests.cli.app:scheduler"
 
 
-def test_admin_is_not_available_yet(tmp_path: Path) -> None:
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_admin_refuses_to_start_without_a_password(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'app.db'}"
-    done = run("admin", APP, "--host", "0.0.0.0", "--port", "9000", env=cli_env(DATABASE_URL=url))
-    assert done.returncode == 1
-    line = one_error_line(done.stderr)
-    assert line.startswith("sqla-scheduler: the admin page is not available yet")
-    missing = [m for m in ("starlette", "uvicorn", "jinja2") if importlib.util.find_spec(m) is None]
-    assert ("install sqla-scheduler[admin]" in line) == bool(missing)
+    done = run("admin", APP, env=cli_env(DATABASE_URL=url))
+    assert done.returncode == 2
+    assert "ADMIN_PASSWORD" in one_error_line(done.stderr)
 
 
 def test_admin_names_the_extra_when_its_packages_are_missing(
@@ -32,6 +38,39 @@ def test_admin_names_the_extra_when_its_packages_are_missing(
     result = CliRunner().invoke(cli.cli, ["admin", APP])
     assert result.exit_code == 1
     assert result.stderr == (
-        "sqla-scheduler: the admin page is not available yet; it will need starlette, "
-        "uvicorn: install sqla-scheduler[admin]\n"
+        "sqla-scheduler: the admin page needs starlette, uvicorn: install sqla-scheduler[admin]\n"
     )
+
+
+def wait_listening(server: subprocess.Popen[str], port: int, deadline: float = 30) -> None:
+    """Until something accepts connections on ``port``; fail if the server exits first."""
+    until = time.monotonic() + deadline
+    while time.monotonic() < until:
+        if server.poll() is not None:
+            raise AssertionError(f"the server exited: {server.communicate()[1]}")
+        with socket.socket() as probe:
+            probe.settimeout(0.1)
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.02)  # between polls; the deadline bounds the wait
+    raise AssertionError(f"nothing listened on port {port} within {deadline}s")
+
+
+def test_admin_serves_the_page_behind_basic_auth(pg_url: str) -> None:
+    port = free_port()
+    env = cli_env(DATABASE_URL=pg_url, ADMIN_USER="ops", ADMIN_PASSWORD="s3cret")
+    server = start("admin", APP, "--port", str(port), env=env)
+    try:
+        wait_listening(server, port)
+        base = f"http://127.0.0.1:{port}"
+        with httpx.Client(timeout=5) as client:
+            assert client.get(f"{base}/admin/jobs/", auth=("ops", "s3cret")).status_code == 200
+            assert client.get(f"{base}/admin/jobs/").status_code == 401
+            assert client.get(f"{base}/admin/jobs/", auth=("ops", "wrong")).status_code == 401
+            assert client.post(f"{base}/admin/jobs/", auth=("ops", "s3cret")).status_code == 405
+            moved = client.get(f"{base}/", auth=("ops", "s3cret"))
+            assert moved.status_code in (302, 307)
+            assert moved.headers["location"].endswith("/admin/jobs/")
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)

@@ -17,7 +17,7 @@ HELP = {
         "List scheduled executions", "--state", "orphaned", "--task", "--limit", "--json",
         "--app", "DATABASE_URL",
     ],
-    ("admin",): ["admin page", "not available yet", "--host", "--port", "sqla-scheduler[admin]"],
+    ("admin",): ["admin page", "ADMIN_PASSWORD", "--host", "--port", "sqla-scheduler[admin]"],
     ("demo",): ["Run a small shop on the scheduler", "--database-url", "--duration", "Ctrl-C"],
 }  # fmt: skip
 

@@ -1,0 +1,329 @@
+"""What the admin page shows, computed from rows and task definitions; no I/O here.
+
+Each view has a ``to_json`` that the JSON endpoints return, so the HTML pages and the API
+show the same facts: an execution's status, its heartbeat's health, a schedule in words.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from sqla_scheduler._durations import format_duration
+from sqla_scheduler.config import SchedulerConfig
+from sqla_scheduler.exceptions import InvalidScheduleError
+from sqla_scheduler.executions import Execution
+from sqla_scheduler.schedules import (
+    Cron,
+    Daily,
+    Disabled,
+    FixedDelay,
+    FixedRate,
+    Schedule,
+    parse_schedule,
+)
+from sqla_scheduler.tasks import RecurringTask, Task, TaskKind
+
+__all__ = [
+    "STATES",
+    "ExecutionView",
+    "RecurringView",
+    "TaskView",
+    "describe_schedule",
+    "heartbeat_health",
+    "iso",
+    "relative",
+    "view_execution",
+    "view_recurring",
+    "view_tasks",
+]
+
+#: The states an execution listing can show, in the order the page shows them.
+STATES = ("all", "scheduled", "due", "running", "failing", "orphaned")
+#: The task kinds, in the order the page shows them.
+KINDS: tuple[TaskKind, ...] = ("recurring", "one_time", "custom")
+
+#: ``ok``, ``late`` (no heartbeat for over two intervals) or ``dead`` (none for longer
+#: than ``dead_after``: the scheduler is presumed crashed and the execution will be revived).
+Health = Literal["ok", "late", "dead"]
+#: What an execution is doing: ``running`` (picked), ``failing`` (waiting for a retry),
+#: ``due`` (waiting to be picked) or ``scheduled`` (waiting for its time).
+Status = Literal["running", "failing", "due", "scheduled"]
+
+_PREVIEW = 80
+
+
+def iso(value: datetime | None) -> str | None:
+    """ISO 8601 text of an aware datetime, or ``None``."""
+    return None if value is None else value.isoformat()
+
+
+def relative(delta: timedelta) -> str:
+    """``delta`` to the nearest unit a person reads at a glance: ``45 s``, ``3 min``, ``2 h
+    5 min``, ``4 d 3 h``."""
+    seconds = int(abs(delta).total_seconds())
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, _ = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def heartbeat_health(
+    last_heartbeat: datetime | None, now: datetime, config: SchedulerConfig
+) -> Health | None:
+    """How fresh a running execution's heartbeat is; ``None`` when it has none."""
+    if last_heartbeat is None:
+        return None
+    age = now - last_heartbeat
+    if age > config.dead_after:
+        return "dead"
+    if age > 2 * config.heartbeat_interval:
+        return "late"
+    return "ok"
+
+
+def _cron_words(expr: str) -> str | None:
+    try:
+        from cron_descriptor import Options, get_description
+    except ImportError:  # pragma: no cover - cron-descriptor comes with the admin extra
+        return None
+    options = Options()
+    options.throw_exception_on_parse_error = True
+    options.use_24hour_time_format = True
+    options.verbose = False
+    try:
+        words: str = get_description(expr, options)
+    except Exception:  # cron-descriptor raises plain Exception subclasses and more
+        return None
+    return words
+
+
+def _zone_suffix(tz: str) -> str:
+    return "" if tz == "UTC" else f" ({tz})"
+
+
+def describe_schedule(text: str | None) -> str | None:
+    """A schedule's text form in words (``CRON|0 */15 * * * ?`` is "Every 15 minutes");
+    the text itself when it cannot be put in words, ``None`` for no schedule."""
+    if text is None:
+        return None
+    try:
+        schedule: Schedule = parse_schedule(text)
+    except InvalidScheduleError:
+        return text
+    if isinstance(schedule, Cron):
+        words = _cron_words(schedule.expr)
+        return text if words is None else words + _zone_suffix(schedule.tz)
+    if isinstance(schedule, FixedRate):
+        words = f"Every {format_duration(schedule.every)}"
+        if schedule.initial_delay:
+            words += f", first after {format_duration(schedule.initial_delay)}"
+        return words
+    if isinstance(schedule, FixedDelay):
+        words = f"{format_duration(schedule.after)} after each run completes"
+        if schedule.initial_delay:
+            words += f", first after {format_duration(schedule.initial_delay)}"
+        return words.capitalize()
+    if isinstance(schedule, Daily):
+        times = ", ".join(t.strftime("%H:%M:%S" if t.second else "%H:%M") for t in schedule.times)
+        return f"Daily at {times}{_zone_suffix(schedule.tz)}"
+    if isinstance(schedule, Disabled):
+        return "Disabled"
+    return text  # pragma: no cover - every kind is handled above
+
+
+def _status(execution: Execution, now: datetime) -> Status:
+    if execution.picked:
+        return "running"
+    if execution.consecutive_failures > 0:
+        return "failing"
+    if execution.execution_time <= now:
+        return "due"
+    return "scheduled"
+
+
+def _pretty(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _preview(data: Any) -> str:
+    text = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
+    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutionView:
+    """One execution as the page shows it."""
+
+    execution: Execution
+    status: Status
+    #: The task's kind, or ``None`` for an orphan (a task name not registered here).
+    kind: TaskKind | None
+    #: How long since the last heartbeat of a running execution.
+    heartbeat_age: timedelta | None
+    health: Health | None
+    #: How far the execution time is from now (negative: in the past).
+    due_in: timedelta
+    #: The payload as indented JSON text, and a one-line preview of it.
+    payload: str
+    payload_preview: str
+
+    @property
+    def orphaned(self) -> bool:
+        """Whether no task of this name is registered in this scheduler."""
+        return self.kind is None
+
+    def to_json(self) -> dict[str, Any]:
+        """The view as JSON-ready values (datetimes as ISO 8601 text)."""
+        e = self.execution
+        return {
+            "task_name": e.task_name,
+            "instance_id": e.instance_id,
+            "kind": self.kind,
+            "orphaned": self.orphaned,
+            "status": self.status,
+            "execution_time": iso(e.execution_time),
+            "priority": e.priority,
+            "picked": e.picked,
+            "picked_by": e.picked_by,
+            "last_heartbeat": iso(e.last_heartbeat),
+            "heartbeat_age_seconds": (
+                None if self.heartbeat_age is None else self.heartbeat_age.total_seconds()
+            ),
+            "heartbeat_health": self.health,
+            "last_success": iso(e.last_success),
+            "last_failure": iso(e.last_failure),
+            "consecutive_failures": e.consecutive_failures,
+            "version": e.version,
+            "schedule": e.schedule,
+            "data": e.data,
+        }
+
+
+def view_execution(
+    execution: Execution,
+    *,
+    now: datetime,
+    config: SchedulerConfig,
+    tasks: Mapping[str, Task[Any]],
+) -> ExecutionView:
+    """Build the :class:`ExecutionView` of ``execution`` as of ``now``."""
+    task = tasks.get(execution.task_name)
+    beat = execution.last_heartbeat if execution.picked else None
+    return ExecutionView(
+        execution=execution,
+        status=_status(execution, now),
+        kind=None if task is None else task.kind,
+        heartbeat_age=None if beat is None else now - beat,
+        health=heartbeat_health(beat, now, config),
+        due_in=execution.execution_time - now,
+        payload=_pretty(execution.data),
+        payload_preview=_preview(execution.data),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskView:
+    """A registered task with how many of its executions are in each state."""
+
+    name: str
+    kind: TaskKind
+    priority: int
+    max_retries: int | None
+    counts: Mapping[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        """The view as JSON-ready values."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "priority": self.priority,
+            "max_retries": self.max_retries,
+            "counts": dict(self.counts),
+        }
+
+
+def view_tasks(
+    tasks: Mapping[str, Task[Any]], counts: Mapping[str, Mapping[str, int]]
+) -> dict[TaskKind, list[TaskView]]:
+    """The registered tasks by kind, each kind sorted by name."""
+    empty = dict.fromkeys(("all", "scheduled", "due", "running", "failing"), 0)
+    by_kind: dict[TaskKind, list[TaskView]] = {kind: [] for kind in KINDS}
+    for name in sorted(tasks):
+        task = tasks[name]
+        by_kind[task.kind].append(
+            TaskView(
+                name=name,
+                kind=task.kind,
+                priority=task.priority,
+                max_retries=task.max_retries,
+                counts=counts.get(name, empty),
+            )
+        )
+    return by_kind
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecurringView:
+    """A recurring task: its schedule, and its row when a scheduler has registered it."""
+
+    name: str
+    schedule: str
+    schedule_words: str
+    #: The task's row, ``None`` until a running scheduler registers the task (or while
+    #: its schedule is disabled).
+    row: ExecutionView | None
+
+    @property
+    def owner(self) -> str | None:
+        """The scheduler running it now, if one is."""
+        return None if self.row is None else self.row.execution.picked_by
+
+    def to_json(self) -> dict[str, Any]:
+        """The view as JSON-ready values."""
+        e = None if self.row is None else self.row.execution
+        return {
+            "name": self.name,
+            "schedule": self.schedule,
+            "schedule_words": self.schedule_words,
+            "next_run": None if e is None else iso(e.execution_time),
+            "last_success": None if e is None else iso(e.last_success),
+            "last_failure": None if e is None else iso(e.last_failure),
+            "consecutive_failures": 0 if e is None else e.consecutive_failures,
+            "owner": self.owner,
+            "execution": None if self.row is None else self.row.to_json(),
+        }
+
+
+def view_recurring(
+    tasks: Mapping[str, Task[Any]], rows: Mapping[str, ExecutionView]
+) -> list[RecurringView]:
+    """The registered recurring tasks, sorted by name, with their rows."""
+    views: list[RecurringView] = []
+    for name in sorted(tasks):
+        task = tasks[name]
+        if isinstance(task, RecurringTask):
+            text = task.schedule.text
+            views.append(
+                RecurringView(
+                    name=name,
+                    schedule=text,
+                    schedule_words=describe_schedule(text) or text,
+                    row=rows.get(name),
+                )
+            )
+    return views
+
+
+def to_json_list(views: Sequence[ExecutionView]) -> list[dict[str, Any]]:
+    """``to_json`` of each view."""
+    return [v.to_json() for v in views]

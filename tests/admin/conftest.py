@@ -1,0 +1,225 @@
+"""Fixtures for the admin page: a scheduler with one task of each kind, a table seeded with
+executions in every state (some with hostile text), and an HTTP client on the ASGI app."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import Engine, insert, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+from starlette.types import ASGIApp
+
+from sqla_scheduler import ManualClock, Scheduler, custom, one_time, recurring
+from sqla_scheduler.admin import create_app
+from sqla_scheduler.models import table_for
+from tests.conftest import Harness
+
+NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
+USER, PASSWORD = "ops", "correct horse battery staple"
+#: Text that runs script if a page ever puts it into HTML unescaped.
+XSS = "<img src=x onerror=alert(1)>"
+XSS_ESCAPED = "&lt;img src=x onerror=alert(1)&gt;"
+#: An orphaned task name that would run script too.
+XSS_TASK = "<svg onload=alert(3)>"
+
+
+@recurring("nightly-report", "CRON|0 0 2 * * ?")
+def nightly_report(ctx: Any) -> None:
+    pass
+
+
+@recurring("poll-feed", "FIXED_RATE|5m")
+def poll_feed(ctx: Any) -> None:
+    pass
+
+
+@recurring("cleanup", "DAILY|03:30|Europe/Berlin")
+def cleanup(ctx: Any) -> None:
+    pass
+
+
+@one_time("send-email", max_retries=5)
+def send_email(ctx: Any) -> None:
+    pass
+
+
+@custom("sync-account", priority=5)
+def sync_account(ctx: Any) -> None:
+    pass
+
+
+TASKS = [nightly_report, poll_feed, cleanup, send_email, sync_account]
+
+
+def make_scheduler(engine: Engine | AsyncEngine, now: datetime = NOW) -> Scheduler:
+    """A scheduler of :data:`TASKS` whose clock stands at ``now``."""
+    return Scheduler(engine, tasks=TASKS, clock=ManualClock(now))
+
+
+def row(task: str, instance: str, at: datetime, **values: Any) -> dict[str, Any]:
+    return {
+        "task_name": task,
+        "task_instance": instance,
+        "task_data": values.pop("data", None),
+        "execution_time": at,
+        "picked": False,
+        "picked_by": None,
+        "last_heartbeat": None,
+        "last_success": None,
+        "last_failure": None,
+        "consecutive_failures": 0,
+        "priority": 0,
+        "schedule": None,
+        **values,
+    }
+
+
+def seed(engine: Engine, now: datetime = NOW) -> None:
+    """Executions in every state the page shows, relative to ``now``.
+
+    ``cleanup`` (recurring) gets no row, as before a scheduler registers it. Running:
+    ``poll-feed`` (fresh heartbeat), ``welcome-2`` (late), ``invoice-7`` (dead). Failing,
+    latest failure first: the hostile instance, ``bounce-3``, ``bounce-4``. Orphaned:
+    ``legacy-import`` and a task whose name is hostile markup.
+    """
+    m, h, d = timedelta(minutes=1), timedelta(hours=1), timedelta(days=1)
+    rows = [
+        row(
+            "nightly-report",
+            "recurring",
+            (now + d).replace(hour=2, minute=0, second=0, microsecond=0),
+            schedule="CRON|0 0 2 * * ?",
+            last_success=(now).replace(hour=2, minute=0, second=4, microsecond=0),
+        ),
+        row(
+            "poll-feed",
+            "recurring",
+            now - 20 * m,
+            schedule="FIXED_RATE|5m",
+            picked=True,
+            picked_by="worker-2",
+            last_heartbeat=now - timedelta(seconds=20),
+            last_success=now - 25 * m,
+            last_failure=now - 3 * h,
+        ),
+        row("send-email", "welcome-1", now + 10 * m, data={"to": "ada@example.com"}),
+        row(
+            "send-email",
+            "welcome-2",
+            now - 15 * m,
+            data={"to": "grace@example.com"},
+            picked=True,
+            picked_by="worker-1",
+            last_heartbeat=now - 12 * m,
+        ),
+        row(
+            "send-email",
+            "invoice-7",
+            now - 2 * h,
+            data={"invoice": 7},
+            picked=True,
+            picked_by="worker-3",
+            last_heartbeat=now - 45 * m,
+        ),
+        row(
+            "send-email",
+            XSS,
+            now + 4 * m,
+            data={"html": XSS, "note": "</pre><script>alert(2)</script>"},
+            consecutive_failures=2,
+            last_failure=now - 2 * m,
+        ),
+        row(
+            "send-email",
+            "bounce-3",
+            now + 10 * m,
+            data={"to": "nobody@example.invalid"},
+            consecutive_failures=3,
+            last_failure=now - 5 * m,
+        ),
+        row(
+            "send-email",
+            "bounce-4",
+            now + 30 * m,
+            consecutive_failures=1,
+            last_failure=now - h,
+            last_success=now - d,
+        ),
+        row("sync-account", "acct-42", now + h, data={"account": 42}, priority=5),
+        row("legacy-import", "batch-2019", now - 2 * d, data={"file": "2019.csv"}),
+        row(XSS_TASK, "x", now - d, data=None),
+    ]
+    with engine.begin() as conn:
+        conn.execute(insert(table_for()), rows)
+
+
+def seed_many(engine: Engine, count: int, now: datetime = NOW) -> None:
+    """``count`` one-time executions in one statement: every 10th running, every 7th
+    failing, spread over ``send-email`` and ``sync-account``, one a second from ``now``."""
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                """
+                insert into scheduled_tasks (
+                    task_name, task_instance, task_data, execution_time, picked, picked_by,
+                    last_heartbeat, consecutive_failures, last_failure)
+                select
+                    case when g % 2 = 0 then 'send-email' else 'sync-account' end,
+                    'bulk-' || lpad(g::text, 6, '0'),
+                    jsonb_build_object('n', g),
+                    :now + make_interval(secs => g),
+                    g % 10 = 0,
+                    case when g % 10 = 0 then 'worker-' || (g % 3) end,
+                    case when g % 10 = 0 then :now end,
+                    case when g % 7 = 0 then 1 + g % 4 else 0 end,
+                    case when g % 7 = 0 then :now - make_interval(secs => g) end
+                from generate_series(1, :count) as g
+                """
+            ),
+            {"now": now, "count": count},
+        )
+        conn.execute(text("analyze scheduled_tasks"))
+
+
+def client_for(
+    app: ASGIApp, *, auth: tuple[str, str] | None = (USER, PASSWORD)
+) -> httpx.AsyncClient:
+    """An HTTP client that talks to ``app`` in process."""
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://admin.test",
+        auth=auth,
+        follow_redirects=False,
+    )
+
+
+@pytest.fixture
+def scheduler(db: Harness) -> Scheduler:
+    return make_scheduler(db.engine)
+
+
+@pytest.fixture
+def seeded(db: Harness) -> Harness:
+    seed(db.sync_engine)
+    return db
+
+
+AppFactory = Callable[..., ASGIApp]
+
+
+@pytest.fixture
+def make_app(scheduler: Scheduler) -> AppFactory:
+    def build(**options: Any) -> ASGIApp:
+        return create_app(scheduler, username=USER, password=PASSWORD, **options)
+
+    return build
+
+
+@pytest.fixture
+async def client(make_app: AppFactory) -> AsyncIterator[httpx.AsyncClient]:
+    async with client_for(make_app()) as c:
+        yield c

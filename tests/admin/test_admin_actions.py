@@ -1,0 +1,224 @@
+"""Actions (run now, retry, delete): off by default, CSRF-checked, version-checked, logged."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from sqla_scheduler import Scheduler
+from sqla_scheduler.admin._security import csrf_token
+from sqla_scheduler.models import table_for
+from tests.admin.conftest import NOW, USER, XSS, AppFactory, client_for
+from tests.conftest import Harness
+
+pytestmark = pytest.mark.anyio
+
+SECRET = b"0123456789abcdef0123456789abcdef"
+TOKEN = csrf_token(SECRET, USER)
+
+
+@pytest.fixture
+async def actions(seeded: Harness, make_app: AppFactory) -> AsyncIterator[httpx.AsyncClient]:
+    async with client_for(make_app(actions=True, secret=SECRET)) as client:
+        yield client
+
+
+def row(db: Harness, task: str, instance: str) -> dict[str, Any] | None:
+    """The row as it is in the table now."""
+    table = table_for()
+    with db.sync_engine.connect() as conn:
+        found = conn.execute(
+            select(table).where(table.c.task_name == task, table.c.task_instance == instance)
+        ).one_or_none()
+    return None if found is None else dict(found._mapping)
+
+
+def form(task: str, instance: str, version: int, **extra: str) -> dict[str, str]:
+    return {
+        "csrf": TOKEN,
+        "task": task,
+        "instance": instance,
+        "version": str(version),
+        "back": "/executions?state=failing&page=1",
+        **extra,
+    }
+
+
+async def test_the_page_offers_each_action_with_token_and_version(
+    actions: httpx.AsyncClient,
+) -> None:
+    html = (await actions.get("/")).text
+    assert "actions enabled" in html
+    forms = re.findall(r'<form method="post" action="([^"]+)".*?</form>', html, re.S)
+    assert {"/actions/run-now", "/actions/retry", "/actions/delete"} == set(forms)
+    bounce = re.search(
+        r'<form method="post" action="/actions/retry".*?value="bounce-3".*?</form>', html, re.S
+    )
+    assert bounce is not None
+    assert f'name="csrf" value="{TOKEN}"' in bounce.group(0)
+    assert 'name="version" value="1"' in bounce.group(0)
+    # Running executions cannot be changed, so they get no controls.
+    running = re.search(r'<section id="running".*?</section>', html, re.S)
+    assert running is not None
+    assert "<form" not in running.group(0)
+
+
+async def test_run_now_moves_the_execution_to_now_and_logs_it(
+    actions: httpx.AsyncClient, seeded: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    before = row(seeded, "nightly-report", "recurring")
+    assert before is not None
+    assert before["execution_time"] > NOW
+    with caplog.at_level(logging.INFO, logger="sqla_scheduler.admin"):
+        response = await actions.post(
+            "/actions/run-now", data=form("nightly-report", "recurring", before["version"])
+        )
+    assert response.status_code == 303
+    assert response.headers["location"] == "/executions?state=failing&page=1&done=run-now"
+    after = row(seeded, "nightly-report", "recurring")
+    assert after is not None
+    assert after["execution_time"] == NOW
+    assert after["version"] == before["version"] + 1
+    [record] = [r for r in caplog.records if r.name == "sqla_scheduler.admin"]
+    assert record.levelno == logging.INFO
+    message = record.getMessage()
+    assert "run-now" in message
+    assert repr(USER) in message
+    assert "'nightly-report'" in message
+    assert "'recurring'" in message
+    assert record.__dict__["admin_user"] == USER
+    assert record.__dict__["done"] is True
+    page = await actions.get(response.headers["location"])
+    assert "Done: the execution was rescheduled to now." in page.text
+
+
+async def test_retry_reschedules_a_failing_execution_keeping_its_failures(
+    actions: httpx.AsyncClient, seeded: Harness
+) -> None:
+    response = await actions.post("/actions/retry", data=form("send-email", XSS, 1))
+    assert response.status_code == 303
+    after = row(seeded, "send-email", XSS)
+    assert after is not None
+    assert (after["execution_time"], after["consecutive_failures"], after["version"]) == (
+        NOW,
+        2,
+        2,
+    )
+
+
+async def test_delete_removes_the_execution(actions: httpx.AsyncClient, seeded: Harness) -> None:
+    response = await actions.post("/actions/delete", data=form("legacy-import", "batch-2019", 1))
+    assert response.status_code == 303
+    assert row(seeded, "legacy-import", "batch-2019") is None
+
+
+@pytest.mark.parametrize(
+    "token", [None, "", "0" * 64, TOKEN[:-1], csrf_token(SECRET, "someone-else"), TOKEN.upper()]
+)
+async def test_a_missing_or_wrong_csrf_token_is_refused(
+    actions: httpx.AsyncClient, seeded: Harness, token: str | None
+) -> None:
+    data = form("send-email", "welcome-1", 1)
+    if token is None:
+        del data["csrf"]
+    else:
+        data["csrf"] = token
+    before = row(seeded, "send-email", "welcome-1")
+    for action in ("run-now", "retry", "delete"):
+        response = await actions.post(f"/actions/{action}", data=data)
+        assert response.status_code == 403
+    assert row(seeded, "send-email", "welcome-1") == before
+
+
+async def test_tokens_of_another_app_are_refused(seeded: Harness, make_app: AppFactory) -> None:
+    async with client_for(make_app(actions=True)) as other:  # a random secret of its own
+        response = await other.post("/actions/delete", data=form("send-email", "welcome-1", 1))
+    assert response.status_code == 403
+    assert row(seeded, "send-email", "welcome-1") is not None
+
+
+async def test_a_stale_version_changes_nothing(
+    actions: httpx.AsyncClient, seeded: Harness, scheduler: Scheduler
+) -> None:
+    # Someone else moved the execution after the page was shown at version 1.
+    moved = await seeded.resolve(
+        scheduler.reschedule(seeded.engine, "send-email", "bounce-3", NOW + timedelta(days=1))
+    )
+    assert moved
+    before = row(seeded, "send-email", "bounce-3")
+    assert before is not None
+    assert before["version"] == 2
+    for action in ("retry", "run-now", "delete"):
+        response = await actions.post(f"/actions/{action}", data=form("send-email", "bounce-3", 1))
+        assert response.status_code == 409
+        assert "version 1 was shown, it is now at 2" in response.text
+        assert row(seeded, "send-email", "bounce-3") == before
+
+
+async def test_a_running_execution_cannot_be_changed(
+    actions: httpx.AsyncClient, seeded: Harness
+) -> None:
+    before = row(seeded, "send-email", "welcome-2")
+    assert before is not None
+    assert before["picked"]
+    for action in ("run-now", "delete"):
+        response = await actions.post(
+            f"/actions/{action}", data=form("send-email", "welcome-2", before["version"])
+        )
+        assert response.status_code == 409
+        assert "worker-1" in response.text
+    assert row(seeded, "send-email", "welcome-2") == before
+
+
+async def test_a_vanished_execution_is_not_found(actions: httpx.AsyncClient) -> None:
+    response = await actions.post("/actions/delete", data=form("send-email", "never", 1))
+    assert response.status_code == 404
+
+
+@pytest.mark.parametrize(
+    "back", ["//evil.example/x", "https://evil.example/", "/\\evil.example", "executions", ""]
+)
+async def test_the_return_address_stays_in_the_app(actions: httpx.AsyncClient, back: str) -> None:
+    data = form("send-email", "welcome-1", 1, back=back)
+    response = await actions.post("/actions/run-now", data=data)
+    assert response.status_code == 303
+    assert response.headers["location"] == "/?done=run-now"
+
+
+async def test_malformed_action_requests(actions: httpx.AsyncClient, seeded: Harness) -> None:
+    good = form("send-email", "welcome-1", 1)
+    assert (await actions.post("/actions/explode", data=good)).status_code == 404
+    assert (await actions.post("/actions/run-now", json=good)).status_code == 415
+    for bad in ({"version": "x"}, {"version": ""}, {"version": "-1"}, {"task": ""}):
+        response = await actions.post("/actions/run-now", data={**good, **bad})
+        assert response.status_code == 400, bad
+    too_big = {**good, "padding": "x" * 20_000}
+    assert (await actions.post("/actions/run-now", data=too_big)).status_code == 413
+    assert (await actions.post("/")).status_code == 405
+    assert (await actions.put("/actions/run-now", data=good)).status_code == 405
+    assert row(seeded, "send-email", "welcome-1") is not None
+
+
+async def test_actions_redirect_within_the_mount_point(
+    seeded: Harness, make_app: AppFactory
+) -> None:
+    outer = Starlette(routes=[Mount("/admin/jobs", app=make_app(actions=True, secret=SECRET))])
+    async with client_for(outer) as client:
+        html = (await client.get("/admin/jobs/executions?state=failing")).text
+        assert 'action="/admin/jobs/actions/retry"' in html
+        assert 'name="back" value="/executions?state=failing"' in html
+        response = await client.post(
+            "/admin/jobs/actions/retry",
+            data=form("send-email", "bounce-4", 1, back="/executions?state=failing"),
+        )
+    assert response.status_code == 303
+    assert response.headers["location"] == "/admin/jobs/executions?state=failing&done=retry"

@@ -1,0 +1,331 @@
+"""The admin page in a real headless Chromium (Debian's ``chromium``, driven by Playwright),
+served by uvicorn on the loopback interface: sign-in, sections, hostile text that must not
+run, and each action.
+
+Set ``SQLA_SCHEDULER_ADMIN_SCREENSHOT=docs/admin.png`` to keep the overview's screenshot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from sqlalchemy import Engine, create_engine, select, update
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
+from starlette.applications import Starlette
+from starlette.routing import Mount
+from starlette.types import ASGIApp
+
+from sqla_scheduler.admin import create_app
+from sqla_scheduler.models import table_for
+from tests.admin.conftest import PASSWORD, USER, XSS, XSS_TASK, make_scheduler, seed
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+_INSTALL_LOCK = Path("/tmp/sqla-scheduler-chromium-install.lock")
+_INSTALL_TIMEOUT = 900
+MOUNT = "/admin/jobs"
+
+
+def _install_chromium() -> str | None:
+    """Install Debian's chromium; return why it could not be, or ``None`` once it is there."""
+    if CHROMIUM.exists():
+        return None
+    apt_get = shutil.which("apt-get")
+    if apt_get is None or os.geteuid() != 0:
+        return "Debian's chromium is missing and cannot be installed (needs root and apt-get)"
+    deadline = time.monotonic() + _INSTALL_TIMEOUT
+    with _INSTALL_LOCK.open("w") as lock:
+        # One installer at a time (parallel test runs); the others wait for it, bounded.
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    return "timed out waiting for another chromium install to finish"
+                time.sleep(1)
+        if CHROMIUM.exists():
+            return None
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for command in ([apt_get, "update"], [apt_get, "install", "-y", "chromium"]):
+            try:
+                done = subprocess.run(
+                    command,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    text=True,
+                    timeout=max(1.0, deadline - time.monotonic()),
+                    check=False,
+                )
+            except subprocess.TimeoutExpired:
+                return f"{' '.join(command)} timed out"
+            if done.returncode != 0:
+                tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
+                return f"{' '.join(command)} failed: " + " / ".join(tail)
+    return None if CHROMIUM.exists() else "apt-get installed chromium, but not at /usr/bin"
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Path:
+    """Debian's chromium, installed once per session when missing."""
+    problem = _install_chromium()
+    if problem is not None:
+        pytest.skip(f"no browser: {problem}")
+    return CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def browser(chromium: Path) -> Iterator[Browser]:
+    # Module scope: Playwright's sync API holds an event loop on the main thread while it
+    # runs, which the async tests of other modules need free.
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="the playwright package is not installed"
+    )
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def live(app: ASGIApp) -> Iterator[str]:
+    """Serve ``app`` with uvicorn on 127.0.0.1 in a thread; yield its base URL."""
+    import uvicorn
+
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    )
+    thread = threading.Thread(target=server.run, name="admin-uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert thread.is_alive(), "uvicorn stopped while starting"
+        assert time.monotonic() < deadline, "uvicorn did not start within 10 s"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+class Watch:
+    """Everything a page does that a test must see: dialogs (script ran) and console
+    errors (a Content-Security-Policy violation is one)."""
+
+    def __init__(self, page: Page) -> None:
+        self.dialogs: list[str] = []
+        self.errors: list[str] = []
+        page.on("dialog", self._dialog)
+        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(str(e)))
+
+    def _dialog(self, dialog: Any) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    def csp_violations(self) -> list[str]:
+        return [e for e in self.errors if "Content Security Policy" in e]
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(microsecond=0)
+
+
+def _row(engine: Engine, task: str, instance: str) -> Any:
+    table = table_for()
+    with engine.connect() as conn:
+        return conn.execute(
+            select(table).where(table.c.task_name == task, table.c.task_instance == instance)
+        ).one_or_none()
+
+
+def test_read_only_page_in_a_browser(browser: Browser, pg_url: str, tmp_path: Path) -> None:
+    now = _now()
+    sync_engine = create_engine(pg_url)
+    seed(sync_engine, now)
+    # The page reads through an AsyncEngine here, on uvicorn's event loop; without a pool,
+    # no connection outlives that loop.
+    async_engine = create_async_engine(pg_url, poolclass=NullPool)
+    app = create_app(make_scheduler(async_engine, now), username=USER, password=PASSWORD)
+    outer = Starlette(routes=[Mount(MOUNT, app=app)])
+    try:
+        with live(outer) as base:
+            # Without the right credentials the browser gets no page.
+            anonymous = browser.new_context()
+            denied = anonymous.request.get(f"{base}{MOUNT}/")
+            assert denied.status == 401
+            assert "Basic" in denied.headers["www-authenticate"]
+            anonymous.close()
+            wrong = browser.new_context(http_credentials={"username": USER, "password": "x"})
+            wrong_page = wrong.new_page()
+            refused = wrong_page.goto(f"{base}{MOUNT}/")
+            assert refused is not None
+            assert refused.status == 401
+            assert "Authentication required." in wrong_page.content()
+            assert wrong_page.locator("header.top").count() == 0
+            wrong.close()
+
+            context = browser.new_context(
+                http_credentials={"username": USER, "password": PASSWORD},
+                viewport={"width": 1440, "height": 900},
+            )
+            page = context.new_page()
+            watch = Watch(page)
+            response = page.goto(f"{base}{MOUNT}/")
+            assert response is not None
+            assert response.status == 200
+            assert response.headers["content-security-policy"].startswith("default-src 'none'")
+
+            # The stylesheet loaded under the policy.
+            header = page.locator("header.top")
+            assert header.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(24, 32, 46)"
+
+            # Each section, with the seeded rows.
+            cards = page.locator("#counts .card")
+            assert cards.count() == 6
+            assert page.locator("#counts .state-running .n").inner_text() == "3"
+            assert page.locator("#tasks .kind").nth(0).locator("tbody tr").count() == 3
+            recurring = page.locator("#recurring tbody tr")
+            assert recurring.count() == 3
+            assert "At 02:00" in recurring.nth(1).inner_text()
+            assert "worker-2" in recurring.nth(2).inner_text()
+            running = page.locator("#running tbody tr")
+            assert running.count() == 3
+            assert "dead" in page.locator("#running tr", has_text="invoice-7").inner_text()
+            assert "late" in page.locator("#running tr", has_text="welcome-2").inner_text()
+            failing = page.locator("#failing tbody tr")
+            assert failing.count() == 3
+            assert failing.nth(0).locator("a.instance").inner_text() == XSS  # shown as text
+            orphaned = page.locator("#orphaned tbody tr")
+            assert orphaned.count() == 2
+            assert page.locator("#orphaned a.task", has_text=XSS_TASK).count() == 1
+
+            # Read-only: no action controls anywhere.
+            assert page.locator("form[method=post]").count() == 0
+            assert page.locator("button", has_text="Run now").count() == 0
+
+            screenshot = Path(os.environ.get("SQLA_SCHEDULER_ADMIN_SCREENSHOT", tmp_path / "a.png"))
+            page.screenshot(path=str(screenshot), full_page=True)
+            assert screenshot.stat().st_size > 10_000
+
+            # The hostile payload, on its own page: text, never markup.
+            failing.nth(0).locator("a.instance").click()
+            page.wait_for_load_state()
+            assert page.locator("pre.payload").inner_text().count(XSS) == 1
+            assert "<script>alert(2)</script>" in page.locator("pre.payload").inner_text()
+
+            # A listing, filtered and paged through the form.
+            page.goto(f"{base}{MOUNT}/executions")
+            page.fill("input[name=instance]", "welcome")
+            page.click("button[type=submit]")
+            page.wait_for_load_state()
+            assert page.locator("table.executions tbody tr").count() == 2
+            assert "instance=welcome" in page.url
+
+            # Auto-refresh is a meta tag, which the policy leaves alone.
+            page.goto(f"{base}{MOUNT}/?refresh=2")
+            with page.expect_event("load", timeout=6000):
+                pass
+
+            assert page.locator("img").count() == 0
+            assert page.locator("svg").count() == 0
+            assert watch.dialogs == [], "injected script ran"
+            assert watch.csp_violations() == []
+            context.close()
+    finally:
+        sync_engine.dispose()
+
+
+def test_actions_in_a_browser(browser: Browser, pg_url: str) -> None:
+    now = _now()
+    engine = create_engine(pg_url)
+    seed(engine, now)
+    scheduler = make_scheduler(engine, now)
+    app = create_app(scheduler, username=USER, password=PASSWORD, actions=True)
+    try:
+        with live(Starlette(routes=[Mount(MOUNT, app=app)])) as base:
+            context = browser.new_context(
+                http_credentials={"username": USER, "password": PASSWORD},
+                viewport={"width": 1440, "height": 900},
+            )
+            page = context.new_page()
+            watch = Watch(page)
+            page.goto(f"{base}{MOUNT}/")
+
+            # Run now, on the recurring task's row.
+            page.locator("#recurring tr", has_text="nightly-report").get_by_text("Run now").click()
+            page.wait_for_load_state()
+            assert "Done: the execution was rescheduled to now." in page.inner_text("main")
+            assert _row(engine, "nightly-report", "recurring").execution_time == now
+
+            # Retry, on a failing execution.
+            page.locator("#failing tr", has_text="bounce-3").get_by_text("Retry now").click()
+            page.wait_for_load_state()
+            assert "rescheduled to now for a retry" in page.inner_text("main")
+            bounce = _row(engine, "send-email", "bounce-3")
+            assert (bounce.execution_time, bounce.consecutive_failures) == (now, 3)
+
+            # Delete, which asks first (a <details>, no script).
+            orphan = page.locator("#orphaned tr", has_text="batch-2019")
+            assert not orphan.get_by_text("Confirm delete").is_visible()
+            orphan.get_by_text("Delete…").click()
+            orphan.get_by_text("Confirm delete").click()
+            page.wait_for_load_state()
+            assert "was deleted" in page.inner_text("main")
+            assert _row(engine, "legacy-import", "batch-2019") is None
+            assert page.locator("#orphaned", has_text="batch-2019").count() == 0
+
+            # An action on what changed since the page was shown does nothing.
+            page.goto(f"{base}{MOUNT}/executions?instance=welcome-1")
+            table = table_for()
+            with engine.begin() as conn:
+                conn.execute(
+                    update(table)
+                    .where(table.c.task_instance == "welcome-1")
+                    .values(execution_time=now + timedelta(days=3), version=table.c.version + 1)
+                )
+            page.get_by_text("Run now").click()
+            page.wait_for_load_state()
+            assert "Nothing was done" in page.inner_text("main")
+            assert _row(engine, "send-email", "welcome-1").execution_time == now + timedelta(days=3)
+
+            assert watch.dialogs == []
+            assert watch.csp_violations() == []
+            context.close()
+    finally:
+        engine.dispose()
