@@ -438,6 +438,7 @@ async def test_like_wildcards_in_the_instance_filter_match_literally(
 # --- 100,000 rows ----------------------------------------------------------------------
 
 
+@pytest.mark.postgres_only("seeds with generate_series; large tables are PostgreSQL's case")
 async def test_pages_stay_fast_with_100_000_rows(db: Harness, client: httpx.AsyncClient) -> None:
     seed_many(db.sync_engine, 100_000)
     checks = {
