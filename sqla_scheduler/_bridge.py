@@ -38,13 +38,34 @@ def _session_connection(session: Session, table: Table) -> Connection:
 
 
 @overload
-def call(target: SyncTarget, table: Table, fn: Callable[[Connection], T]) -> T: ...
+def call(
+    target: SyncTarget,
+    table: Table,
+    fn: Callable[[Connection], T],
+    *,
+    one_statement: bool = False,
+) -> T: ...
 @overload
 def call(
-    target: AsyncTarget, table: Table, fn: Callable[[Connection], T]
+    target: AsyncTarget,
+    table: Table,
+    fn: Callable[[Connection], T],
+    *,
+    one_statement: bool = False,
 ) -> Coroutine[Any, Any, T]: ...
-def call(target: Target, table: Table, fn: Callable[[Connection], T]) -> T | Coroutine[Any, Any, T]:
-    """Run ``fn`` on ``target``'s connection, in ``target``'s transaction if it has one."""
+def call(
+    target: Target,
+    table: Table,
+    fn: Callable[[Connection], T],
+    *,
+    one_statement: bool = False,
+) -> T | Coroutine[Any, Any, T]:
+    """Run ``fn`` on ``target``'s connection, in ``target``'s transaction if it has one.
+
+    An engine gets a transaction of the library's own. When ``fn`` runs exactly one
+    statement (``one_statement``), that statement is its own transaction: it commits or
+    fails as a whole without BEGIN and COMMIT round trips around it.
+    """
     if isinstance(target, Connection):
         return fn(target)
     if isinstance(target, scoped_session):
@@ -52,6 +73,9 @@ def call(target: Target, table: Table, fn: Callable[[Connection], T]) -> T | Cor
     if isinstance(target, Session):
         return fn(_session_connection(target, table))
     if isinstance(target, Engine):
+        if one_statement:
+            with target.connect() as conn:
+                return fn(conn.execution_options(isolation_level="AUTOCOMMIT"))
         with target.begin() as conn:
             return fn(conn)
     if isinstance(target, AsyncConnection):
@@ -61,13 +85,19 @@ def call(target: Target, table: Table, fn: Callable[[Connection], T]) -> T | Cor
     if isinstance(target, AsyncSession):
         return target.run_sync(lambda session: fn(_session_connection(session, table)))
     if isinstance(target, AsyncEngine):
-        return _in_own_transaction(target, fn)
+        return _in_own_transaction(target, fn, one_statement)
     raise TypeError(
         "expected a Session, Connection, Engine, AsyncSession, AsyncConnection or "
         f"AsyncEngine, got {type(target).__name__}"
     )
 
 
-async def _in_own_transaction(engine: AsyncEngine, fn: Callable[[Connection], T]) -> T:
+async def _in_own_transaction(
+    engine: AsyncEngine, fn: Callable[[Connection], T], one_statement: bool
+) -> T:
+    if one_statement:
+        async with engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            return await conn.run_sync(fn)
     async with engine.begin() as conn:
         return await conn.run_sync(fn)

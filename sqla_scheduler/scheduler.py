@@ -112,7 +112,10 @@ class Scheduler:
         when the transaction commits.
         """
         _check_instance(instance)
-        return _bridge.call(target, self.table, partial(self._insert, [instance], single=True))
+        # One INSERT (with its NOTIFY on PostgreSQL) is all schedule() runs.
+        return _bridge.call(
+            target, self.table, partial(self._insert, [instance], single=True), one_statement=True
+        )
 
     @overload
     def schedule_batch(self, target: SyncTarget, instances: Iterable[TaskInstance[Any]]) -> int: ...
@@ -191,6 +194,7 @@ class Scheduler:
             target,
             self.table,
             partial(_store.cancel, table=self.table, task_name=task_name, instance_id=instance_id),
+            one_statement=True,
         )
 
     # --- reading --------------------------------------------------------------------
@@ -213,6 +217,7 @@ class Scheduler:
             partial(
                 _store.get_execution, table=self.table, task_name=task_name, instance_id=instance_id
             ),
+            one_statement=True,
         )
 
     @overload
