@@ -63,7 +63,7 @@ Key = tuple[str, str]
 #: How long the picker backs off after the database failed it.
 _ERROR_BACKOFF = 1.0
 #: The most the picker multiplies its lower and upper limits by under a backlog.
-_MAX_BOOST = 8
+_MAX_BOOST = 16
 #: How often the listener thread looks up from its socket to see whether to stop.
 _LISTEN_TICK = 0.25
 
