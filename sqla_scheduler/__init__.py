@@ -28,6 +28,7 @@ from sqla_scheduler.exceptions import (
     UnknownTaskError,
 )
 from sqla_scheduler.executions import Execution, ExecutionState
+from sqla_scheduler.interceptors import ExecutionInterceptor
 from sqla_scheduler.models import ScheduledTask, metadata
 from sqla_scheduler.scheduler import Scheduler
 from sqla_scheduler.schedules import (
@@ -63,6 +64,7 @@ __all__ = [
     "Disabled",
     "Execution",
     "ExecutionContext",
+    "ExecutionInterceptor",
     "ExecutionState",
     "FixedDelay",
     "FixedRate",

@@ -47,6 +47,7 @@ from sqla_scheduler._store import Completion
 from sqla_scheduler.context import ExecutionContext, ShutdownSignal
 from sqla_scheduler.exceptions import PayloadError
 from sqla_scheduler.executions import Execution
+from sqla_scheduler.interceptors import run_chain
 from sqla_scheduler.schedules import Disabled
 from sqla_scheduler.tasks import KEEP, RECURRING_INSTANCE_ID, NextAt, RecurringTask, Task
 
@@ -302,6 +303,7 @@ class Runner:
         self.tasks: dict[str, Task[Any]] = dict(scheduler.tasks)
         self.names: list[str] = sorted(self.tasks)
         self.listeners = list(scheduler.listeners)
+        self.interceptors = list(scheduler.interceptors)
         self.db = Database(
             scheduler.engine,
             threads=config.concurrency + 4,
@@ -559,6 +561,7 @@ class Runner:
             consecutive_failures=execution.consecutive_failures,
             priority=execution.priority,
             shutdown=self.shutdown,
+            trace_context=execution.trace_context,
         )
         limit = None if isinstance(task, RecurringTask) else self._max_retries(task)
         if limit is not None and execution.consecutive_failures > limit:
@@ -573,7 +576,12 @@ class Runner:
         result: Any = None
         with held.scope:
             try:
-                result = await self._call(task, context)
+                if self.interceptors:
+                    result = await run_chain(
+                        self.interceptors, context, partial(self._call, task, context)
+                    )
+                else:
+                    result = await self._call(task, context)
             except Exception as exc:
                 error = exc
         if held.scope.cancelled_caught:

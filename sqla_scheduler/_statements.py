@@ -82,6 +82,7 @@ class Statements:
                     column("execution_time", DateTime(timezone=True)),
                     column("priority", SmallInteger()),
                     column("schedule", Text()),
+                    column("trace_context", JSONB()),
                     name="new",
                 )
                 .render_derived(with_types=True)
@@ -367,6 +368,7 @@ class Statements:
             execution_time=bindparam("execution_time", type_=c.execution_time.type),
             priority=bindparam("priority"),
             schedule=bindparam("schedule"),
+            trace_context=bindparam("trace_context", type_=c.trace_context.type),
         )
 
     def _one_of(self, column: ColumnElement[str], name: str) -> ColumnElement[bool]:

@@ -6,7 +6,7 @@ Sync callers run these directly; async callers reach them through SQLAlchemy's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -65,9 +65,17 @@ def check_table(conn: Connection, table: Table) -> None:
 
 
 def insert_instances(
-    conn: Connection, table: Table, instances: Sequence[TaskInstance[Any]], now: datetime
+    conn: Connection,
+    table: Table,
+    instances: Sequence[TaskInstance[Any]],
+    now: datetime,
+    trace_context: Mapping[str, str] | None = None,
 ) -> int:
-    """Insert the executions that do not exist yet; return how many were inserted."""
+    """Insert the executions that do not exist yet; return how many were inserted.
+
+    ``trace_context`` (what the scheduler's interceptors captured, if anything) is stored
+    with each of them.
+    """
     if not instances:
         return 0
     stmts = _statements(conn, table)
@@ -79,6 +87,7 @@ def insert_instances(
             "execution_time": i.execution_time or now,
             "priority": i.priority,
             "schedule": i.schedule,
+            "trace_context": trace_context,
         }
         for i in instances
     ]
@@ -459,6 +468,7 @@ def register_recurring(
             "execution_time": instance.execution_time or now,
             "priority": instance.priority,
             "schedule": instance.schedule,
+            "trace_context": None,
             "deterministic": deterministic,
         },
     )

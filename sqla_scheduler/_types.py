@@ -10,10 +10,15 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-__all__ = ["JSONPayload", "UTCDateTime"]
+__all__ = ["JSONOrNull", "JSONPayload", "UTCDateTime"]
 
 #: JSON on every database, ``jsonb`` on PostgreSQL.
 JSONPayload: TypeEngine[Any] = JSON().with_variant(JSONB(), "postgresql")
+#: The same, storing Python's ``None`` as SQL ``NULL`` (not JSON ``null``), for a column
+#: that is absent more often than not.
+JSONOrNull: TypeEngine[Any] = JSON(none_as_null=True).with_variant(
+    JSONB(none_as_null=True), "postgresql"
+)
 
 
 class UTCDateTime(TypeDecorator[datetime]):

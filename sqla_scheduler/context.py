@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -71,6 +72,9 @@ class ExecutionContext(Generic[P]):
     priority: int = 0
     #: Set when the scheduler is stopping; long handlers should poll it.
     shutdown: ShutdownSignal = field(default_factory=ShutdownSignal)
+    #: The trace context captured when this execution was scheduled (see
+    #: :meth:`~sqla_scheduler.interceptors.ExecutionInterceptor.capture_context`), if any.
+    trace_context: Mapping[str, str] | None = None
     _scheduled: list[TaskInstance[Any]] = field(default_factory=list, repr=False)
 
     @property

@@ -57,6 +57,9 @@ class Execution:
     version: int
     priority: int
     schedule: str | None
+    #: The trace context captured when the execution was scheduled (W3C ``traceparent``
+    #: and ``tracestate``), when an interceptor captured one.
+    trace_context: dict[str, str] | None = None
 
     @classmethod
     def from_row(cls, row: RowMapping) -> Execution:
@@ -75,6 +78,7 @@ class Execution:
             version=row["version"],
             priority=row["priority"],
             schedule=row["schedule"],
+            trace_context=row.get("trace_context"),
         )
 
     def status(self, now: datetime, known_tasks: Collection[str] | None = None) -> ExecutionStatus:

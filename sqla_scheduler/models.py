@@ -31,7 +31,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped
 
-from sqla_scheduler._types import JSONPayload, UTCDateTime
+from sqla_scheduler._types import JSONOrNull, JSONPayload, UTCDateTime
 
 __all__ = [
     "DEFAULT_TABLE_NAME",
@@ -97,6 +97,7 @@ def scheduled_tasks_table(
         Column("version", BigInteger(), nullable=False, server_default=text("1")),
         Column("priority", SmallInteger(), nullable=False, server_default=text("0")),
         Column("schedule", Text(), nullable=True),
+        Column("trace_context", JSONOrNull, nullable=True),
         schema=schema,
         postgresql_with=QUEUE_STORAGE,
     )
@@ -149,6 +150,7 @@ class ScheduledTask(Base):
     version: Mapped[int]
     priority: Mapped[int]
     schedule: Mapped[str | None]
+    trace_context: Mapped[Any]
 
     def __repr__(self) -> str:
         return f"<ScheduledTask {self.task_name}/{self.task_instance} at {self.execution_time}>"

@@ -30,6 +30,7 @@ from sqla_scheduler.clock import Clock, SystemClock
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.exceptions import TaskDefinitionError, UnknownTaskError
 from sqla_scheduler.executions import Execution, ExecutionState
+from sqla_scheduler.interceptors import ExecutionInterceptor, capture, captures_context
 from sqla_scheduler.listeners import SchedulerListener
 from sqla_scheduler.models import table_for
 from sqla_scheduler.tasks import KEEP, Task, TaskInstance, _check_aware
@@ -57,6 +58,7 @@ class Scheduler:
         *,
         clock: Clock | None = None,
         listeners: Iterable[SchedulerListener] = (),
+        interceptors: Iterable[ExecutionInterceptor] = (),
     ) -> None:
         if not isinstance(engine, (Engine, AsyncEngine)):
             raise TypeError(
@@ -75,6 +77,11 @@ class Scheduler:
         self._tasks = registry
         self.table: Table = table_for(self.config.table_name, self.config.schema)
         self.listeners: list[SchedulerListener] = list(listeners)
+        #: Run around every handler, the first one outermost (see ``interceptors``).
+        self.interceptors: list[ExecutionInterceptor] = list(interceptors)
+        # Only interceptors that capture a context are asked when scheduling, so that
+        # scheduling without them costs nothing.
+        self._capturing = [i for i in self.interceptors if captures_context(i)]
         self._runner: Runner | None = None
         self._group: anyio.abc.TaskGroup | None = None
         self._portal: BlockingPortal | None = None
@@ -134,10 +141,11 @@ class Scheduler:
 
     def _insert(self, batch: Sequence[TaskInstance[Any]], conn: Any, *, single: bool) -> Any:
         now = self.clock.now()
+        trace_context = capture(self._capturing) if self._capturing else None
         inserted = 0
         for start in range(0, len(batch), _BATCH_CHUNK):
             chunk = batch[start : start + _BATCH_CHUNK]
-            inserted += _store.insert_instances(conn, self.table, chunk, now)
+            inserted += _store.insert_instances(conn, self.table, chunk, now, trace_context)
         return inserted == 1 if single else inserted
 
     @overload

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -34,8 +36,9 @@ def test_every_public_name_has_a_docstring() -> None:
 
 def test_implementation_modules_are_private() -> None:
     public_modules = {
-        "cli", "clock", "config", "context", "exceptions", "executions", "listeners", "migrate",
-        "models", "scheduler", "schedules", "sqlite", "tasks", "testing", "worker",
+        "cli", "clock", "config", "context", "exceptions", "executions", "interceptors",
+        "listeners", "migrate", "models", "scheduler", "schedules", "sqlite", "tasks", "testing",
+        "worker",
     }  # fmt: skip
     found = {
         m.name
@@ -75,3 +78,13 @@ def test_scheduler_registry(tmp_path: object) -> None:
     with pytest.raises(TypeError, match="Engine or AsyncEngine"):
         Scheduler("sqlite://", [a])  # type: ignore[arg-type]
     engine.dispose()
+
+
+def test_the_core_imports_no_optional_integration() -> None:
+    """Scheduling and running import neither OpenTelemetry nor prometheus_client."""
+    code = (
+        "import sys, sqla_scheduler, sqla_scheduler.scheduler, sqla_scheduler.worker\n"
+        "assert not any(m.split('.')[0] in ('opentelemetry', 'prometheus_client')"
+        " for m in sys.modules), sorted(sys.modules)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
