@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint check clean bench
+.PHONY: demo test lint docs check clean bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,11 +32,15 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/mypy --strict sqla_scheduler
 	$(BIN)/mypy --strict tests/typing
 
-check: test lint
+## Build the documentation site into site/; any warning fails the build.
+docs: $(VENV)/.installed-dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+check: test lint docs
 
 ## Measure throughput and latency against raw-SQL floors (starts its own PostgreSQL).
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache .hypothesis

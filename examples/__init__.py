@@ -1,0 +1,1 @@
+"""Runnable examples; each has a test in tests/test_examples.py."""

@@ -1,0 +1,1 @@
+"""A FastAPI shop that schedules in its request transaction; see ``app.py``."""
