@@ -237,43 +237,22 @@ class Statements:
             delete(table).where(*self._held_keys()).returning(c.task_name, c.task_instance)
         )
 
+        new_time = bindparam("new_time", type_=c.execution_time.type)
         #: Hand back a held execution to run at ``new_time`` after a success.
-        self.succeed: Update = (
-            update(table)
-            .where(self._key, version_matches)
-            .values(
-                picked=False,
-                picked_by=None,
-                last_heartbeat=None,
-                execution_time=bindparam("new_time", type_=c.execution_time.type),
-                task_data=bindparam("new_data", type_=c.task_data.type),
-                last_success=now,
-                consecutive_failures=0,
-                version=c.version + 1,
-            )
+        self.succeed: Update = self._hand_back(
+            execution_time=new_time,
+            task_data=bindparam("new_data", type_=c.task_data.type),
+            last_success=now,
+            consecutive_failures=0,
         )
-
         #: Hand back a held execution to retry at ``new_time`` after a failure.
-        self.fail: Update = (
-            update(table)
-            .where(self._key, version_matches)
-            .values(
-                picked=False,
-                picked_by=None,
-                last_heartbeat=None,
-                execution_time=bindparam("new_time", type_=c.execution_time.type),
-                last_failure=now,
-                consecutive_failures=bindparam("failures"),
-                version=c.version + 1,
-            )
+        self.fail: Update = self._hand_back(
+            execution_time=new_time,
+            last_failure=now,
+            consecutive_failures=bindparam("failures"),
         )
-
         #: Hand back a held execution untouched, due as before (a stopping scheduler).
-        self.release: Update = (
-            update(table)
-            .where(self._key, version_matches)
-            .values(picked=False, picked_by=None, last_heartbeat=None, version=c.version + 1)
-        )
+        self.release: Update = self._hand_back()
 
         #: Dead executions: picked, with a heartbeat older than ``threshold``.
         is_dead = and_(self.picked, c.last_heartbeat < bindparam("threshold", type_=now.type))
@@ -356,6 +335,21 @@ class Statements:
                 "version": c.version + 1,
             },
             where=self.unpicked,
+        )
+
+    def _hand_back(self, **values: Any) -> Update:
+        """Unpick a held execution (still at the version seen), setting ``values`` too."""
+        c = self.table.c
+        return (
+            update(self.table)
+            .where(self._key, c.version == bindparam("seen_version"))
+            .values(
+                picked=False,
+                picked_by=None,
+                last_heartbeat=None,
+                version=c.version + 1,
+                **values,
+            )
         )
 
     def _insert_row(self) -> Any:
