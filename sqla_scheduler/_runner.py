@@ -911,7 +911,10 @@ class Runner:
         if isinstance(clock, DatabaseClock) and clock.due():
             offset = await self.db.shielded(clock.measure)
             if abs(offset) > timedelta(seconds=1):
-                log.info("this machine's clock is %s off the database's; corrected", offset)
+                log.info(
+                    "this machine's clock is %+.3fs off the database's; corrected",
+                    -offset.total_seconds(),
+                )
 
     async def revive_once(self) -> list[Execution]:
         """Make executions whose heartbeat went stale due again; return them as found."""

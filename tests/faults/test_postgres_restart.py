@@ -60,9 +60,9 @@ def test_workers_survive_a_postgresql_restart(
     down = time.monotonic() - restarted
     app_db.dispose()  # the test's own pooled connections died with the server
     before = finished(app_db)
-    recovery = wait_until(
-        lambda: finished(app_db) > before, 60, "work to resume", workers.report
-    ) + down
+    recovery = (
+        wait_until(lambda: finished(app_db) > before, 60, "work to resume", workers.report) + down
+    )
     wait_until(lambda: remaining(app_db) == 0, 120, "the queue to drain", workers.report)
     for worker in cluster:
         assert worker.proc.poll() is None, workers.report()
