@@ -8,9 +8,10 @@ import signal
 import time
 from datetime import timedelta
 
-from sqlalchemy import Engine, insert
+from sqlalchemy import Engine, insert, text
 
-from tests.concurrency.app import release
+from sqla_scheduler import DatabaseClock
+from tests.concurrency.app import SkewedClock, release
 from tests.concurrency.conftest import Workers, rows, scalar, wait_until
 from tests.faults.conftest import FAST, remaining, schedule
 
@@ -61,3 +62,39 @@ def test_skewed_workers_keep_the_databases_time(
         worker.signal(signal.SIGTERM)
     for worker in cluster:
         assert worker.proc.wait(timeout=30) == 0, workers.report()
+
+
+def test_without_the_database_clock_a_skewed_worker_revives_live_work(
+    workers: Workers, app_db: Engine, db_url: str
+) -> None:
+    """The control: the same skew, uncorrected (``DB_CLOCK=0``), does the damage."""
+    env = {**FAST, "CONCURRENCY": 10, "SLOW_DEADLINE_S": 60}
+    holder = workers.start("true", **env)
+    workers.wait_started(holder)
+    schedule(db_url, app_db, "slow", ["s-0"])
+    wait_until(
+        lambda: scalar(app_db, "select count(*) from runs where phase = 'started'") == 1,
+        30,
+        "the slow execution to start",
+        workers.report,
+    )
+    ahead = workers.start("ahead", **env, SKEW_S=SKEW, DB_CLOCK=0)
+    wait_until(
+        lambda: "revived dead execution slow/s-0" in ahead.output(),
+        30,
+        "the skewed worker to revive live work",
+        workers.report,
+    )
+    with app_db.begin() as conn:
+        conn.execute(insert(release).values(id=1))
+
+
+def test_database_clock_measures_the_offset(db_url: str, app_db: Engine) -> None:
+    clock = DatabaseClock(SkewedClock(timedelta(seconds=SKEW)), refresh=timedelta(hours=1))
+    assert clock.due()
+    with app_db.connect() as conn:
+        offset = clock.measure(conn)
+        server = conn.scalar(text("select clock_timestamp()"))
+    assert abs(offset + timedelta(seconds=SKEW)) < timedelta(seconds=1)
+    assert abs(clock.now() - server) < timedelta(seconds=1)
+    assert not clock.due()
