@@ -22,6 +22,7 @@ from __future__ import annotations
 import inspect
 import logging
 import math
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -836,13 +837,15 @@ class Runner:
         give_up = time.monotonic() + self.config.dead_after.total_seconds()
         delay = 0.1
         attempt = 1
+        error: BaseException | None = sys.exc_info()[1]
         while True:
             if self._stopping() or time.monotonic() + delay > give_up:
-                log.exception(
+                log.error(
                     "could not record the outcome of %s/%s (%d attempt(s)); it will be revived",
                     execution.task_name,
                     execution.instance_id,
                     attempt,
+                    exc_info=error,
                 )
                 return [False]
             log.warning(
@@ -850,16 +853,16 @@ class Runner:
                 execution.task_name,
                 execution.instance_id,
                 delay,
-                exc_info=True,
+                exc_info=error,
             )
-            with anyio.CancelScope(shield=True):
-                await anyio.sleep(delay)
+            await anyio.sleep(delay)  # a stop may cut this short: the row is then revived
             attempt += 1
             try:
                 return await self.db.shielded(
                     partial(_store.complete, table=self.table, batch=[completion])
                 )
-            except Exception:
+            except Exception as exc:
+                error = exc
                 delay = min(delay * 2, 5.0)
 
     # --- heartbeats -----------------------------------------------------------------

@@ -165,7 +165,7 @@ async def test_a_failed_outcome_commit_is_retried(
     db: Harness, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     task = one_time("job")(lambda ctx: None)
-    flaky = Flaky(_store.complete, failures=2)
+    flaky = Flaky(_store.complete, failures=3)
     monkeypatch.setattr(_store, "complete", flaky)
     scheduler = make(
         db,
@@ -177,7 +177,8 @@ async def test_a_failed_outcome_commit_is_retried(
     with caplog.at_level(logging.WARNING, logger="sqla_scheduler"):
         async with scheduler:
             await wait_for(lambda: row(db, "job", "j") is None)
-    assert flaky.calls == 3
+    assert flaky.calls == 4
+    assert caplog.text.count("ConnectionError: simulated") == 3  # each retry says why
     assert "could not record the outcome of job/j; retrying" in caplog.text
     assert "version mismatch" not in caplog.text
 
