@@ -15,7 +15,7 @@ application's own transaction::
         scheduler.schedule(session, send_welcome_email.instance(f"user-{user.id}", {"id": 1}))
 """
 
-from sqla_scheduler.clock import Clock, ManualClock, SystemClock
+from sqla_scheduler.clock import Clock, DatabaseClock, ManualClock, SystemClock
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.context import ExecutionContext, ShutdownSignal
 from sqla_scheduler.exceptions import (
@@ -61,6 +61,7 @@ __all__ = [
     "Cron",
     "CustomTask",
     "Daily",
+    "DatabaseClock",
     "Disabled",
     "Execution",
     "ExecutionContext",

@@ -22,6 +22,7 @@ from __future__ import annotations
 import inspect
 import logging
 import math
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -44,6 +45,7 @@ from sqla_scheduler import _store
 from sqla_scheduler._dialects import backend_for, notify_channel
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._store import Completion
+from sqla_scheduler.clock import DatabaseClock
 from sqla_scheduler.context import ExecutionContext, ShutdownSignal
 from sqla_scheduler.exceptions import PayloadError
 from sqla_scheduler.executions import Execution
@@ -340,6 +342,7 @@ class Runner:
     ) -> None:
         """Register recurring tasks, run every service until :meth:`request_stop`, stop."""
         check_backend(self.scheduler.engine)
+        await self.sync_clock()
         await self.register_recurring()
         log.info(
             "scheduler %r started: %d task(s), concurrency %d",
@@ -812,12 +815,7 @@ class Runner:
             )
         except Exception:
             if len(batch) == 1:
-                log.exception(
-                    "could not record the outcome of %s/%s; it will be revived",
-                    completions[0].execution.task_name,
-                    completions[0].execution.instance_id,
-                )
-                recorded = [False]
+                recorded = await self._retry_commit(completions[0])
             else:  # find the one that fails, commit the others
                 for pending in batch:
                     await self._commit([pending], lane=lane)
@@ -839,6 +837,41 @@ class Runner:
                 woke = True
         if woke:
             self._wake.set()
+
+    async def _retry_commit(self, completion: Completion) -> list[bool]:
+        """Retry committing one outcome with backoff, for as long as the row cannot have
+        been revived elsewhere (``dead_after``); once stopping, do not wait."""
+        execution = completion.execution
+        give_up = time.monotonic() + self.config.dead_after.total_seconds()
+        delay = 0.1
+        attempt = 1
+        error: BaseException | None = sys.exc_info()[1]
+        while True:
+            if self._stopping() or time.monotonic() + delay > give_up:
+                log.error(
+                    "could not record the outcome of %s/%s (%d attempt(s)); it will be revived",
+                    execution.task_name,
+                    execution.instance_id,
+                    attempt,
+                    exc_info=error,
+                )
+                return [False]
+            log.warning(
+                "could not record the outcome of %s/%s; retrying in %.1fs",
+                execution.task_name,
+                execution.instance_id,
+                delay,
+                exc_info=error,
+            )
+            await anyio.sleep(delay)  # a stop may cut this short: the row is then revived
+            attempt += 1
+            try:
+                return await self.db.shielded(
+                    partial(_store.complete, table=self.table, batch=[completion])
+                )
+            except Exception as exc:
+                error = exc
+                delay = min(delay * 2, 5.0)
 
     # --- heartbeats -----------------------------------------------------------------
 
@@ -876,11 +909,23 @@ class Runner:
         interval = self.config.revive_interval.total_seconds()
         while True:
             try:
+                await self.sync_clock()
                 await self.revive_once()
                 await self.delete_orphans_once()
             except Exception:
                 log.warning("maintenance failed; retrying", exc_info=True)
             await anyio.sleep(interval)
+
+    async def sync_clock(self) -> None:
+        """Measure a :class:`DatabaseClock`'s offset when it is due (a no-op for others)."""
+        clock = self.clock
+        if isinstance(clock, DatabaseClock) and clock.due():
+            offset = await self.db.shielded(clock.measure)
+            if abs(offset) > timedelta(seconds=1):
+                log.info(
+                    "this machine's clock is %+.3fs off the database's; corrected",
+                    -offset.total_seconds(),
+                )
 
     async def revive_once(self) -> list[Execution]:
         """Make executions whose heartbeat went stale due again; return them as found."""

@@ -7,10 +7,14 @@ can pin time with :class:`ManualClock` and move it forward instead of sleeping.
 from __future__ import annotations
 
 import threading
+import time
 from datetime import datetime, timedelta, timezone
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-__all__ = ["Clock", "ManualClock", "SystemClock"]
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+__all__ = ["Clock", "DatabaseClock", "ManualClock", "SystemClock"]
 
 
 @runtime_checkable
@@ -31,6 +35,68 @@ class SystemClock:
 
     def __repr__(self) -> str:
         return "SystemClock()"
+
+
+class DatabaseClock:
+    """A machine clock corrected to the database server's clock.
+
+    The scheduler's "now" decides what is due and which heartbeats are stale, and the
+    workers of a cluster compare it with times that other machines wrote. A worker whose
+    clock runs ahead would start executions early and revive executions that are alive
+    elsewhere; one whose clock runs behind would write stale-looking heartbeats. This clock
+    measures the offset between ``base`` (the machine's clock by default) and the
+    database's ``clock_timestamp()`` and adds it to every reading, so all the workers of a
+    cluster share the database's time, within the round trip of the measurement.
+
+    :meth:`measure` takes a connection; the runner calls it when it starts and again every
+    ``refresh`` (from its maintenance loop), so a machine clock that steps or drifts is
+    corrected. Until it is first measured, the clock reads ``base`` unchanged. It is the
+    scheduler's default on PostgreSQL (SQLite is one machine's file: its clock is the
+    machine's).
+    """
+
+    def __init__(self, base: Clock | None = None, *, refresh: timedelta = timedelta(minutes=1)):
+        self.base: Clock = base if base is not None else SystemClock()
+        self.refresh = refresh
+        self._offset = timedelta(0)
+        self._measured_at: float | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def offset(self) -> timedelta:
+        """What is added to ``base``: the database's clock minus the machine's."""
+        with self._lock:
+            return self._offset
+
+    def due(self) -> bool:
+        """Whether the offset was never measured or is older than ``refresh``."""
+        with self._lock:
+            measured = self._measured_at
+        return measured is None or time.monotonic() - measured >= self.refresh.total_seconds()
+
+    def measure(self, conn: Connection) -> timedelta:
+        """Measure the offset to the database's clock through ``conn``; return it."""
+        from sqlalchemy import text
+
+        before = self.base.now()
+        started = time.monotonic()
+        server = conn.scalar(text("SELECT clock_timestamp()"))
+        round_trip = time.monotonic() - started
+        if not isinstance(server, datetime):
+            raise TypeError(f"clock_timestamp() returned {server!r}")
+        server = _as_utc(server, "clock_timestamp()")
+        offset = server - (before + timedelta(seconds=round_trip / 2))
+        with self._lock:
+            self._offset = offset
+            self._measured_at = time.monotonic()
+        return offset
+
+    def now(self) -> datetime:
+        """Return ``base.now()`` plus the measured offset."""
+        return self.base.now() + self.offset
+
+    def __repr__(self) -> str:
+        return f"DatabaseClock({self.base!r}, offset={self.offset})"
 
 
 class ManualClock:

@@ -26,7 +26,7 @@ from sqla_scheduler import _bridge, _store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
 from sqla_scheduler._payload import codec_for
 from sqla_scheduler._runner import Runner
-from sqla_scheduler.clock import Clock, SystemClock
+from sqla_scheduler.clock import Clock, DatabaseClock, SystemClock
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.exceptions import TaskDefinitionError, UnknownTaskError
 from sqla_scheduler.executions import Execution, ExecutionState
@@ -66,7 +66,7 @@ class Scheduler:
             )
         self.engine = engine
         self.config = config if config is not None else SchedulerConfig()
-        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.clock: Clock = clock if clock is not None else _default_clock(engine)
         registry: dict[str, Task[Any]] = {}
         for task in tasks:
             if not isinstance(task, Task):
@@ -386,3 +386,10 @@ class Scheduler:
 def _check_instance(instance: object) -> None:
     if not isinstance(instance, TaskInstance):
         raise TypeError(f"expected a TaskInstance (made by task.instance(...)), got {instance!r}")
+
+
+def _default_clock(engine: Engine | AsyncEngine) -> Clock:
+    """The database's clock on PostgreSQL (see :class:`DatabaseClock`), else the machine's."""
+    if engine.dialect.name == "postgresql":
+        return DatabaseClock()
+    return SystemClock()

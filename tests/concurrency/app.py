@@ -9,6 +9,13 @@ transaction of its own, so a test can see every execution from outside the worke
 - ``slow``: a row with phase ``started``, then waits (in the handler, polling) until a row
   exists in ``release``, then a row with phase ``finished``. It gives up with an error
   after ``deadline`` seconds.
+- ``fault``: a row with phase ``started``, an optional pause (``FAULT_SLEEP_MS``), a row
+  with phase ``finished`` (the fault tests: a re-run must follow a start by a killed pid).
+- ``poison``: an instance whose id starts with ``die`` kills the worker process
+  (``os._exit``); any other records phase ``done``.
+
+``SKEW_S`` simulates a machine clock that many seconds off: the scheduler's clock is then
+a :class:`DatabaseClock` over a skewed base (``DB_CLOCK=0`` leaves the skew uncorrected).
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
@@ -35,10 +42,13 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from sqla_scheduler import (
+    Clock,
+    DatabaseClock,
     ExecutionContext,
     OneTimeTask,
     Scheduler,
     SchedulerConfig,
+    SystemClock,
     configure_sqlite,
     one_time,
 )
@@ -60,6 +70,16 @@ runs = Table(
 release = Table("release", metadata, Column("id", Integer, primary_key=True))
 
 
+class SkewedClock(SystemClock):
+    """A machine clock ``skew`` ahead (or, negative, behind) the true time."""
+
+    def __init__(self, skew: timedelta) -> None:
+        self.skew = skew
+
+    def now(self) -> datetime:
+        return super().now() + self.skew
+
+
 def build_scheduler(
     url: str,
     *,
@@ -70,6 +90,10 @@ def build_scheduler(
     missed_heartbeat_limit: int = 6,
     shutdown_max_wait: timedelta = timedelta(seconds=5),
     slow_deadline: float = 60.0,
+    fault_sleep: float = 0.0,
+    max_retries: int | None = None,
+    skew: float = 0.0,
+    db_clock: bool = True,
 ) -> Scheduler:
     """A scheduler on a sync engine (psycopg or pysqlite) with ``record`` and ``slow``."""
     # The runner holds up to concurrency + 4 connections, and each handler one more.
@@ -96,6 +120,20 @@ def build_scheduler(
             time.sleep(0.02)
         log_run("slow", ctx.instance_id, "finished")
 
+    @one_time("fault")
+    def fault(ctx: ExecutionContext[Any]) -> None:
+        log_run("fault", ctx.instance_id, "started")
+        if fault_sleep:
+            time.sleep(fault_sleep)
+        log_run("fault", ctx.instance_id, "finished")
+
+    @one_time("poison")
+    def poison(ctx: ExecutionContext[Any]) -> None:
+        if ctx.instance_id.startswith("die"):
+            log_run("poison", ctx.instance_id, "crashed")
+            os._exit(7)
+        log_run("poison", ctx.instance_id, "done")
+
     config = SchedulerConfig(
         scheduler_name=name,
         concurrency=concurrency,
@@ -104,8 +142,13 @@ def build_scheduler(
         missed_heartbeat_limit=missed_heartbeat_limit,
         shutdown_max_wait=shutdown_max_wait,
         retry_base_delay=timedelta(seconds=1),
+        max_retries=max_retries,
     )
-    return Scheduler(engine, [record, slow], config)
+    clock: Clock | None = None
+    if skew or not db_clock:
+        base = SkewedClock(timedelta(seconds=skew))
+        clock = DatabaseClock(base) if db_clock else base
+    return Scheduler(engine, [record, slow, fault, poison], config, clock=clock)
 
 
 def one_time_task(scheduler: Scheduler, name: str) -> OneTimeTask[Any]:
@@ -144,7 +187,8 @@ def _exit_with_parent(parent: int) -> None:
 def scheduler_from_env() -> Scheduler:
     """The scheduler the environment describes: ``DATABASE_URL`` (required),
     ``WORKER_NAME``, ``CONCURRENCY``, ``POLL_MS``, ``HEARTBEAT_MS``, ``MISSED_LIMIT``,
-    ``SHUTDOWN_WAIT_MS`` and ``SLOW_DEADLINE_S``; with ``PARENT_PID``, the process exits
+    ``SHUTDOWN_WAIT_MS``, ``SLOW_DEADLINE_S``, ``FAULT_SLEEP_MS``, ``MAX_RETRIES``,
+    ``SKEW_S`` and ``DB_CLOCK``; with ``PARENT_PID``, the process exits
     when its parent does."""
     if "PARENT_PID" in os.environ:
         _exit_with_parent(int(os.environ["PARENT_PID"]))
@@ -157,6 +201,10 @@ def scheduler_from_env() -> Scheduler:
         missed_heartbeat_limit=int(os.environ.get("MISSED_LIMIT", 6)),
         shutdown_max_wait=_ms("SHUTDOWN_WAIT_MS", 5000),
         slow_deadline=float(os.environ.get("SLOW_DEADLINE_S", 60)),
+        fault_sleep=int(os.environ.get("FAULT_SLEEP_MS", 0)) / 1000,
+        max_retries=int(os.environ["MAX_RETRIES"]) if "MAX_RETRIES" in os.environ else None,
+        skew=float(os.environ.get("SKEW_S", 0)),
+        db_clock=os.environ.get("DB_CLOCK", "1") != "0",
     )
 
 

@@ -1,0 +1,57 @@
+"""Fault tests: real worker processes, a real PostgreSQL, real faults.
+
+The worker fixtures are the concurrency suite's (``tests/concurrency/conftest.py``); the
+helpers here schedule the app's ``fault`` task and check what the ``runs`` table says.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import Engine
+
+from tests.concurrency.app import build_scheduler, engine_of, one_time_task
+from tests.concurrency.conftest import app_db, db_url, rows, scalar, workers
+
+__all__ = ["app_db", "db_url", "workers"]
+
+#: Dead after 3 missed heartbeats of 200 ms: revived within about a second of a kill.
+FAST = {"HEARTBEAT_MS": 200, "MISSED_LIMIT": 3, "POLL_MS": 100}
+
+
+def schedule(url: str, app_db: Engine, task: str, ids: Iterable[str], **kwargs: Any) -> int:
+    """Schedule ``task`` instances ``ids`` (due now) from a client scheduler."""
+    client = build_scheduler(url, name="client")
+    try:
+        definition = one_time_task(client, task)
+        return client.schedule_batch(app_db, [definition.instance(i, **kwargs) for i in ids])
+    finally:
+        engine_of(client).dispose()
+
+
+def remaining(app_db: Engine) -> int:
+    return int(scalar(app_db, "select count(*) from scheduled_tasks"))
+
+
+def check_fault_runs(
+    app_db: Engine, expected: set[str], killed: set[int], *, allow_reruns: bool = False
+) -> dict[str, int]:
+    """Every ``fault`` execution finished; unless ``allow_reruns``, every run but an
+    execution's last began in a process that was killed afterwards (it was in flight at
+    the kill). Returns counts."""
+    history: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for instance, pid, phase in rows(
+        app_db, "select instance, pid, phase from runs where task = 'fault' order by id"
+    ):
+        history[instance].append((pid, phase))
+    finished = {i for i, runs in history.items() if any(p == "finished" for _, p in runs)}
+    assert finished == expected, f"never finished: {sorted(expected - finished)[:20]}"
+    reruns = 0
+    for instance, runs in history.items():
+        starts = [pid for pid, phase in runs if phase == "started"]
+        reruns += len(starts) - 1
+        for pid in [] if allow_reruns else starts[:-1]:
+            assert pid in killed, f"{instance} ran again after a run by live pid {pid}: {runs}"
+    return {"executions": len(expected), "reruns": reruns, "starts": reruns + len(expected)}

@@ -1,0 +1,100 @@
+"""Workers whose machine clocks run two minutes ahead and behind: with the database's
+clock (``DatabaseClock``, the default on PostgreSQL) neither starts work early nor revives
+executions that are alive elsewhere, nor lets its own look dead."""
+
+from __future__ import annotations
+
+import signal
+import time
+from datetime import timedelta
+
+from sqlalchemy import Engine, insert, text
+
+from sqla_scheduler import DatabaseClock
+from tests.concurrency.app import SkewedClock, release
+from tests.concurrency.conftest import Workers, rows, scalar, wait_until
+from tests.faults.conftest import FAST, remaining, schedule
+
+SKEW = 120
+
+
+def test_skewed_workers_keep_the_databases_time(
+    workers: Workers, app_db: Engine, db_url: str
+) -> None:
+    env = {**FAST, "CONCURRENCY": 10, "SLOW_DEADLINE_S": 60}
+    cluster = [
+        workers.start("true", **env),
+        workers.start("ahead", **env, SKEW_S=SKEW),
+        workers.start("behind", **env, SKEW_S=-SKEW),
+    ]
+    workers.wait_started(*cluster)
+    # Held executions on every worker, heartbeating; dead after 600 ms without.
+    schedule(db_url, app_db, "slow", [f"s-{i}" for i in range(9)])
+    wait_until(
+        lambda: scalar(app_db, "select count(*) from runs where phase = 'started'") == 9,
+        30,
+        "the slow executions to start",
+        workers.report,
+    )
+    db_now = scalar(app_db, "select now()")
+    at = db_now + timedelta(seconds=3)
+    schedule(db_url, app_db, "record", [f"r-{i}" for i in range(30)], at=at)
+    time.sleep(5)  # long past the dead-execution window, and past ``at``
+
+    early = rows(app_db, "select instance, at from runs where task = 'record' and at < :at", at=at)
+    assert early == []
+    assert scalar(app_db, "select count(*) from runs where task = 'record'") == 30
+    for worker in cluster:
+        assert "revived dead execution" not in worker.output(), workers.report()
+    corrected = [w.name for w in cluster if "off the database's; corrected" in w.output()]
+    assert sorted(corrected) == ["ahead", "behind"], workers.report()
+
+    with app_db.begin() as conn:
+        conn.execute(insert(release).values(id=1))
+    wait_until(lambda: remaining(app_db) == 0, 30, "the slow executions to finish")
+    started = rows(
+        app_db,
+        "select count(*), count(distinct instance) from runs "
+        "where task = 'slow' and phase = 'started'",
+    )
+    assert started == [(9, 9)]  # none revived and run again
+    for worker in cluster:
+        worker.signal(signal.SIGTERM)
+    for worker in cluster:
+        assert worker.proc.wait(timeout=30) == 0, workers.report()
+
+
+def test_without_the_database_clock_a_skewed_worker_revives_live_work(
+    workers: Workers, app_db: Engine, db_url: str
+) -> None:
+    """The control: the same skew, uncorrected (``DB_CLOCK=0``), does the damage."""
+    env = {**FAST, "CONCURRENCY": 10, "SLOW_DEADLINE_S": 60}
+    holder = workers.start("true", **env)
+    workers.wait_started(holder)
+    schedule(db_url, app_db, "slow", ["s-0"])
+    wait_until(
+        lambda: scalar(app_db, "select count(*) from runs where phase = 'started'") == 1,
+        30,
+        "the slow execution to start",
+        workers.report,
+    )
+    ahead = workers.start("ahead", **env, SKEW_S=SKEW, DB_CLOCK=0)
+    wait_until(
+        lambda: "revived dead execution slow/s-0" in ahead.output(),
+        30,
+        "the skewed worker to revive live work",
+        workers.report,
+    )
+    with app_db.begin() as conn:
+        conn.execute(insert(release).values(id=1))
+
+
+def test_database_clock_measures_the_offset(db_url: str, app_db: Engine) -> None:
+    clock = DatabaseClock(SkewedClock(timedelta(seconds=SKEW)), refresh=timedelta(hours=1))
+    assert clock.due()
+    with app_db.connect() as conn:
+        offset = clock.measure(conn)
+        server = conn.scalar(text("select clock_timestamp()"))
+    assert abs(offset + timedelta(seconds=SKEW)) < timedelta(seconds=1)
+    assert abs(clock.now() - server) < timedelta(seconds=1)
+    assert not clock.due()

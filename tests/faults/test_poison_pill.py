@@ -1,0 +1,64 @@
+"""A poison pill: a handler that kills its worker process (``os._exit``) on one execution.
+Each crash counts as a failure when the execution is revived; after ``max_retries`` of
+them it is abandoned like any failing execution, and the rest of the queue runs."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+from sqlalchemy import Engine
+
+from tests.concurrency.conftest import Workers, rows, scalar
+from tests.faults.conftest import FAST, remaining, schedule
+
+MAX_RETRIES = 2
+
+
+def run_poison_pill(workers: Workers, app_db: Engine, db_url: str) -> str:
+    """Run the pill and 20 good executions, restarting the worker after each crash;
+    return the workers' logs."""
+    env = {**FAST, "CONCURRENCY": 2, "MAX_RETRIES": MAX_RETRIES}
+    generation = 0
+    worker = workers.start("p0", **env)
+    workers.wait_started(worker)
+    schedule(db_url, app_db, "poison", ["die"] + [f"ok-{i}" for i in range(20)])
+
+    crashes = 0
+    began = time.monotonic()
+    while remaining(app_db):
+        if worker.proc.poll() is not None:  # the pill took it down: restart it, as systemd would
+            assert worker.proc.returncode == 7, workers.report()
+            crashes += 1
+            assert crashes <= MAX_RETRIES + 1, workers.report()
+            generation += 1
+            worker = workers.start(f"p{generation}", **env)
+        assert time.monotonic() - began < 90, workers.report()
+        time.sleep(0.1)
+    assert crashes == MAX_RETRIES + 1  # the first run and one per retry
+    assert scalar(app_db, "select count(*) from runs where phase = 'crashed'") == crashes
+    workers.wait_started(worker)
+    worker.signal(signal.SIGTERM)
+    assert worker.proc.wait(timeout=30) == 0, workers.report()
+    return workers.report()
+
+
+def test_a_poison_pill_is_abandoned_after_max_retries(
+    workers: Workers, app_db: Engine, db_url: str
+) -> None:
+    report = run_poison_pill(workers, app_db, db_url)
+    assert "abandoned poison/die after" in report, report
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known defect: executions picked alongside the pill (queued in the crashing "
+    "process, not started) are revived with a failure counted too and may be abandoned "
+    "unrun; see docs/guarantees.md",
+)
+def test_executions_queued_beside_a_poison_pill_still_run(
+    workers: Workers, app_db: Engine, db_url: str
+) -> None:
+    run_poison_pill(workers, app_db, db_url)
+    assert rows(app_db, "select count(distinct instance) from runs where phase = 'done'") == [(20,)]
