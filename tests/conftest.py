@@ -21,11 +21,11 @@ from typing import Any
 
 import anyio
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, create_engine, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 from sqlalchemy.orm import Session
 
-from sqla_scheduler import migrate
+from sqla_scheduler import Clock, Scheduler, SchedulerConfig, migrate
 from sqla_scheduler.models import table_for
 from tests._postgres import PostgresCluster
 
@@ -180,6 +180,22 @@ class Harness:
 
     async def rollback(self, session: Session | AsyncSession) -> None:
         await self.resolve(session.rollback())
+
+    def scheduler(self, tasks: list[Any], clock: Clock | None = None, **config: Any) -> Scheduler:
+        """A Scheduler on this test's engine, named ``test-worker`` unless said otherwise."""
+        config.setdefault("scheduler_name", "test-worker")
+        return Scheduler(self.engine, tasks, SchedulerConfig(**config), clock=clock)
+
+    def row(self, task: str, instance: str) -> dict[str, Any] | None:
+        """The row as the model types it (aware datetimes, booleans), on any database."""
+        t = self.table
+        with self.sync_engine.connect() as conn:
+            found = (
+                conn.execute(select(t).where(t.c.task_name == task, t.c.task_instance == instance))
+                .mappings()
+                .one_or_none()
+            )
+        return dict(found) if found else None
 
     def count(self, where: str = "true") -> int:
         with self.sync_engine.connect() as conn:

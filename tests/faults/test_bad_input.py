@@ -19,14 +19,12 @@ from typing import Any
 
 import anyio
 import pytest
-from sqlalchemy import select, text, update
+from sqlalchemy import text, update
 
 from sqla_scheduler import (
     FixedDelay,
     ManualClock,
     NextAt,
-    Scheduler,
-    SchedulerConfig,
     _store,
     custom,
     one_time,
@@ -39,27 +37,11 @@ pytestmark = pytest.mark.anyio
 NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 
 
-def make(db: Harness, tasks: list[Any], clock: Any = None, **config: Any) -> Scheduler:
-    config.setdefault("scheduler_name", "test-worker")
-    return Scheduler(db.engine, tasks, SchedulerConfig(**config), clock=clock)
-
-
-def row(db: Harness, task: str, instance: str) -> dict[str, Any] | None:
-    t = db.table
-    with db.sync_engine.connect() as conn:
-        found = (
-            conn.execute(select(t).where(t.c.task_name == task, t.c.task_instance == instance))
-            .mappings()
-            .one_or_none()
-        )
-    return dict(found) if found else None
-
-
 async def test_a_corrupt_schedule_column_is_only_text(db: Harness) -> None:
     clock = ManualClock(NOW)
     runs: list[str] = []
     tick = recurring("tick", FixedDelay("1m"))(lambda ctx: runs.append("ran"))
-    scheduler = make(db, [tick], clock)
+    scheduler = db.scheduler([tick], clock)
     await scheduler.run_due()  # registers it
     with db.sync_engine.begin() as conn:
         conn.execute(
@@ -68,13 +50,13 @@ async def test_a_corrupt_schedule_column_is_only_text(db: Harness) -> None:
             .values(schedule="every \x7f blue moon ;-- garbage", execution_time=NOW)
         )
     assert await scheduler.run_due() == 1  # the registered task's schedule counts
-    after = row(db, "tick", "recurring")
+    after = db.row("tick", "recurring")
     assert after is not None
     assert after["execution_time"] == NOW + timedelta(minutes=1)
     await scheduler.run_due()  # and start-up registration writes the real text back
     expected = tick.first_instance(NOW)
     assert expected is not None
-    assert row(db, "tick", "recurring")["schedule"] == expected.schedule  # type: ignore[index]
+    assert db.row("tick", "recurring")["schedule"] == expected.schedule  # type: ignore[index]
 
 
 async def test_next_at_in_the_past_runs_again_promptly(db: Harness) -> None:
@@ -86,10 +68,10 @@ async def test_next_at_in_the_past_runs_again_promptly(db: Harness) -> None:
         calls.append(1)
         return NextAt(NOW - timedelta(hours=1)) if len(calls) < 3 else None
 
-    scheduler = make(db, [again], clock)
+    scheduler = db.scheduler([again], clock)
     await db.resolve(scheduler.schedule(db.engine, again.instance("a")))
     assert await scheduler.run_due() == 3
-    assert row(db, "again", "a") is None
+    assert db.row("again", "a") is None
 
 
 async def test_handlers_returning_the_wrong_type(
@@ -100,12 +82,12 @@ async def test_handlers_returning_the_wrong_type(
     counter = recurring("counter", FixedDelay("1m"), payload_type=int, initial_payload=0)(
         lambda ctx: "not an int"  # a recurring result is its next payload: must be an int
     )
-    scheduler = make(db, [plain, counter], clock)
+    scheduler = db.scheduler([plain, counter], clock)
     await db.resolve(scheduler.schedule(db.engine, plain.instance("p")))
     with caplog.at_level(logging.ERROR, logger="sqla_scheduler"):
         assert await scheduler.run_due() == 2
-    assert row(db, "plain", "p") is None
-    kept = row(db, "counter", "recurring")
+    assert db.row("plain", "p") is None
+    kept = db.row("counter", "recurring")
     assert kept is not None
     assert kept["consecutive_failures"] == 1
     assert kept["task_data"] == 0
@@ -115,7 +97,7 @@ async def test_handlers_returning_the_wrong_type(
 async def test_payloads_over_a_megabyte_are_accepted(db: Harness) -> None:
     seen: list[int] = []
     big = one_time("big")(lambda ctx: seen.append(len(ctx.payload["blob"])))
-    scheduler = make(db, [big], ManualClock(NOW))
+    scheduler = db.scheduler([big], ManualClock(NOW))
     blob = "x" * (2 * 1024 * 1024)
     await db.resolve(scheduler.schedule(db.engine, big.instance("b", {"blob": blob})))
     assert await scheduler.run_due() == 1
@@ -143,8 +125,7 @@ async def test_failed_heartbeats_are_retried_and_the_worker_survives(
     task = one_time("long")(lambda ctx: release.wait(30))
     flaky = Flaky(_store.heartbeat, failures=2)
     monkeypatch.setattr(_store, "heartbeat", flaky)
-    scheduler = make(
-        db,
+    scheduler = db.scheduler(
         [task],
         heartbeat_interval=timedelta(milliseconds=100),
         missed_heartbeat_limit=4,
@@ -154,9 +135,9 @@ async def test_failed_heartbeats_are_retried_and_the_worker_survives(
     with caplog.at_level(logging.WARNING, logger="sqla_scheduler"):
         async with scheduler:
             await wait_for(lambda: flaky.calls >= 6)
-            assert (row(db, "long", "l") or {}).get("picked_by") == "test-worker"
+            assert (db.row("long", "l") or {}).get("picked_by") == "test-worker"
             release.set()
-            await wait_for(lambda: row(db, "long", "l") is None)
+            await wait_for(lambda: db.row("long", "l") is None)
     assert "heartbeat of 1 execution(s) failed; retrying" in caplog.text
     assert "revived" not in caplog.text
 
@@ -167,8 +148,7 @@ async def test_a_failed_outcome_commit_is_retried(
     task = one_time("job")(lambda ctx: None)
     flaky = Flaky(_store.complete, failures=3)
     monkeypatch.setattr(_store, "complete", flaky)
-    scheduler = make(
-        db,
+    scheduler = db.scheduler(
         [task],
         heartbeat_interval=timedelta(seconds=1),
         polling_interval=timedelta(milliseconds=20),
@@ -176,7 +156,7 @@ async def test_a_failed_outcome_commit_is_retried(
     await db.resolve(scheduler.schedule(db.engine, task.instance("j")))
     with caplog.at_level(logging.WARNING, logger="sqla_scheduler"):
         async with scheduler:
-            await wait_for(lambda: row(db, "job", "j") is None)
+            await wait_for(lambda: db.row("job", "j") is None)
     assert flaky.calls == 4
     assert caplog.text.count("ConnectionError: simulated") == 3  # each retry says why
     assert "could not record the outcome of job/j; retrying" in caplog.text
@@ -188,8 +168,7 @@ async def test_a_handler_blocked_forever_blocks_neither_others_nor_stop(db: Harn
     done: list[str] = []
     blocked = one_time("blocked")(lambda ctx: forever.wait(60))
     quick = one_time("quick")(lambda ctx: done.append(ctx.instance_id))
-    scheduler = make(
-        db,
+    scheduler = db.scheduler(
         [blocked, quick],
         concurrency=2,
         polling_interval=timedelta(milliseconds=20),
@@ -206,7 +185,7 @@ async def test_a_handler_blocked_forever_blocks_neither_others_nor_stop(db: Harn
             stopping = time.monotonic()
             scheduler.request_stop()
         assert time.monotonic() - stopping < 2.0
-        released = row(db, "blocked", "b")
+        released = db.row("blocked", "b")
         assert released is not None
         assert released["picked"] is False
     finally:
@@ -217,7 +196,7 @@ async def test_a_handler_blocked_forever_blocks_neither_others_nor_stop(db: Harn
 async def test_a_session_idle_in_transaction_gets_in_nobodys_way(db: Harness) -> None:
     done: list[str] = []
     task = one_time("job")(lambda ctx: done.append(ctx.instance_id))
-    scheduler = make(db, [task], polling_interval=timedelta(milliseconds=20))
+    scheduler = db.scheduler([task], polling_interval=timedelta(milliseconds=20))
     with db.sync_engine.connect() as idle:
         idle.execute(text("set transaction isolation level repeatable read"))
         idle.execute(text("select count(*) from scheduled_tasks"))  # the snapshot is taken

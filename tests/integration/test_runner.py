@@ -49,25 +49,6 @@ def clock() -> ManualClock:
     return ManualClock(NOW)
 
 
-def make(
-    db: Harness, tasks: list[Any], clock: ManualClock | None = None, **config: Any
-) -> Scheduler:
-    config.setdefault("scheduler_name", "test-worker")
-    return Scheduler(db.engine, tasks, SchedulerConfig(**config), clock=clock)
-
-
-def row(db: Harness, task: str, instance: str) -> dict[str, Any] | None:
-    """The row as the model types it (aware datetimes, booleans), on any database."""
-    t = db.table
-    with db.sync_engine.connect() as conn:
-        found = (
-            conn.execute(select(t).where(t.c.task_name == task, t.c.task_instance == instance))
-            .mappings()
-            .one_or_none()
-        )
-    return dict(found) if found else None
-
-
 def dead_letter_count(db: Harness) -> int:
     with db.sync_engine.connect() as conn:
         return int(conn.scalar(select(func.count()).select_from(dead_letters)) or 0)
@@ -116,8 +97,8 @@ async def test_one_time_runs_once_and_is_removed(
     )
     assert await scheduler.run_due() == 1
     assert seen == [({"to": "x"}, "e-1", 0)]
-    assert row(db, "email", "e-1") is None
-    assert row(db, "email", "later") is not None
+    assert db.row("email", "e-1") is None
+    assert db.row("email", "later") is not None
     assert recorder.events == [("start", "e-1"), ("success", "e-1")]
     clock.advance(timedelta(hours=1))
     assert await scheduler.run_due() == 1
@@ -132,9 +113,9 @@ async def test_recurring_is_registered_and_rescheduled(db: Harness, clock: Manua
         payloads.append(ctx.payload)
         return {"n": ctx.payload["n"] + 1} if ctx.payload["n"] < 1 else None
 
-    scheduler = make(db, [tick], clock)
+    scheduler = db.scheduler([tick], clock)
     assert await scheduler.run_due() == 1
-    first = row(db, "tick", "recurring")
+    first = db.row("tick", "recurring")
     assert first is not None
     assert first["execution_time"] == NOW + timedelta(minutes=5)
     assert first["task_data"] == {"n": 1}
@@ -145,7 +126,7 @@ async def test_recurring_is_registered_and_rescheduled(db: Harness, clock: Manua
         clock.advance(timedelta(minutes=5))
         assert await scheduler.run_due() == 1
     assert payloads == [{"n": 0}, {"n": 1}, {"n": 1}]  # None kept the payload
-    assert row(db, "tick", "recurring")["task_data"] == {"n": 1}  # type: ignore[index]
+    assert db.row("tick", "recurring")["task_data"] == {"n": 1}  # type: ignore[index]
 
 
 async def test_custom_task_reschedules_itself_until_it_returns_none(
@@ -158,28 +139,28 @@ async def test_custom_task_reschedules_itself_until_it_returns_none(
             NextAt(clock.now() + timedelta(seconds=10), {"count": count + 1}) if count < 2 else None
         )
 
-    scheduler = make(db, [poll], clock)
+    scheduler = db.scheduler([poll], clock)
     await db.resolve(scheduler.schedule(db.engine, poll.instance("p", {"count": 0})))
     assert await scheduler.run_due() == 1
-    assert row(db, "poll", "p")["task_data"] == {"count": 1}  # type: ignore[index]
-    assert row(db, "poll", "p")["execution_time"] == NOW + timedelta(seconds=10)  # type: ignore[index]
+    assert db.row("poll", "p")["task_data"] == {"count": 1}  # type: ignore[index]
+    assert db.row("poll", "p")["execution_time"] == NOW + timedelta(seconds=10)  # type: ignore[index]
     clock.advance(timedelta(seconds=10))
     assert await scheduler.run_due() == 1
     clock.advance(timedelta(seconds=10))
     assert await scheduler.run_due() == 1
-    assert row(db, "poll", "p") is None
+    assert db.row("poll", "p") is None
 
 
 async def test_custom_task_returning_garbage_fails_clearly(
     db: Harness, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ):
     bad = custom("bad")(lambda ctx: 42)
-    scheduler = make(db, [bad], clock)
+    scheduler = db.scheduler([bad], clock)
     await db.resolve(scheduler.schedule(db.engine, bad.instance("b")))
     with caplog.at_level(logging.ERROR, logger="sqla_scheduler"):
         await scheduler.run_due()
     assert "custom task 'bad' returned 42" in caplog.text
-    assert row(db, "bad", "b")["consecutive_failures"] == 1  # type: ignore[index]
+    assert db.row("bad", "b")["consecutive_failures"] == 1  # type: ignore[index]
 
 
 async def test_failures_back_off(db: Harness, clock: ManualClock, caplog: pytest.LogCaptureFixture):
@@ -190,11 +171,11 @@ async def test_failures_back_off(db: Harness, clock: ManualClock, caplog: pytest
         calls.append(ctx.consecutive_failures)
         raise RuntimeError("boom")
 
-    scheduler = make(db, [flaky], clock)
+    scheduler = db.scheduler([flaky], clock)
     await db.resolve(scheduler.schedule(db.engine, flaky.instance("f")))
     with caplog.at_level(logging.ERROR, logger="sqla_scheduler"):
         await scheduler.run_due()
-    failed = row(db, "flaky", "f")
+    failed = db.row("flaky", "f")
     assert failed is not None
     assert (failed["consecutive_failures"], failed["last_failure"], failed["picked"]) == (
         1,
@@ -206,7 +187,7 @@ async def test_failures_back_off(db: Harness, clock: ManualClock, caplog: pytest
     assert "RuntimeError: boom" in caplog.text  # the traceback is in the same record
     clock.advance(timedelta(seconds=30))
     await scheduler.run_due()
-    assert row(db, "flaky", "f")["execution_time"] == clock.now() + timedelta(seconds=45)  # type: ignore[index]
+    assert db.row("flaky", "f")["execution_time"] == clock.now() + timedelta(seconds=45)  # type: ignore[index]
     assert calls == [0, 1]
 
 
@@ -244,7 +225,7 @@ async def test_max_retries_and_on_abandon_commit_together(
         await scheduler.run_due()
         clock.advance(timedelta(minutes=5))
     assert len(calls) == runs
-    assert row(db, "doomed", "d") is None
+    assert db.row("doomed", "d") is None
     with db.sync_engine.connect() as conn:
         assert conn.scalars(select(dead_letters.c.instance)).all() == ["d"]
     assert recorder.events[-1] == ("abandon", "d")
@@ -278,10 +259,10 @@ async def test_failing_abandon_hook_keeps_the_row_and_retries_the_drop(
         calls.append(1)
         raise ValueError("never works")
 
-    scheduler = make(db, [doomed], clock, retry_base_delay=timedelta(seconds=1))
+    scheduler = db.scheduler([doomed], clock, retry_base_delay=timedelta(seconds=1))
     await db.resolve(scheduler.schedule(db.engine, doomed.instance("d")))
     await scheduler.run_due()
-    kept = row(db, "doomed", "d")
+    kept = db.row("doomed", "d")
     assert kept is not None
     assert kept["picked"] is False
     assert kept["consecutive_failures"] == 2  # the failed drop counts, so retries back off
@@ -290,7 +271,7 @@ async def test_failing_abandon_hook_keeps_the_row_and_retries_the_drop(
     clock.advance(timedelta(minutes=1))
     await scheduler.run_due()
     assert calls == [1], "the handler ran again instead of only retrying the drop"
-    assert row(db, "doomed", "d") is None
+    assert db.row("doomed", "d") is None
     assert dead_letter_count(db) == 1
 
 
@@ -301,9 +282,9 @@ async def test_recurring_failure_retries_no_later_than_its_next_run(
     def failing(ctx: Any) -> None:
         raise RuntimeError("nope")
 
-    scheduler = make(db, [failing], clock, max_retries=0)
+    scheduler = db.scheduler([failing], clock, max_retries=0)
     await scheduler.run_due()
-    kept = row(db, "every-10s", "recurring")
+    kept = db.row("every-10s", "recurring")
     assert kept is not None, "a recurring task is never abandoned"
     assert kept["execution_time"] == NOW + timedelta(seconds=10)  # min(30s backoff, next run)
 
@@ -322,12 +303,12 @@ async def test_version_mismatch_is_logged_and_harmless(
             )
 
     task = one_time("stolen")(steal)
-    scheduler = make(db, [task], clock)
+    scheduler = db.scheduler([task], clock)
     await db.resolve(scheduler.schedule(db.engine, task.instance("s")))
     with caplog.at_level(logging.WARNING, logger="sqla_scheduler"):
         await scheduler.run_due()
     assert "version mismatch: remove of stolen/s (version 2) not recorded" in caplog.text
-    kept = row(db, "stolen", "s")
+    kept = db.row("stolen", "s")
     assert kept is not None
     assert kept["version"] == 12
     assert kept["picked"] is False
@@ -366,18 +347,18 @@ async def test_dead_executions_are_revived(db: Harness, clock: ManualClock):
     # reported as found: who had it and when it last beat
     assert (revived[0].picked, revived[0].picked_by) == (True, "crashed")
     assert revived[0].last_heartbeat == NOW - timedelta(seconds=61)
-    dead = row(db, "work", "dead")
+    dead = db.row("work", "dead")
     assert dead is not None
     assert (dead["picked"], dead["picked_by"], dead["execution_time"]) == (False, None, NOW)
     assert (dead["consecutive_failures"], dead["version"]) == (1, 6)
-    assert row(db, "work", "alive")["picked"] is True  # type: ignore[index]
+    assert db.row("work", "alive")["picked"] is True  # type: ignore[index]
     assert recorder.events == [("dead", "dead")]
     assert await scheduler.run_due() == 1
 
 
 async def test_orphans_are_left_alone_then_deleted(db: Harness, clock: ManualClock):
     known = one_time("known")(lambda ctx: None)
-    scheduler = make(db, [known], clock, delete_unresolved_after=timedelta(days=14))
+    scheduler = db.scheduler([known], clock, delete_unresolved_after=timedelta(days=14))
     with db.sync_engine.begin() as conn:
         for instance, age in (("old", 15), ("young", 13)):
             conn.execute(
@@ -396,7 +377,7 @@ async def test_orphans_are_left_alone_then_deleted(db: Harness, clock: ManualClo
     ]
     deleted = await scheduler.delete_orphans()
     assert [(name, instance) for name, instance, _ in deleted] == [("retired", "old")]
-    assert row(db, "retired", "young") is not None
+    assert db.row("retired", "young") is not None
 
 
 async def test_undecodable_payload_is_removed_with_its_raw_payload_logged(
@@ -409,7 +390,7 @@ async def test_undecodable_payload_is_removed_with_its_raw_payload_logged(
         x: int
 
     task = one_time("typed", payload_type=Point)(lambda ctx: None)
-    scheduler = make(db, [task], clock)
+    scheduler = db.scheduler([task], clock)
     with db.sync_engine.begin() as conn:
         conn.execute(
             insert(db.table).values(
@@ -418,7 +399,7 @@ async def test_undecodable_payload_is_removed_with_its_raw_payload_logged(
         )
     with caplog.at_level(logging.ERROR, logger="sqla_scheduler"):
         await scheduler.run_due()
-    assert row(db, "typed", "bad") is None
+    assert db.row("typed", "bad") is None
     assert "removed typed/bad: its payload does not decode" in caplog.text
     assert "{'y': 'oops'}" in caplog.text
 
@@ -433,10 +414,10 @@ async def test_recurring_upsert_at_start_up(db: Harness, clock: ManualClock):
         recurring("busy", Cron("0 0 * * * ?"))(noop),
         recurring("retired", FixedDelay(timedelta(hours=1)))(noop),
     ]
-    await make(db, v1, clock).run_due()  # registers; nothing is due yet
+    await db.scheduler(v1, clock).run_due()  # registers; nothing is due yet
     with db.sync_engine.begin() as conn:
         conn.execute(update(db.table).where(db.table.c.task_name == "busy").values(picked=True))
-    before = {name: row(db, name, "recurring") for name in ("cron", "delay", "busy")}
+    before = {name: db.row(name, "recurring") for name in ("cron", "delay", "busy")}
     clock.advance(timedelta(minutes=10))
     v2 = [
         recurring("cron", Cron("0 30 * * * ?"), priority=7)(noop),  # deterministic change
@@ -444,8 +425,8 @@ async def test_recurring_upsert_at_start_up(db: Harness, clock: ManualClock):
         recurring("busy", Cron("0 30 * * * ?"), priority=9)(noop),
         recurring("retired", "-")(noop),
     ]
-    await make(db, v2, clock).run_due()
-    cron, delay, busy = (row(db, n, "recurring") for n in ("cron", "delay", "busy"))
+    await db.scheduler(v2, clock).run_due()
+    cron, delay, busy = (db.row(n, "recurring") for n in ("cron", "delay", "busy"))
     assert cron is not None
     assert delay is not None
     assert busy is not None
@@ -454,7 +435,7 @@ async def test_recurring_upsert_at_start_up(db: Harness, clock: ManualClock):
     assert (delay["priority"], delay["schedule"]) == (3, "FIXED_DELAY|5m")
     assert delay["execution_time"] == before["delay"]["execution_time"]  # type: ignore[index]
     assert busy == before["busy"], "a picked row is not touched"
-    assert row(db, "retired", "recurring") is None
+    assert db.row("retired", "recurring") is None
 
 
 async def test_handler_scheduled_work_commits_with_success_only(db: Harness, clock: ManualClock):
@@ -466,13 +447,13 @@ async def test_handler_scheduled_work_commits_with_success_only(db: Harness, clo
         if ctx.instance_id == "bad":
             raise RuntimeError("fails after scheduling")
 
-    scheduler = make(db, [parent, child], clock)
+    scheduler = db.scheduler([parent, child], clock)
     await db.resolve(
         scheduler.schedule_batch(db.engine, [parent.instance("good"), parent.instance("bad")])
     )
     await scheduler.run_due()
-    assert row(db, "child", "of-good") is not None
-    assert row(db, "child", "of-bad") is None
+    assert db.row("child", "of-good") is not None
+    assert db.row("child", "of-bad") is None
 
 
 # --- the real loop --------------------------------------------------------------------
@@ -481,7 +462,7 @@ async def test_handler_scheduled_work_commits_with_success_only(db: Harness, clo
 async def test_priorities_with_concurrency_one(db: Harness):
     order: list[str] = []
     task = one_time("job")(lambda ctx: order.append(ctx.instance_id))
-    scheduler = make(db, [task], concurrency=1, polling_interval=timedelta(milliseconds=50))
+    scheduler = db.scheduler([task], concurrency=1, polling_interval=timedelta(milliseconds=50))
     await db.resolve(
         scheduler.schedule_batch(
             db.engine,
@@ -497,7 +478,7 @@ async def test_priorities_with_concurrency_one(db: Harness):
 async def test_run_in_a_task_group_picks_new_work_and_stops(db: Harness):
     done = threading.Event()
     task = one_time("job")(lambda ctx: done.set())
-    scheduler = make(db, [task], polling_interval=timedelta(milliseconds=20))
+    scheduler = db.scheduler([task], polling_interval=timedelta(milliseconds=20))
     async with anyio.create_task_group() as tg:
         tg.start_soon(scheduler.run)
         await wait_for(lambda: scheduler.running)
@@ -511,8 +492,7 @@ async def test_run_in_a_task_group_picks_new_work_and_stops(db: Harness):
 async def test_heartbeats_keep_a_long_execution_alive(db: Harness):
     release = threading.Event()
     task = one_time("long")(lambda ctx: release.wait(30))
-    scheduler = make(
-        db,
+    scheduler = db.scheduler(
         [task],
         heartbeat_interval=timedelta(milliseconds=50),
         missed_heartbeat_limit=2,
@@ -520,15 +500,15 @@ async def test_heartbeats_keep_a_long_execution_alive(db: Harness):
     )
     await db.resolve(scheduler.schedule(db.engine, task.instance("l")))
     async with scheduler:
-        await wait_for(lambda: (row(db, "long", "l") or {}).get("picked") is True)
-        first = row(db, "long", "l")["last_heartbeat"]  # type: ignore[index]
+        await wait_for(lambda: (db.row("long", "l") or {}).get("picked") is True)
+        first = db.row("long", "l")["last_heartbeat"]  # type: ignore[index]
         await wait_for(
-            lambda: row(db, "long", "l")["last_heartbeat"] > first + timedelta(milliseconds=200)
+            lambda: db.row("long", "l")["last_heartbeat"] > first + timedelta(milliseconds=200)
         )  # type: ignore[index]
         # older than dead_after (100 ms) would be revived; it is still ours
-        assert row(db, "long", "l")["picked_by"] == "test-worker"  # type: ignore[index]
+        assert db.row("long", "l")["picked_by"] == "test-worker"  # type: ignore[index]
         release.set()
-        await wait_for(lambda: row(db, "long", "l") is None)
+        await wait_for(lambda: db.row("long", "l") is None)
 
 
 async def test_stop_releases_what_is_still_running(db: Harness):
@@ -544,8 +524,7 @@ async def test_stop_releases_what_is_still_running(db: Harness):
         polite_done.set()
 
     tasks = [one_time("stubborn")(stubborn), one_time("polite")(polite)]
-    scheduler = make(
-        db,
+    scheduler = db.scheduler(
         tasks,
         polling_interval=timedelta(milliseconds=20),
         shutdown_max_wait=timedelta(milliseconds=300),
@@ -556,8 +535,8 @@ async def test_stop_releases_what_is_still_running(db: Harness):
     async with scheduler:
         await wait_for(lambda: started.is_set() and db.count("picked") == 2)
     assert polite_done.is_set()
-    assert row(db, "polite", "p") is None, "a handler that returned on shutdown completes"
-    released = row(db, "stubborn", "s")
+    assert db.row("polite", "p") is None, "a handler that returned on shutdown completes"
+    released = db.row("stubborn", "s")
     assert released is not None
     assert (released["picked"], released["picked_by"]) == (False, None)
     assert db.count("picked") == 0
@@ -568,7 +547,7 @@ async def test_start_and_stop_on_a_background_thread(db: Harness):
         pytest.skip("start()/stop() serve sync applications; the async engine case is run()")
     done = threading.Event()
     task = one_time("job")(lambda ctx: done.set())
-    scheduler = make(db, [task], polling_interval=timedelta(milliseconds=20))
+    scheduler = db.scheduler([task], polling_interval=timedelta(milliseconds=20))
 
     def sync_app() -> None:
         scheduler.start()
@@ -588,14 +567,14 @@ async def test_recurring_task_survives_revivals_past_the_global_retry_cap(
 ):
     ran: list[int] = []
     tick = recurring("tick", FixedDelay(timedelta(minutes=1)))(lambda ctx: ran.append(1))
-    scheduler = make(db, [tick], clock, max_retries=1)
+    scheduler = db.scheduler([tick], clock, max_retries=1)
     await scheduler.run_due()
     with db.sync_engine.begin() as conn:  # as if revived after three crashes
         conn.execute(update(db.table).values(consecutive_failures=3))
     clock.advance(timedelta(minutes=1))
     assert await scheduler.run_due() == 1
     assert ran == [1, 1]
-    assert row(db, "tick", "recurring")["consecutive_failures"] == 0  # type: ignore[index]
+    assert db.row("tick", "recurring")["consecutive_failures"] == 0  # type: ignore[index]
 
 
 async def test_a_scheduler_without_tasks_refuses_to_delete_orphans(db: Harness):
@@ -607,8 +586,8 @@ async def test_a_scheduler_without_tasks_refuses_to_delete_orphans(db: Harness):
 async def test_the_loop_runs_without_prepared_statements(db: Harness):
     done: list[str] = []
     task = one_time("job")(lambda ctx: done.append(ctx.instance_id))
-    scheduler = make(
-        db, [task], prepared_statements=False, polling_interval=timedelta(milliseconds=20)
+    scheduler = db.scheduler(
+        [task], prepared_statements=False, polling_interval=timedelta(milliseconds=20)
     )
     await db.resolve(
         scheduler.schedule_batch(db.engine, [task.instance(f"j{i}") for i in range(40)])
