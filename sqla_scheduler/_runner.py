@@ -284,6 +284,18 @@ class _Held:
 
 
 @dataclass(eq=False)
+class _Starting:
+    """A worker waiting for the start of its execution to be recorded."""
+
+    held: _Held
+    done: anyio.Event = field(default_factory=anyio.Event)
+    #: Set on the waiter that is to write the next batch.
+    lead: bool = False
+    #: The keys recorded as started in its batch; ``None`` when writing them failed.
+    started: set[Key] | None = None
+
+
+@dataclass(eq=False)
 class _Pending:
     """A completion waiting for the completer, and what to do once it is recorded."""
 
@@ -330,6 +342,8 @@ class Runner:
         self._stop = anyio.Event()
         self._idle = anyio.Event()
         self._send: MemoryObjectSendStream[_Held]
+        self._starting: list[_Starting] = []
+        self._starter_busy = False
         self._pending: list[_Pending] = []
         self._pending_ready = anyio.Event()
         self._completer_running = False
@@ -521,7 +535,8 @@ class Runner:
                     continue
                 self._running += 1
                 try:
-                    await self.process(held)
+                    if await self._start(held):
+                        await self.process(held)
                 except anyio.get_cancelled_exc_class():
                     with anyio.CancelScope(shield=True):
                         await self._commit_release(held)
@@ -540,6 +555,69 @@ class Runner:
                         self._idle.set()
                     if self._more_due and self._outstanding <= self._low:
                         self._wake.set()
+
+    async def _start(self, held: _Held) -> bool:
+        """Record that ``held``'s handler starts; return whether it may run.
+
+        The record is what lets revival tell a started execution (its lost attempt counts
+        as a failure) from one that only waited in this process's queue. Workers arriving
+        while a record is being written wait and are written together in the next
+        statement. An execution taken over by another scheduler is let go, not run; when
+        the record cannot be written, the execution is handed back instead.
+        """
+        waiter = _Starting(held)
+        self._starting.append(waiter)
+        if self._starter_busy:
+            await waiter.done.wait()
+            if not waiter.lead:
+                return await self._after_start(waiter)
+        self._starter_busy = True
+        batch, self._starting = self._starting, []
+        try:
+            started = await self._mark_started([w.held for w in batch])
+        finally:
+            if self._starting:  # the next batch gathered meanwhile: its first writes it
+                self._starting[0].lead = True
+                self._starting[0].done.set()
+            else:
+                self._starter_busy = False
+        for other in batch:
+            other.started = started
+            if other is not waiter:
+                other.done.set()
+        return await self._after_start(waiter)
+
+    async def _after_start(self, waiter: _Starting) -> bool:
+        held = waiter.held
+        key = (held.execution.task_name, held.execution.instance_id)
+        if waiter.started is None:  # not recorded: hand it back for a later pick
+            await self._submit(
+                held, Completion(execution=held.execution, kind="release", now=self.clock.now())
+            )
+            return False
+        if key not in waiter.started:
+            held.lost = True
+            self._version_mismatch(held.execution, "start")
+            self._let_go(held)
+            return False
+        return True
+
+    async def _mark_started(self, batch: list[_Held]) -> set[Key] | None:
+        keys = [
+            (h.execution.task_name, h.execution.instance_id, h.execution.version) for h in batch
+        ]
+        try:
+            return await self.db.shielded(
+                partial(_store.mark_started, table=self.table, held=keys, now=self.clock.now()),
+                autocommit=True,
+            )
+        except Exception:
+            log.warning(
+                "could not record the start of %d execution(s); handing them back",
+                len(keys),
+                exc_info=True,
+            )
+            return None
 
     # --- one execution ------------------------------------------------------------
 
@@ -1043,7 +1121,9 @@ class Runner:
             if not batch:
                 return ran
             for execution in batch:
-                await self.process(self._hold(execution))
+                held = self._hold(execution)
+                if await self._start(held):
+                    await self.process(held)
             ran += len(batch)
             if ran > max_executions:
                 raise RuntimeError(

@@ -215,9 +215,20 @@ class Statements:
                 picked=True,
                 picked_by=bindparam("picker"),
                 last_heartbeat=now,
+                started_at=None,
                 version=c.version + 1,
             )
             .returning(*table.c)
+        )
+
+        #: Mark held executions ``keys`` (task, instance, version) as started, just before
+        #: their handlers run; returns those still held. Like a heartbeat it checks the
+        #: version and does not bump it.
+        self.mark_started: Update = (
+            update(table)
+            .where(self.picked, *self._held_keys())
+            .values(started_at=now)
+            .returning(c.task_name, c.task_instance)
         )
 
         #: Refresh the heartbeat of ``keys`` (task, instance, version) still held; returns
@@ -262,12 +273,15 @@ class Statements:
             "last_heartbeat": None,
             "execution_time": now,
             "last_failure": now,
-            "consecutive_failures": c.consecutive_failures + 1,
+            # only a started handler's lost attempt counts; a queued one just goes back
+            "consecutive_failures": c.consecutive_failures
+            + case((c.started_at.is_not(None), 1), else_=0),
+            "started_at": None,
             "version": c.version + 1,
         }
-        #: Return dead executions to due now, counting the lost attempt as a failure, in
-        #: one statement. Returns the rows as they were found: who had picked them and when
-        #: they last beat. ``None`` where RETURNING cannot see the rows as found (SQLite):
+        #: Return dead executions to due now, counting a started one's lost attempt as a
+        #: failure, in one statement. Returns the rows as they were found: who had picked
+        #: them and when they last beat. ``None`` where RETURNING cannot see the rows as found (SQLite):
         #: there, :attr:`find_dead` then :attr:`revive_found` do it in two.
         self.revive: Update | None = None
         if backend.returning_sees_from:
@@ -347,6 +361,7 @@ class Statements:
                 picked=False,
                 picked_by=None,
                 last_heartbeat=None,
+                started_at=None,
                 version=c.version + 1,
                 **values,
             )

@@ -301,6 +301,18 @@ def heartbeat(
     return {(name, instance) for name, instance in rows}
 
 
+def mark_started(
+    conn: Connection, table: Table, held: Sequence[tuple[str, str, int]], now: datetime
+) -> set[Key]:
+    """Record that the handlers of held (task, instance, version) start now; return the
+    ones still held (the others were taken over and must not run)."""
+    if not held:
+        return set()
+    stmts = _statements(conn, table)
+    rows = conn.execute(stmts.mark_started, {**_key_lists(stmts, held), "now": now})
+    return {(name, instance) for name, instance in rows}
+
+
 def _key_lists(stmts: Statements, keys: Sequence[tuple[str, str, int]]) -> dict[str, Any]:
     """Bind (task, instance, version) keys the way ``Statements._held_keys`` expects."""
     if stmts.backend.name == "postgresql":

@@ -60,6 +60,8 @@ class Execution:
     #: The trace context captured when the execution was scheduled (W3C ``traceparent``
     #: and ``tracestate``), when an interceptor captured one.
     trace_context: dict[str, str] | None = None
+    #: When the handler of this picked execution started; ``None`` while it waits.
+    started_at: datetime | None = None
 
     @classmethod
     def from_row(cls, row: RowMapping) -> Execution:
@@ -79,6 +81,7 @@ class Execution:
             priority=row["priority"],
             schedule=row["schedule"],
             trace_context=row.get("trace_context"),
+            started_at=row.get("started_at"),
         )
 
     def status(self, now: datetime, known_tasks: Collection[str] | None = None) -> ExecutionStatus:

@@ -98,6 +98,7 @@ def scheduled_tasks_table(
         Column("priority", SmallInteger(), nullable=False, server_default=text("0")),
         Column("schedule", Text(), nullable=True),
         Column("trace_context", JSONOrNull, nullable=True),
+        Column("started_at", UTCDateTime(), nullable=True),
         schema=schema,
         postgresql_with=QUEUE_STORAGE,
     )
@@ -151,6 +152,7 @@ class ScheduledTask(Base):
     priority: Mapped[int]
     schedule: Mapped[str | None]
     trace_context: Mapped[Any]
+    started_at: Mapped[datetime | None]
 
     def __repr__(self) -> str:
         return f"<ScheduledTask {self.task_name}/{self.task_instance} at {self.execution_time}>"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import signal
 import time
 
-import pytest
 from sqlalchemy import Engine
 
 from tests.concurrency.conftest import Workers, rows, scalar
@@ -51,12 +50,6 @@ def test_a_poison_pill_is_abandoned_after_max_retries(
     assert "abandoned poison/die after" in report, report
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect: executions picked alongside the pill (queued in the crashing "
-    "process, not started) are revived with a failure counted too and may be abandoned "
-    "unrun; see docs/guarantees.md",
-)
 def test_executions_queued_beside_a_poison_pill_still_run(
     workers: Workers, app_db: Engine, db_url: str
 ) -> None:

@@ -325,7 +325,9 @@ async def test_dead_executions_are_revived(db: Harness, clock: ManualClock):
         listeners=[recorder],
     )
     await db.resolve(
-        scheduler.schedule_batch(db.engine, [task.instance("dead"), task.instance("alive")])
+        scheduler.schedule_batch(
+            db.engine, [task.instance(i) for i in ("dead", "alive", "waiting")]
+        )
     )
     t = db.table
     with db.sync_engine.begin() as conn:
@@ -334,6 +336,7 @@ async def test_dead_executions_are_revived(db: Harness, clock: ManualClock):
                 picked=True,
                 picked_by="crashed",
                 last_heartbeat=NOW - timedelta(seconds=61),
+                started_at=NOW - timedelta(seconds=70),
                 version=5,
             )
         )
@@ -342,8 +345,16 @@ async def test_dead_executions_are_revived(db: Harness, clock: ManualClock):
             .where(t.c.task_instance == "alive")
             .values(last_heartbeat=NOW - timedelta(seconds=59))
         )
+        # picked by the crashed process but still queued there: its handler never started
+        conn.execute(update(t).where(t.c.task_instance == "waiting").values(started_at=None))
     revived = await scheduler.revive_dead_executions()
-    assert [e.instance_id for e in revived] == ["dead"]
+    assert sorted(e.instance_id for e in revived) == ["dead", "waiting"]
+    waiting = db.row("work", "waiting")
+    assert waiting is not None
+    assert (waiting["picked"], waiting["consecutive_failures"]) == (False, 0), (
+        "a queued execution's revival counts no failure"
+    )
+    revived = [e for e in revived if e.instance_id == "dead"]
     # reported as found: who had it and when it last beat
     assert (revived[0].picked, revived[0].picked_by) == (True, "crashed")
     assert revived[0].last_heartbeat == NOW - timedelta(seconds=61)
@@ -352,8 +363,8 @@ async def test_dead_executions_are_revived(db: Harness, clock: ManualClock):
     assert (dead["picked"], dead["picked_by"], dead["execution_time"]) == (False, None, NOW)
     assert (dead["consecutive_failures"], dead["version"]) == (1, 6)
     assert db.row("work", "alive")["picked"] is True  # type: ignore[index]
-    assert recorder.events == [("dead", "dead")]
-    assert await scheduler.run_due() == 1
+    assert sorted(recorder.events) == [("dead", "dead"), ("dead", "waiting")]
+    assert await scheduler.run_due() == 2
 
 
 async def test_orphans_are_left_alone_then_deleted(db: Harness, clock: ManualClock):
