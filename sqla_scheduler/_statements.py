@@ -281,8 +281,8 @@ class Statements:
         }
         #: Return dead executions to due now, counting a started one's lost attempt as a
         #: failure, in one statement. Returns the rows as they were found: who had picked
-        #: them and when they last beat. ``None`` where RETURNING cannot see the rows as found (SQLite):
-        #: there, :attr:`find_dead` then :attr:`revive_found` do it in two.
+        #: them and when they last beat. ``None`` where RETURNING cannot see the rows as
+        #: found (SQLite): there, :attr:`find_dead` then :attr:`revive_found` do it in two.
         self.revive: Update | None = None
         if backend.returning_sees_from:
             dead = (
