@@ -535,7 +535,7 @@ class Runner:
                     continue
                 self._running += 1
                 try:
-                    if await self._start(held):
+                    if await self._may_start(held):
                         await self.process(held)
                 except anyio.get_cancelled_exc_class():
                     with anyio.CancelScope(shield=True):
@@ -556,14 +556,26 @@ class Runner:
                     if self._more_due and self._outstanding <= self._low:
                         self._wake.set()
 
+    async def _may_start(self, held: _Held) -> bool:
+        """Whether ``held``'s handler may run now, recording its start when that matters.
+
+        A revival counts a failure only for an execution whose start was recorded, so
+        that executions merely waiting in a dead process's queue lose nothing. Recording
+        costs a statement, so only executions that have been in trouble before (a failure
+        or a revival set ``last_failure``) are recorded: a handler that kills its process
+        is thus counted from its second crash on, and abandoned after ``max_retries``
+        counted crashes like any failing execution.
+        """
+        if held.execution.last_failure is None:
+            return True
+        return await self._start(held)
+
     async def _start(self, held: _Held) -> bool:
         """Record that ``held``'s handler starts; return whether it may run.
 
-        The record is what lets revival tell a started execution (its lost attempt counts
-        as a failure) from one that only waited in this process's queue. Workers arriving
-        while a record is being written wait and are written together in the next
-        statement. An execution taken over by another scheduler is let go, not run; when
-        the record cannot be written, the execution is handed back instead.
+        Workers arriving while a record is being written wait and are written together in
+        the next statement. An execution taken over by another scheduler is let go, not
+        run; when the record cannot be written, the execution is handed back instead.
         """
         waiter = _Starting(held)
         self._starting.append(waiter)
@@ -610,6 +622,8 @@ class Runner:
             return await self.db.shielded(
                 partial(_store.mark_started, table=self.table, held=keys, now=self.clock.now()),
                 autocommit=True,
+                # one record is written at a time (see _start), so it can keep a connection
+                lane="starter" if self._completer_running else None,
             )
         except Exception:
             log.warning(
@@ -1122,7 +1136,7 @@ class Runner:
                 return ran
             for execution in batch:
                 held = self._hold(execution)
-                if await self._start(held):
+                if await self._may_start(held):
                     await self.process(held)
             ran += len(batch)
             if ran > max_executions:
