@@ -56,5 +56,14 @@ def test_a_poison_pill_is_abandoned_after_max_retries(
 def test_executions_queued_beside_a_poison_pill_still_run(
     workers: Workers, app_db: Engine, db_url: str
 ) -> None:
+    """Waiting in the queue of a process the pill kills costs an execution nothing.
+
+    With concurrency 2, one neighbour at a time runs beside the pill, and its handler is
+    killed with the process: that is a real lost attempt, and a neighbour that runs beside
+    the pill at every counted crash can be abandoned. Every other neighbour only waited in
+    the queue when the process died, and runs.
+    """
     run_poison_pill(workers, app_db, db_url)
-    assert rows(app_db, "select count(distinct instance) from runs where phase = 'done'") == [(20,)]
+    (done,) = rows(app_db, "select count(distinct instance) from runs where phase = 'done'")
+    concurrency = 2
+    assert done[0] >= 20 - (concurrency - 1), done
