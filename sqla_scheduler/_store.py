@@ -338,36 +338,6 @@ def remove(conn: Connection, table: Table, execution: Execution) -> bool:
     return conn.execute(stmts.remove, _key_params(execution)).rowcount == 1
 
 
-def succeed(
-    conn: Connection,
-    table: Table,
-    execution: Execution,
-    *,
-    next_time: datetime,
-    data: Any,
-    now: datetime,
-) -> bool:
-    """Hand back a held execution to run again at ``next_time`` with ``data``."""
-    stmts = _statements(conn, table)
-    params = {**_key_params(execution), "new_time": next_time, "new_data": data, "now": now}
-    return conn.execute(stmts.succeed, params).rowcount == 1
-
-
-def fail(
-    conn: Connection,
-    table: Table,
-    execution: Execution,
-    *,
-    retry_at: datetime,
-    failures: int,
-    now: datetime,
-) -> bool:
-    """Hand back a held execution to retry at ``retry_at`` with ``failures`` counted."""
-    stmts = _statements(conn, table)
-    params = {**_key_params(execution), "new_time": retry_at, "failures": failures, "now": now}
-    return conn.execute(stmts.fail, params).rowcount == 1
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Completion:
     """The outcome of one held execution, to commit with others in one transaction.
@@ -397,29 +367,26 @@ def complete(conn: Connection, table: Table, batch: Sequence[Completion]) -> lis
     if removes:
         keys = [(e.task_name, e.instance_id, e.version) for e in removes]
         removed = {(n, i) for n, i in conn.execute(stmts.remove_many, _key_lists(stmts, keys))}
+    hand_back = {"succeed": stmts.succeed, "fail": stmts.fail, "release": stmts.release}
     recorded: list[bool] = []
     for c in batch:
         e = c.execution
         if c.kind == "remove":
             ok = (e.task_name, e.instance_id) in removed
-        elif c.kind == "succeed":
-            assert c.at is not None
-            ok = succeed(conn, table, e, next_time=c.at, data=c.data, now=c.now)
-        elif c.kind == "fail":
-            assert c.at is not None
-            ok = fail(conn, table, e, retry_at=c.at, failures=c.failures, now=c.now)
         else:
-            ok = release(conn, table, e)
+            # Each statement binds the parameters it names and ignores the others.
+            params = {
+                **_key_params(e),
+                "now": c.now,
+                "new_time": c.at,
+                "new_data": c.data,
+                "failures": c.failures,
+            }
+            ok = conn.execute(hand_back[c.kind], params).rowcount == 1
         if ok and c.scheduled:
             insert_instances(conn, table, c.scheduled, c.now)
         recorded.append(ok)
     return recorded
-
-
-def release(conn: Connection, table: Table, execution: Execution) -> bool:
-    """Hand back a held execution unchanged, so another scheduler takes it at once."""
-    stmts = _statements(conn, table)
-    return conn.execute(stmts.release, _key_params(execution)).rowcount == 1
 
 
 def revive(
