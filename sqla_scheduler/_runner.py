@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.abc
 import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 import sniffio
 from anyio.streams.memory import MemoryObjectSendStream
@@ -45,6 +46,7 @@ from sqla_scheduler import _store
 from sqla_scheduler._dialects import backend_for, notify_channel
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._store import Completion
+from sqla_scheduler._threads import HandlerThreads
 from sqla_scheduler.clock import DatabaseClock
 from sqla_scheduler.context import ExecutionContext, ShutdownSignal
 from sqla_scheduler.exceptions import PayloadError
@@ -302,8 +304,6 @@ class _Pending:
     held: _Held
     completion: Completion
     on_recorded: Callable[[], None] | None
-    done: anyio.Event = field(default_factory=anyio.Event)
-    recorded: bool = False
 
 
 class Runner:
@@ -325,7 +325,7 @@ class Runner:
         )
         self.shutdown = ShutdownSignal()
         self.held: dict[Key, _Held] = {}
-        self._handlers = anyio.CapacityLimiter(config.concurrency)
+        self._handler_threads = HandlerThreads()
         self._base_low = max(0, math.floor(config.concurrency * config.pick_lower_fraction))
         self._base_high = max(
             config.concurrency, math.ceil(config.concurrency * config.pick_upper_fraction)
@@ -390,6 +390,7 @@ class Runner:
         finally:
             self._listener_stop.set()
             self._send.close()
+            self._handler_threads.close()
             await self.db.close()
         log.info("scheduler %r stopped", self.config.scheduler_name)
 
@@ -704,9 +705,7 @@ class Runner:
     async def _call(self, task: Task[Any], context: ExecutionContext[Any]) -> Any:
         if task.is_async:
             return await task.handler(context)
-        result = await anyio.to_thread.run_sync(
-            task.handler, context, limiter=self._handlers, abandon_on_cancel=True
-        )
+        result = await self._handler_threads.run(task.handler, context)
         if inspect.isawaitable(result):  # e.g. a sync callable that returns a coroutine
             return await result
         return result
@@ -883,6 +882,9 @@ class Runner:
     async def _complete_loop(self) -> None:
         while True:
             await self._pending_ready.wait()
+            # One turn of the loop first: workers already able to run finish and join
+            # this batch, so a busy scheduler commits fewer, larger batches.
+            await anyio.lowlevel.checkpoint()
             self._pending_ready = anyio.Event()
             batch, self._pending = self._pending, []
             if batch:
