@@ -38,6 +38,9 @@ class Backend:
     #: The statement that opens each of the scheduler's own units of work, or ``None``
     #: when the driver's implicit BEGIN will do.
     begin: str | None
+    #: The system column that addresses a row directly (PostgreSQL's ``ctid``, SQLite's
+    #: ``rowid``); valid within a statement that holds the row.
+    row_locator: str
 
     def insert(self, table: Table) -> Any:
         """An INSERT for ``table`` that supports ``on_conflict_do_nothing``."""
@@ -77,6 +80,7 @@ POSTGRESQL = Backend(
     supports_skip_locked=True,
     returning_sees_from=True,
     begin=None,
+    row_locator="ctid",
 )
 SQLITE = Backend(
     "sqlite",
@@ -84,6 +88,7 @@ SQLITE = Backend(
     supports_skip_locked=False,
     returning_sees_from=False,
     begin="BEGIN IMMEDIATE",
+    row_locator="rowid",
 )
 
 

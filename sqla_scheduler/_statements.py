@@ -29,6 +29,7 @@ from sqlalchemy import (
     delete,
     false,
     func,
+    literal_column,
     not_,
     select,
     true,
@@ -193,8 +194,9 @@ class Statements:
 
         now = bindparam("now", type_=c.execution_time.type)
         version_matches = c.version == bindparam("seen_version")
+        row: ColumnElement[Any] = literal_column(backend.row_locator)
         due = (
-            select(c.task_name, c.task_instance)
+            select(row)
             .where(
                 self.unpicked,
                 c.execution_time <= now,
@@ -203,14 +205,18 @@ class Statements:
             .order_by(c.priority.desc(), c.execution_time)
             .limit(bindparam("limit"))
             .with_for_update(skip_locked=True)
-            .cte("due")
         )
         #: Pick up to ``limit`` due executions of ``names`` in priority order and mark them
         #: picked by ``picker``, in one statement. Rows other schedulers hold locked are
         #: skipped, not waited for (PostgreSQL). Returns the picked rows, in no order.
+        #:
+        #: The due rows are found by their physical address (``ctid``, SQLite's ``rowid``),
+        #: stable while the statement holds their locks, so that updating them is a direct
+        #: fetch per row rather than a join with the table (which PostgreSQL may plan as a
+        #: scan of every row).
         self.pick: Update = (
             update(table)
-            .where(c.task_name == due.c.task_name, c.task_instance == due.c.task_instance)
+            .where(self._locator_in(row, due))
             .values(
                 picked=True,
                 picked_by=bindparam("picker"),
@@ -379,6 +385,16 @@ class Statements:
             schedule=bindparam("schedule"),
             trace_context=bindparam("trace_context", type_=c.trace_context.type),
         )
+
+    def _locator_in(self, row: ColumnElement[Any], rows: Select[Any]) -> ColumnElement[bool]:
+        """``row`` is among the row locators that ``rows`` selects.
+
+        PostgreSQL gets ``ctid = ANY(ARRAY(subquery))``: the subquery runs once and each
+        address is a TID scan; ``IN (subquery)`` may become a join.
+        """
+        if self.backend.name == "postgresql":
+            return row == any_(func.array(rows.scalar_subquery()))
+        return row.in_(rows.scalar_subquery())
 
     def _one_of(self, column: ColumnElement[str], name: str) -> ColumnElement[bool]:
         """``column`` is one of the list bound as ``name``.
