@@ -278,7 +278,8 @@ class _Held:
     """An execution this scheduler has picked and not yet handed back."""
 
     execution: Execution
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    #: A worker has taken it from the queue (its handler may be running).
+    taken: bool = False
     #: Its version moved under us (revived elsewhere); the outcome will not be committed.
     lost: bool = False
     #: Its outcome is being committed; a heartbeat miss now is not a loss.
@@ -384,7 +385,8 @@ class Runner:
                     finally:
                         self.shutdown.set()
                         self._send.close()
-                        await self._wind_down(graceful=graceful)
+                        await self._wind_down(workers.cancel_scope, graceful=graceful)
+                await self._release_untaken()
                 await self._flush()
                 services.cancel_scope.cancel()
         finally:
@@ -404,22 +406,37 @@ class Runner:
         self._wake.set()
         self._stop.set()
 
-    async def _wind_down(self, *, graceful: bool) -> None:
+    async def _wind_down(self, workers: anyio.CancelScope, *, graceful: bool) -> None:
+        """Give running handlers up to ``shutdown_max_wait``, then cancel the workers.
+
+        A cancelled worker hands its execution back before it ends (see :meth:`_worker`);
+        executions still queued are handed back by :meth:`_release_untaken`.
+        """
         with anyio.CancelScope(shield=True):
             grace = self.config.shutdown_max_wait.total_seconds() if graceful else 0
             if self._running and grace:
                 log.info("waiting up to %ss for %d execution(s)", grace, self._running)
                 with anyio.move_on_after(grace):
                     await self._idle.wait()
-            for held in list(self.held.values()):
-                if not held.completing:
-                    if self._running:
-                        log.warning(
-                            "releasing %s/%s: still running after shutdown_max_wait",
-                            held.execution.task_name,
-                            held.execution.instance_id,
-                        )
-                    held.scope.cancel()
+            if not self._running:
+                return  # the workers hand back what is queued and end by themselves
+            for held in self.held.values():
+                if held.taken and not held.completing:
+                    log.warning(
+                        "releasing %s/%s: still running after shutdown_max_wait",
+                        held.execution.task_name,
+                        held.execution.instance_id,
+                    )
+            workers.cancel()
+
+    async def _release_untaken(self) -> None:
+        """Hand back the executions that were still queued when the workers were cancelled."""
+        for held in list(self.held.values()):
+            if not held.taken and not held.completing:
+                await self._submit(
+                    held,
+                    Completion(execution=held.execution, kind="release", now=self.clock.now()),
+                )
 
     # --- recurring tasks ----------------------------------------------------------
 
@@ -457,7 +474,11 @@ class Runner:
 
     @property
     def _low(self) -> int:
-        return self._base_low * self._boost
+        if self._boost == 1:
+            return self._base_low
+        # Under a backlog, top up at half the upper limit: the next pick then runs while
+        # the workers still have half a pick's worth to do, instead of once they starve.
+        return max(self._base_low * self._boost, self._high // 2)
 
     @property
     def _high(self) -> int:
@@ -535,6 +556,7 @@ class Runner:
                     )
                     continue
                 self._running += 1
+                held.taken = True
                 try:
                     if await self._may_start(held):
                         await self.process(held)
@@ -670,21 +692,15 @@ class Runner:
         started = time.monotonic()
         error: BaseException | None = None
         result: Any = None
-        with held.scope:
-            try:
-                if self.interceptors:
-                    result = await run_chain(
-                        self.interceptors, context, partial(self._call, task, context)
-                    )
-                else:
-                    result = await self._call(task, context)
-            except Exception as exc:
-                error = exc
-        if held.scope.cancelled_caught:
-            await self._submit(
-                held, Completion(execution=execution, kind="release", now=self.clock.now())
-            )
-            return
+        try:
+            if self.interceptors:
+                result = await run_chain(
+                    self.interceptors, context, partial(self._call, task, context)
+                )
+            else:
+                result = await self._call(task, context)
+        except Exception as exc:
+            error = exc
         duration = timedelta(seconds=time.monotonic() - started)
         now = self.clock.now()
         if error is None:
