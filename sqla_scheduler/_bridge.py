@@ -63,8 +63,10 @@ def call(
     """Run ``fn`` on ``target``'s connection, in ``target``'s transaction if it has one.
 
     An engine gets a transaction of the library's own. When ``fn`` runs exactly one
-    statement (``one_statement``), that statement is its own transaction: it commits or
-    fails as a whole without BEGIN and COMMIT round trips around it.
+    statement (``one_statement``) on PostgreSQL, that statement is its own transaction: it
+    commits or fails as a whole without BEGIN and COMMIT round trips around it. SQLite has
+    no round trips to save, and an application's ``begin`` hook (SQLAlchemy's pysqlite
+    recipe emits BEGIN there) would open a transaction that autocommit never ends.
     """
     if isinstance(target, Connection):
         return fn(target)
@@ -73,7 +75,7 @@ def call(
     if isinstance(target, Session):
         return fn(_session_connection(target, table))
     if isinstance(target, Engine):
-        if one_statement:
+        if one_statement and target.dialect.name == "postgresql":
             with target.connect() as conn:
                 return fn(conn.execution_options(isolation_level="AUTOCOMMIT"))
         with target.begin() as conn:
@@ -95,7 +97,7 @@ def call(
 async def _in_own_transaction(
     engine: AsyncEngine, fn: Callable[[Connection], T], one_statement: bool
 ) -> T:
-    if one_statement:
+    if one_statement and engine.dialect.name == "postgresql":
         async with engine.connect() as conn:
             await conn.execution_options(isolation_level="AUTOCOMMIT")
             return await conn.run_sync(fn)

@@ -86,9 +86,12 @@ def task_and_scheduler(engine: Engine | AsyncEngine, ran: list[str]) -> tuple[An
 
 
 async def schedule(scheduler: Scheduler, engine: Engine | AsyncEngine, *instances: Any) -> None:
-    result = scheduler.schedule_batch(engine, list(instances))
-    if not isinstance(result, int):
-        await result
+    """The first instance through ``schedule``, the others through ``schedule_batch``."""
+    first, *others = instances
+    one = scheduler.schedule(engine, first)
+    assert (one if isinstance(one, bool) else await one) is True
+    result = scheduler.schedule_batch(engine, others)
+    assert (result if isinstance(result, int) else await result) == len(others)
 
 
 async def test_every_unit_of_work_of_the_scheduler_begins_immediate(
