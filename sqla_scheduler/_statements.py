@@ -71,7 +71,9 @@ class Statements:
 
         #: Many executions in one statement with one JSON parameter that the server turns
         #: into rows (PostgreSQL): one statement text whatever the batch size, so it is
-        #: parsed once, and far less to encode than a parameter per value.
+        #: parsed once, and far less to encode than a parameter per value. A key missing
+        #: from a row's object is NULL. Returns one row: how many were inserted, and how
+        #: many NOTIFYs went out (one per task name with a due execution among them).
         self.insert_many: Executable | None = None
         if backend.name == "postgresql":
             new = (
@@ -88,11 +90,26 @@ class Statements:
                 )
                 .render_derived(with_types=True)
             )
-            self.insert_many = (
+            inserted_many = (
                 backend.insert(table)
                 .from_select([col.name for col in new.c], select(new))
                 .on_conflict_do_nothing(index_elements=[c.task_name, c.task_instance])
                 .returning(c.task_name, c.execution_time)
+                .cte("inserted")
+            )
+            due_names = (
+                select(inserted_many.c.task_name)
+                .where(
+                    inserted_many.c.execution_time <= bindparam("now", type_=c.execution_time.type)
+                )
+                .distinct()
+                .subquery("due")
+            )
+            self.insert_many = select(
+                select(func.count()).select_from(inserted_many).scalar_subquery(),
+                select(
+                    func.count(func.pg_notify(bindparam("channel"), due_names.c.task_name))
+                ).scalar_subquery(),
             )
 
         #: One execution inserted and, when it is due, a NOTIFY sent, in one statement

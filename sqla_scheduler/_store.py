@@ -64,6 +64,10 @@ def check_table(conn: Connection, table: Table) -> None:
         )
 
 
+#: Columns whose NULL an ``insert_many`` row leaves out.
+_NULLABLE = ("task_data", "schedule", "trace_context")
+
+
 def insert_instances(
     conn: Connection,
     table: Table,
@@ -95,11 +99,15 @@ def insert_instances(
         params = {**rows[0], "now": now, "channel": stmts.channel}
         return len(conn.execute(stmts.insert_one, params).all())
     if stmts.insert_many is not None:
+        # As JSON objects: times in ISO form, NULLs left out (a missing key reads as NULL).
         for row in rows:
             row["execution_time"] = row["execution_time"].isoformat()
-        inserted = conn.execute(stmts.insert_many, {"rows": rows}).all()
-    else:
-        inserted = conn.execute(stmts.insert, rows).all()
+            for key in _NULLABLE:
+                if row[key] is None:
+                    del row[key]
+        params = {"rows": rows, "now": now, "channel": stmts.channel}
+        return int(conn.execute(stmts.insert_many, params).scalar_one())
+    inserted = conn.execute(stmts.insert, rows).all()
     due = {name for name, execution_time in inserted if execution_time <= now}
     if due:
         _wake(conn, stmts, due)

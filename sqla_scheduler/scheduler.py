@@ -137,7 +137,13 @@ class Scheduler:
         batch = list(instances)
         for instance in batch:
             _check_instance(instance)
-        return _bridge.call(target, self.table, partial(self._insert, batch, single=False))
+        # A batch of one chunk is one statement (its NOTIFYs included on PostgreSQL).
+        return _bridge.call(
+            target,
+            self.table,
+            partial(self._insert, batch, single=False),
+            one_statement=len(batch) <= _BATCH_CHUNK,
+        )
 
     def _insert(self, batch: Sequence[TaskInstance[Any]], conn: Any, *, single: bool) -> Any:
         now = self.clock.now()

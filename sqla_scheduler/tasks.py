@@ -360,24 +360,33 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _check_text_key(value: object, what: str, limit: int) -> None:
+def _check_text_key(value: object, what: str | Callable[[], str], limit: int) -> None:
+    """Fail unless ``value`` is a usable key; ``what`` names it (built only on failure)."""
+    if (
+        isinstance(value, str)
+        and 0 < len(value) <= limit
+        and value.isascii()
+        and value == value.strip()
+        and "\x00" not in value
+    ):
+        return  # the common case, with nothing to encode or name
+    name = what if isinstance(what, str) else what()
     if not isinstance(value, str):
-        raise TaskDefinitionError(f"{what} must be a str, got {value!r}")
+        raise TaskDefinitionError(f"{name} must be a str, got {value!r}")
     if not value:
-        raise TaskDefinitionError(f"{what} must not be empty")
+        raise TaskDefinitionError(f"{name} must not be empty")
     if value != value.strip():
-        raise TaskDefinitionError(f"{what} {value!r} has leading or trailing white space")
+        raise TaskDefinitionError(f"{name} {value!r} has leading or trailing white space")
     if "\x00" in value:
-        raise TaskDefinitionError(f"{what} {value!r} contains a NUL character")
+        raise TaskDefinitionError(f"{name} {value!r} contains a NUL character")
     try:
-        encoded = value.encode("utf-8")
+        value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise TaskDefinitionError(f"{what} {value!r} is not valid Unicode: {exc}") from exc
+        raise TaskDefinitionError(f"{name} {value!r} is not valid Unicode: {exc}") from exc
     if len(value) > limit:
         raise TaskDefinitionError(
-            f"{what} {value[:40]!r}... is {len(value)} characters long; the limit is {limit}"
+            f"{name} {value[:40]!r}... is {len(value)} characters long; the limit is {limit}"
         )
-    del encoded
 
 
 def _check_task_name(name: object) -> None:
@@ -385,7 +394,7 @@ def _check_task_name(name: object) -> None:
 
 
 def _check_instance_id(task_name: str, instance_id: object) -> None:
-    _check_text_key(instance_id, f"task {task_name!r}: instance id", MAX_INSTANCE_ID_LENGTH)
+    _check_text_key(instance_id, lambda: f"task {task_name!r}: instance id", MAX_INSTANCE_ID_LENGTH)
 
 
 def _check_priority(task_name: str, field_name: str, value: object) -> None:

@@ -157,7 +157,7 @@ async def test_schedule_batch_uses_one_statement_per_chunk(db: Harness, schedule
     inserts: list[str] = []
 
     def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement.lstrip().upper().startswith("INSERT"):
+        if "INSERT INTO" in statement.upper():  # also the INSERT of a WITH ... INSERT
             inserts.append(statement)
 
     sync_engine = db.engine.sync_engine if isinstance(db.engine, AsyncEngine) else db.engine
@@ -344,3 +344,29 @@ async def test_only_new_due_executions_notify(db: Harness, scheduler: Scheduler)
         await db.resolve(scheduler.schedule(db.engine, send_email.instance("due")))
         await db.resolve(scheduler.reschedule(db.engine, "invoice", "i", NOW))
         assert _next_notification(listener) == "invoice"
+
+
+@pytest.mark.postgres_only("NOTIFY wake-ups exist on PostgreSQL only; SQLite schedulers poll")
+async def test_a_batch_notifies_once_per_task_with_new_due_executions(
+    db: Harness, scheduler: Scheduler
+):
+    later = NOW + timedelta(hours=1)
+    with _listen(db, scheduler) as listener:
+        async with db.session() as session:  # rolled back: no notification
+            await db.resolve(
+                scheduler.schedule_batch(session, [send_email.instance(f"x-{i}") for i in range(3)])
+            )
+            await db.rollback(session)
+        only_later = [invoice.instance(f"i-{i}", Invoice(i, []), at=later) for i in range(3)]
+        assert await db.resolve(scheduler.schedule_batch(db.engine, only_later)) == 3
+        mixed = [
+            *(send_email.instance(f"e-{i}") for i in range(5)),
+            *(invoice.instance(f"j-{i}", Invoice(i, []), at=later) for i in range(5)),
+        ]
+        assert await db.resolve(scheduler.schedule_batch(db.engine, mixed)) == 10
+        await db.resolve(scheduler.schedule(db.engine, invoice.instance("due", Invoice(0, []))))
+
+        # In commit order, so anything the rollback or the later-only batch had sent would
+        # come first: one for the mixed batch's due task, then the single schedule's.
+        payloads = [n.payload for n in listener.notifies(timeout=10, stop_after=2)]
+        assert payloads == ["send-email", "invoice"]
