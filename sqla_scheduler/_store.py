@@ -64,10 +64,6 @@ def check_table(conn: Connection, table: Table) -> None:
         )
 
 
-#: Columns whose NULL an ``insert_many`` row leaves out.
-_NULLABLE = ("task_data", "schedule", "trace_context")
-
-
 def insert_instances(
     conn: Connection,
     table: Table,
@@ -83,7 +79,12 @@ def insert_instances(
     if not instances:
         return 0
     stmts = _statements(conn, table)
-    rows = [
+    if stmts.insert_many is not None and len(instances) > 1:
+        now_text = now.isoformat()
+        rows = [_json_row(i, now_text, trace_context) for i in instances]
+        params = {"rows": rows, "now": now, "channel": stmts.channel}
+        return int(conn.execute(stmts.insert_many, params).scalar_one())
+    values = [
         {
             "task_name": i.task_name,
             "task_instance": i.instance_id,
@@ -95,23 +96,35 @@ def insert_instances(
         }
         for i in instances
     ]
-    if len(rows) == 1 and stmts.insert_one is not None:
-        params = {**rows[0], "now": now, "channel": stmts.channel}
+    if len(values) == 1 and stmts.insert_one is not None:
+        params = {**values[0], "now": now, "channel": stmts.channel}
         return len(conn.execute(stmts.insert_one, params).all())
-    if stmts.insert_many is not None:
-        # As JSON objects: times in ISO form, NULLs left out (a missing key reads as NULL).
-        for row in rows:
-            row["execution_time"] = row["execution_time"].isoformat()
-            for key in _NULLABLE:
-                if row[key] is None:
-                    del row[key]
-        params = {"rows": rows, "now": now, "channel": stmts.channel}
-        return int(conn.execute(stmts.insert_many, params).scalar_one())
-    inserted = conn.execute(stmts.insert, rows).all()
+    inserted = conn.execute(stmts.insert, values).all()
     due = {name for name, execution_time in inserted if execution_time <= now}
     if due:
         _wake(conn, stmts, due)
     return len(inserted)
+
+
+def _json_row(
+    instance: TaskInstance[Any], now_text: str, trace_context: Mapping[str, str] | None
+) -> dict[str, Any]:
+    """One row of ``insert_many``'s JSON: times in ISO form, NULLs left out (a missing
+    key reads as NULL)."""
+    at = instance.execution_time
+    row: dict[str, Any] = {
+        "task_name": instance.task_name,
+        "task_instance": instance.instance_id,
+        "execution_time": now_text if at is None else at.isoformat(),
+        "priority": instance.priority,
+    }
+    if instance.data is not None:
+        row["task_data"] = instance.data
+    if instance.schedule is not None:
+        row["schedule"] = instance.schedule
+    if trace_context is not None:
+        row["trace_context"] = trace_context
+    return row
 
 
 def cancel(conn: Connection, table: Table, task_name: str, instance_id: str) -> bool:
