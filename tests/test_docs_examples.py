@@ -23,28 +23,53 @@ Files. ``<!-- test: GROUP file=PATH -->`` writes the block, in any language, to 
 script's directory instead of into the script: a module the page shows whole
 (``myapp/tasks.py``), an ``alembic.ini`` the check hands to Alembic, text the check
 compares with what the library does.
+
+Shell commands. Each command of an ``sh``/``bash``/``console`` block (``$`` prompts, ``\\``
+continuations, ``NAME=value`` prefixes and ``#`` comments understood) must be one this
+module knows how to check: ``sqla-scheduler`` (or ``python -m sqla_scheduler``) is parsed
+by the real command line, so a renamed option or command fails, and its ``db`` and
+``executions`` commands also run, in page order, against a SQLite file standing in for the
+page's database URL; commands that run until stopped (``worker``, ``admin``, ``demo``) are
+only parsed. ``pip install`` must name extras the project defines, ``make`` a target of
+the Makefile, ``alembic`` parse with Alembic's own parser, ``python -m pytest`` collect
+what it names. Any other command fails the test until a check is added for it.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
+import click
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from sqla_scheduler import migrate
+from sqla_scheduler.cli import cli
+from tests import _cli
 from tests._cli import ROOT, cli_env
 
 DOCS = ROOT / "docs"
 FIXTURES = ROOT / "tests" / "docs_fixtures"
 MARKER = re.compile(r"^(?P<indent>[ \t]*)<!-- test: (?P<spec>[^>]*?) -->\s*$")
 FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w-]*)\s*$")
+
+#: Blocks of shell commands, checked by ``test_docs_shell_commands``.
+SHELL = {"sh", "bash", "console", "shell"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -183,3 +208,134 @@ def test_docs_example_runs(key: tuple[str, str], tmp_path: Path) -> None:
         check=False,
     )
     assert run.returncode == 0, f"{key}:\n{run.stdout}\n{run.stderr}"
+
+
+# --- shell commands ---------------------------------------------------------------------
+
+#: ``sqla-scheduler`` commands that also run (quickly, then exit) against a SQLite file.
+RUN = {"db upgrade", "db current", "db downgrade", "executions"}
+SHELL_BLOCKS = [block for block in BLOCKS if block.lang in SHELL]
+
+
+def commands(block: Block) -> list[tuple[dict[str, str], list[str]]]:
+    """The block's commands, each as ``(NAME=value prefixes, argv)``."""
+    lines = block.body.replace("\\\n", " ").splitlines()
+    if any(line.startswith("$ ") for line in lines):  # a console session: skip the output
+        lines = [line.removeprefix("$ ") for line in lines if line.startswith("$ ")]
+    found = []
+    for line in lines:
+        words = shlex.split(line, comments=True)
+        env = {}
+        while words and re.fullmatch(r"[A-Za-z_]\w*=.*", words[0]):
+            name, _, value = words.pop(0).partition("=")
+            env[name] = value
+        if words:
+            found.append((env, words))
+    return found
+
+
+def leaf_commands(group: click.Group, prefix: str = "") -> Iterator[tuple[str, click.Command]]:
+    """``("db upgrade", command)`` for every command under ``group``."""
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            yield from leaf_commands(command, f"{prefix}{name} ")
+        else:
+            yield f"{prefix}{name}", command
+
+
+def parse_cli(args: list[str], env: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    """``sqla-scheduler ARGS`` parsed by the real command line, without running it.
+
+    Returns the command (``"db upgrade"``) and its parameters; a usage error raises.
+    """
+    called: list[tuple[str, dict[str, Any]]] = []
+
+    def record(path: str, **params: Any) -> None:
+        called.append((path, params))
+
+    with ExitStack() as stack:
+        stack.enter_context(mock.patch.dict(os.environ))
+        os.environ.pop("DATABASE_URL", None)
+        os.environ.update(env)
+        for path, command in leaf_commands(cli):
+            stack.enter_context(mock.patch.object(command, "callback", partial(record, path)))
+        cli.main(args, prog_name="sqla-scheduler", standalone_mode=False)
+    (parsed,) = called
+    return parsed
+
+
+def check_sqla_scheduler(args: list[str], env: dict[str, str], database: str) -> None:
+    command, _ = parse_cli(args, env)
+    if command not in RUN:
+        return
+    # the page's database URL (a placeholder, or PostgreSQL) becomes the SQLite file
+    args = [database if n and args[n - 1] == "--url" else arg for n, arg in enumerate(args)]
+    run = _cli.run(*args, env=cli_env(DATABASE_URL=database))
+    assert run.returncode == 0, f"sqla-scheduler {shlex.join(args)}:\n{run.stdout}\n{run.stderr}"
+
+
+def project_extras() -> tuple[str, set[str]]:
+    """The project's name and extras, from pyproject.toml (Python 3.10: as installed)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:
+        installed = importlib.metadata.metadata("sqla-scheduler")
+        return installed["Name"], set(installed.get_all("Provides-Extra") or ())
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return project["name"], set(project["optional-dependencies"])
+
+
+def check_pip_install(args: list[str]) -> None:
+    name, extras = project_extras()
+    for arg in args:
+        requirement = Requirement(arg)
+        assert canonicalize_name(requirement.name) == canonicalize_name(name), arg
+        assert requirement.extras <= extras, arg
+
+
+def check_make(targets: list[str]) -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    for target in targets:
+        assert re.search(rf"^{re.escape(target)}:", makefile, re.MULTILINE), f"make {target}"
+
+
+def check_alembic(args: list[str], env: dict[str, str]) -> None:
+    from alembic.config import CommandLine
+
+    try:
+        options = CommandLine(prog="alembic").parser.parse_args(args)
+    except SystemExit as exc:  # argparse printed why
+        raise AssertionError(f"alembic {shlex.join(args)}: bad usage") from exc
+    authoring_env = (ROOT / "alembic" / "env.py").read_text()
+    for name in env:
+        assert name in authoring_env, f"alembic/env.py does not read {name}"
+    if getattr(options, "head", None):
+        assert migrate.script_directory().get_revisions(options.head), options.head
+
+
+def check_pytest(args: list[str]) -> None:
+    collect = [sys.executable, "-m", "pytest", *args, "--collect-only", "-p", "no:cacheprovider"]
+    run = subprocess.run(
+        collect, cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=120, check=False
+    )
+    assert run.returncode == 0, f"{shlex.join(collect)}:\n{run.stdout}\n{run.stderr}"
+
+
+@pytest.mark.parametrize("block", SHELL_BLOCKS, ids=[block.where for block in SHELL_BLOCKS])
+def test_docs_shell_commands(block: Block, tmp_path: Path) -> None:
+    database = f"sqlite:///{tmp_path / 'docs.db'}"
+    for env, argv in commands(block):
+        if argv[0] == "sqla-scheduler":
+            check_sqla_scheduler(argv[1:], env, database)
+        elif argv[:3] == ["python", "-m", "sqla_scheduler"]:
+            check_sqla_scheduler(argv[3:], env, database)
+        elif argv[:2] == ["pip", "install"]:
+            check_pip_install(argv[2:])
+        elif argv[0] == "make":
+            check_make(argv[1:])
+        elif argv[0] == "alembic":
+            check_alembic(argv[1:], env)
+        elif argv[:3] == ["python", "-m", "pytest"]:
+            check_pytest(argv[3:])
+        else:
+            raise AssertionError(f"{block.where}: no check for `{shlex.join(argv)}`: add one")
