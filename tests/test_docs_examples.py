@@ -1,5 +1,9 @@
 """The documentation's examples run, as written, against a fresh SQLite file.
 
+Every fenced block in ``docs/`` is accounted for: a marked block runs (below), a shell
+block's commands are checked (further below), and only program output, diagrams and
+abridged SQL (``SHOWN_ONLY``) are left alone.
+
 Python examples. A fenced ``python`` block directly preceded by ``<!-- test: GROUP... -->``
 (at the same indentation, e.g. inside a tab or a list item) belongs to each named group.
 The blocks of one group on one page are joined in page order into a script, which runs in
@@ -68,6 +72,9 @@ FIXTURES = ROOT / "tests" / "docs_fixtures"
 MARKER = re.compile(r"^(?P<indent>[ \t]*)<!-- test: (?P<spec>[^>]*?) -->\s*$")
 FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w-]*)\s*$")
 
+#: Blocks shown, never run: program output and formulas, diagrams, SQL abridged from what
+#: the statement builders produce (their own tests run the real statements).
+SHOWN_ONLY = {"text", "mermaid", "sql"}
 #: Blocks of shell commands, checked by ``test_docs_shell_commands``.
 SHELL = {"sh", "bash", "console", "shell"}
 
@@ -175,6 +182,15 @@ EXAMPLES = runnable_examples()
 def test_the_getting_started_examples_are_runnable() -> None:
     assert ("getting-started.md", "sync") in EXAMPLES
     assert ("getting-started.md", "async") in EXAMPLES
+
+
+def test_every_block_is_run_checked_or_only_shown() -> None:
+    unaccounted = [
+        f"{block.where} ({block.lang})"
+        for block in BLOCKS
+        if not block.groups and block.lang not in SHELL | SHOWN_ONLY
+    ]
+    assert not unaccounted, f"mark these with <!-- test: GROUP -->: {unaccounted}"
 
 
 def test_every_fixture_belongs_to_a_group() -> None:
