@@ -102,9 +102,12 @@ class DatabaseClock:
 class ManualClock:
     """A clock that stands still until a test moves it.
 
+    ```pycon
     >>> clock = ManualClock(datetime(2030, 1, 1, tzinfo=timezone.utc))
     >>> clock.advance(timedelta(minutes=5)).isoformat()
     '2030-01-01T00:05:00+00:00'
+
+    ```
     """
 
     def __init__(self, start: datetime | None = None) -> None:

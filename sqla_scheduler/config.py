@@ -6,6 +6,7 @@ Build a config directly with ``timedelta`` values, or from text with
 Every bad key or value raises [`ConfigurationError`][] naming the key as it was written and
 the offending value.
 
+```pycon
 >>> from datetime import timedelta
 >>> config = SchedulerConfig(concurrency=4, polling_interval=timedelta(seconds=2))
 >>> config.dead_after
@@ -16,6 +17,8 @@ datetime.timedelta(microseconds=250000)
 4
 >>> config.replace(concurrency=8).concurrency
 8
+
+```
 """
 
 from __future__ import annotations
@@ -149,8 +152,11 @@ class SchedulerConfig:
     def replace(self, **changes: Any) -> SchedulerConfig:
         """Return a copy with ``changes`` applied, validated like a new config.
 
+        ```pycon
         >>> SchedulerConfig().replace(concurrency=2).concurrency
         2
+
+        ```
         """
         for name in changes:
             if name not in _RULES:
@@ -169,8 +175,11 @@ class SchedulerConfig:
         ``yes``/``no``, ``on``/``off`` or ``1``/``0``. ``""`` or ``"none"`` leaves
         ``max_retries`` unset, and ``""`` leaves ``schema`` unset.
 
+        ```pycon
         >>> SchedulerConfig.from_mapping({"max_retries": "3", "listen": "off"}).max_retries
         3
+
+        ```
         """
         return cls._from_named(mapping, _KEYS)
 
@@ -184,9 +193,12 @@ class SchedulerConfig:
         [`from_mapping`][] value. A variable that starts with ``prefix`` but names no field
         is an error, so a typo fails loudly. ``environ`` defaults to ``os.environ``.
 
+        ```pycon
         >>> env = {"SQLA_SCHEDULER_POLLING_INTERVAL": "250ms", "HOME": "/root"}
         >>> SchedulerConfig.from_env(environ=env).polling_interval.total_seconds()
         0.25
+
+        ```
         """
         if not prefix:
             raise ConfigurationError("from_env() needs a non-empty prefix")

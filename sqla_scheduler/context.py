@@ -51,11 +51,13 @@ class ShutdownSignal:
 class ExecutionContext(Generic[P]):
     """Everything a handler knows about the execution it is running.
 
-    Build one directly to call a handler in a test::
+    Build one directly to call a handler in a test:
 
-        ctx = ExecutionContext(payload={"order": 7}, task_name="send-email",
-                               instance_id="order-7", execution_time=now)
-        send_email(ctx)
+    ```python
+    ctx = ExecutionContext(payload={"order": 7}, task_name="send-email",
+                           instance_id="order-7", execution_time=now)
+    send_email(ctx)
+    ```
     """
 
     #: The decoded payload (an instance of the task's ``payload_type`` when it has one).

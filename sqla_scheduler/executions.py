@@ -2,12 +2,14 @@
 
 [`Execution`][] is a snapshot of one row, as ``Scheduler.executions`` lists them.
 [`list_executions`][] lists them from outside the application, given a database URL and
-optionally the application's scheduler: it is what ``sqla-scheduler executions`` prints::
+optionally the application's scheduler: it is what ``sqla-scheduler executions`` prints:
 
-    from sqla_scheduler.executions import list_executions
+```python
+from sqla_scheduler.executions import list_executions
 
-    for execution in list_executions("sqlite:///app.db", "failing", limit=20):
-        print(execution.task_name, execution.instance_id, execution.consecutive_failures)
+for execution in list_executions("sqlite:///app.db", "failing", limit=20):
+    print(execution.task_name, execution.instance_id, execution.consecutive_failures)
+```
 """
 
 from __future__ import annotations

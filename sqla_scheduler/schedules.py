@@ -12,10 +12,12 @@ Every datetime passed in must be timezone-aware (any zone); every datetime retur
 timezone-aware UTC.
 
 Each schedule has a one-line text form (``str(schedule)`` or ``schedule.text``) that
-[`parse_schedule`][] reads back to an equal schedule::
+[`parse_schedule`][] reads back to an equal schedule:
 
-    FIXED_DELAY|30s             FIXED_RATE|1m|10s          DAILY|12:30,15:30|Europe/Rome
-    CRON|0 0 * * * ?            CRON|0 30 2 * * ?|Europe/Berlin        -
+```text
+FIXED_DELAY|30s             FIXED_RATE|1m|10s          DAILY|12:30,15:30|Europe/Rome
+CRON|0 0 * * * ?            CRON|0 30 2 * * ?|Europe/Berlin        -
+```
 
 Daylight-saving time is handled the same way by [`Cron`][] and [`Daily`][], whose
 times are wall-clock times in their zone:
@@ -259,9 +261,11 @@ class Daily(Schedule):
     """Run every day at one or more wall-clock times in time zone ``tz``.
 
     Times are ``time`` values without tzinfo or microseconds, or strings ``"HH:MM"`` /
-    ``"HH:MM:SS"``, given positionally, as ``times=``, or both::
+    ``"HH:MM:SS"``, given positionally, as ``times=``, or both:
 
-        Daily(time(12, 30), "15:30", tz="Europe/Rome")
+    ```python
+    Daily(time(12, 30), "15:30", tz="Europe/Rome")
+    ```
 
     They are stored as a sorted tuple without duplicates; at least one is required.
     """

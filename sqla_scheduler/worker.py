@@ -1,11 +1,13 @@
 """Run a scheduler in the foreground: what ``sqla-scheduler worker module:attr`` does.
 
 [`load_scheduler`][] finds the application's [`Scheduler`][sqla_scheduler.Scheduler] from a
-``module:attr`` string, and [`run_worker`][] runs it until SIGINT or SIGTERM::
+``module:attr`` string, and [`run_worker`][] runs it until SIGINT or SIGTERM:
 
-    from sqla_scheduler.worker import load_scheduler, run_worker
+```python
+from sqla_scheduler.worker import load_scheduler, run_worker
 
-    run_worker(load_scheduler("myapp.tasks:scheduler"))
+run_worker(load_scheduler("myapp.tasks:scheduler"))
+```
 
 The first signal stops the scheduler gracefully: no new picks, running executions get
 ``shutdown_max_wait`` to finish, and whatever is still running then is released for other
