@@ -1,6 +1,6 @@
 """One code path for sync and async callers.
 
-Every database operation is a sync function of a ``Connection``. :func:`call` runs it on
+Every database operation is a sync function of a ``Connection``. ``call`` runs it on
 whatever the caller handed us: directly on a ``Connection``, on a ``Session``'s connection,
 in a transaction of its own for an ``Engine``, and through ``run_sync`` for the async
 counterparts (which makes the result a coroutine to await).

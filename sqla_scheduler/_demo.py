@@ -122,7 +122,7 @@ SHIPMENT_STEPS = ("label created", "in transit", "out for delivery", "delivered"
 
 
 def charge(card: str, attempt: int) -> None:
-    """Charge ``card``; raise :class:`PaymentError` as the card's behaviour says."""
+    """Charge ``card``; raise ``PaymentError`` as the card's behaviour says."""
     timeouts, declined = CARDS[card]
     time.sleep(0.15)  # the gateway's round trip
     if declined:
@@ -506,7 +506,7 @@ def run(
     """Run the demo until ``duration`` seconds have passed (or SIGINT/SIGTERM), then sum up.
 
     ``database_url`` defaults to a new SQLite file in a temporary directory. The view is
-    live on a terminal and plain lines otherwise. Raises :class:`DemoError` if a
+    live on a terminal and plain lines otherwise. Raises ``DemoError`` if a
     rolled-back order left anything behind.
     """
     console = console or Console()

@@ -49,7 +49,7 @@ class Backend:
         return sqlite.insert(table)
 
     def unit_of_work(self, fn: Callable[[Connection], T]) -> Callable[[Connection], T]:
-        """``fn`` as one of the scheduler's own units of work, opened with :attr:`begin`.
+        """``fn`` as one of the scheduler's own units of work, opened with ``begin``.
 
         On SQLite that is ``BEGIN IMMEDIATE``: the unit takes the database's write lock
         before its first statement, waiting up to the busy timeout for it, instead of
@@ -93,7 +93,7 @@ SQLITE = Backend(
 
 
 def backend_for(dialect: Dialect) -> Backend:
-    """Return the :class:`Backend` for a SQLAlchemy dialect, or fail naming it."""
+    """Return the ``Backend`` for a SQLAlchemy dialect, or fail naming it."""
     if dialect.name == "postgresql":
         return POSTGRESQL
     if dialect.name == "sqlite":

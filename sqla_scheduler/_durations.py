@@ -1,7 +1,7 @@
 """Duration strings such as ``250ms``, ``10s``, ``5m``, ``1h`` and ``14d``.
 
 Parsing is delegated to pytimeparse2; formatting writes the shortest text that parses back
-to the same :class:`~datetime.timedelta`.
+to the same ``timedelta``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ _UNITS: tuple[tuple[str, timedelta], ...] = (
 def parse_duration(text: str) -> timedelta:
     """Parse a non-negative duration such as ``"250ms"`` or ``"1h30m"``.
 
-    Raises :class:`ValueError` with the text in the message when it is not a duration or
+    Raises ``ValueError`` with the text in the message when it is not a duration or
     is negative.
     """
     cleaned = text.strip()
@@ -35,7 +35,7 @@ def parse_duration(text: str) -> timedelta:
 
 
 def format_duration(value: timedelta) -> str:
-    """Write ``value`` in the compact form :func:`parse_duration` reads, e.g. ``"1h30m"``."""
+    """Write ``value`` in the compact form ``parse_duration`` reads, e.g. ``"1h30m"``."""
     if value < timedelta(0):
         raise ValueError(f"cannot format a negative duration: {value!r}")
     if value == timedelta(0):

@@ -46,7 +46,7 @@ class PayloadCodec(Generic[P]):
             self._adapter = _type_adapter(task_name, payload_type)
 
     def encode(self, value: P) -> Any:
-        """Return the JSON form of ``value``; :class:`PayloadError` when it has none."""
+        """Return the JSON form of ``value``; ``PayloadError`` when it has none."""
         if value is None:
             return None
         pt = self.payload_type
@@ -70,7 +70,7 @@ class PayloadCodec(Generic[P]):
         return _normalize_json(self.task_name, raw)
 
     def decode(self, data: Any) -> P:
-        """Rebuild a payload from its stored JSON form; :class:`PayloadError` on mismatch."""
+        """Rebuild a payload from its stored JSON form; ``PayloadError`` on mismatch."""
         pt = self.payload_type
         if pt is None or data is None:
             return cast(P, data)

@@ -1,6 +1,6 @@
 """The execution loop: pick, run, heartbeat, complete, retry, revive, stop.
 
-One :class:`Runner` lives for one ``Scheduler.run()``. Its services are small loops around
+One ``Runner`` lives for one ``Scheduler.run()``. Its services are small loops around
 ``*_once`` methods that tests can call directly:
 
 - the picker keeps a queue of picked executions between a lower and an upper fraction of
@@ -12,7 +12,7 @@ One :class:`Runner` lives for one ``Scheduler.run()``. Its services are small lo
   ``delete_orphans_once``);
 - the listener turns PostgreSQL notifications into wake-ups.
 
-Database work goes through :class:`Database`, which runs each unit of work (a sync function
+Database work goes through ``Database``, which runs each unit of work (a sync function
 of a ``Connection`` from ``_store``) in a worker thread for a sync engine or through
 ``run_sync`` for an async one. Nothing here imports asyncio.
 """
@@ -130,7 +130,7 @@ class Database:
     async def shielded(
         self, fn: Callable[[Connection], T], *, autocommit: bool = False, lane: str | None = None
     ) -> T:
-        """:meth:`run`, shielded from cancellation: a commit is never cut in half."""
+        """``run``, shielded from cancellation: a commit is never cut in half."""
         with anyio.CancelScope(shield=True):
             result = await self.run(fn, autocommit=autocommit, lane=lane)
         return result
@@ -355,7 +355,7 @@ class Runner:
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Register recurring tasks, run every service until :meth:`request_stop`, stop."""
+        """Register recurring tasks, run every service until ``request_stop``, stop."""
         check_backend(self.scheduler.engine)
         await self.sync_clock()
         await self.register_recurring()
@@ -400,7 +400,7 @@ class Runner:
         return self.shutdown.is_set
 
     def request_stop(self) -> None:
-        """Stop picking, signal handlers, and let :meth:`run` wind down."""
+        """Stop picking, signal handlers, and let ``run`` wind down."""
         self.shutdown.set()
         self._listener_stop.set()
         self._wake.set()
@@ -1027,7 +1027,7 @@ class Runner:
             await anyio.sleep(interval)
 
     async def sync_clock(self) -> None:
-        """Measure a :class:`DatabaseClock`'s offset when it is due (a no-op for others)."""
+        """Measure a ``DatabaseClock``'s offset when it is due (a no-op for others)."""
         clock = self.clock
         if isinstance(clock, DatabaseClock) and clock.due():
             offset = await self.db.shielded(clock.measure)

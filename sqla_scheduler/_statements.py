@@ -305,7 +305,7 @@ class Statements:
         #: Return dead executions to due now, counting a started one's lost attempt as a
         #: failure, in one statement. Returns the rows as they were found: who had picked
         #: them and when they last beat. ``None`` where RETURNING cannot see the rows as
-        #: found (SQLite): there, :attr:`find_dead` then :attr:`revive_found` do it in two.
+        #: found (SQLite): there, ``find_dead`` then ``revive_found`` do it in two.
         self.revive: Update | None = None
         if backend.returning_sees_from:
             dead = (
@@ -335,7 +335,7 @@ class Statements:
             c.task_name, c.task_instance, c.version, c.picked_by, c.last_heartbeat
         ).where(is_dead)
         #: Revive the dead executions ``keys`` (task, instance, version) found by
-        #: :attr:`find_dead`, if they are still dead; returns them as revived.
+        #: ``find_dead``, if they are still dead; returns them as revived.
         self.revive_found: Update = (
             update(table).where(is_dead, *self._held_keys()).values(revived).returning(*table.c)
         )
@@ -520,7 +520,7 @@ class Statements:
         instance_contains: str | None,
         known_tasks: frozenset[str],
     ) -> Select[Any]:
-        """How many executions :meth:`list_executions` would list without a limit."""
+        """How many executions ``list_executions`` would list without a limit."""
         return (
             select(func.count())
             .select_from(self.table)
@@ -537,5 +537,5 @@ class Statements:
 
 @cache
 def statements_for(table: Table, backend: Backend) -> Statements:
-    """The cached :class:`Statements` for ``table`` on ``backend``."""
+    """The cached ``Statements`` for ``table`` on ``backend``."""
     return Statements(table, backend)

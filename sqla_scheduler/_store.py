@@ -55,7 +55,7 @@ def _wake(conn: Connection, stmts: Statements, task_names: set[str]) -> None:
 
 
 def check_table(conn: Connection, table: Table) -> None:
-    """Raise :class:`MissingTableError` when ``table`` is not in the database."""
+    """Raise ``MissingTableError`` when ``table`` is not in the database."""
     if not inspect(conn).has_table(table.name, schema=table.schema):
         url = conn.engine.url.render_as_string(hide_password=True)
         raise MissingTableError(
@@ -209,7 +209,7 @@ def count_executions(
     known_tasks: frozenset[str],
     now: datetime,
 ) -> int:
-    """How many executions :func:`list_executions` lists with the same filters."""
+    """How many executions ``list_executions`` lists with the same filters."""
     stmts = _statements(conn, table)
     query = stmts.count_executions(
         state=state,

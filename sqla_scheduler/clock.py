@@ -1,7 +1,7 @@
 """Where the scheduler reads the time.
 
-Every statement that depends on "now" binds the value a :class:`Clock` returns, so a test
-can pin time with :class:`ManualClock` and move it forward instead of sleeping.
+Every statement that depends on "now" binds the value a [`Clock`][] returns, so a test
+can pin time with [`ManualClock`][] and move it forward instead of sleeping.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ __all__ = ["Clock", "DatabaseClock", "ManualClock", "SystemClock"]
 
 @runtime_checkable
 class Clock(Protocol):
-    """A source of the current time as a timezone-aware UTC :class:`~datetime.datetime`."""
+    """A source of the current time as a timezone-aware UTC ``datetime``."""
 
     def now(self) -> datetime:
         """Return the current time, timezone-aware, in UTC."""
@@ -30,7 +30,7 @@ class SystemClock:
     """The machine's wall clock, in UTC."""
 
     def now(self) -> datetime:
-        """Return :func:`datetime.now` in UTC."""
+        """Return ``datetime.now`` in UTC."""
         return datetime.now(timezone.utc)
 
     def __repr__(self) -> str:
@@ -48,7 +48,7 @@ class DatabaseClock:
     database's ``clock_timestamp()`` and adds it to every reading, so all the workers of a
     cluster share the database's time, within the round trip of the measurement.
 
-    :meth:`measure` takes a connection; the runner calls it when it starts and again every
+    [`measure`][] takes a connection; the runner calls it when it starts and again every
     ``refresh`` (from its maintenance loop), so a machine clock that steps or drifts is
     corrected. Until it is first measured, the clock reads ``base`` unchanged. It is the
     scheduler's default on PostgreSQL (SQLite is one machine's file: its clock is the
@@ -102,9 +102,12 @@ class DatabaseClock:
 class ManualClock:
     """A clock that stands still until a test moves it.
 
+    ```pycon
     >>> clock = ManualClock(datetime(2030, 1, 1, tzinfo=timezone.utc))
     >>> clock.advance(timedelta(minutes=5)).isoformat()
     '2030-01-01T00:05:00+00:00'
+
+    ```
     """
 
     def __init__(self, start: datetime | None = None) -> None:

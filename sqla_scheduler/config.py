@@ -1,11 +1,12 @@
-"""Scheduler settings: :class:`SchedulerConfig`.
+"""Scheduler settings: [`SchedulerConfig`][].
 
-Build a config directly with :class:`~datetime.timedelta` values, or from text with
-:meth:`SchedulerConfig.from_mapping` (snake_case or kebab-case keys, durations such as ``"10s"``)
-or :meth:`SchedulerConfig.from_env` (``SQLA_SCHEDULER_POLLING_INTERVAL=250ms``). Every bad key
-or value raises :class:`~sqla_scheduler.exceptions.ConfigurationError` naming the key as it was
-written and the offending value.
+Build a config directly with ``timedelta`` values, or from text with
+[`SchedulerConfig.from_mapping`][] (snake_case or kebab-case keys, durations such as
+``"10s"``) or [`SchedulerConfig.from_env`][] (``SQLA_SCHEDULER_POLLING_INTERVAL=250ms``).
+Every bad key or value raises [`ConfigurationError`][] naming the key as it was written and
+the offending value.
 
+```pycon
 >>> from datetime import timedelta
 >>> config = SchedulerConfig(concurrency=4, polling_interval=timedelta(seconds=2))
 >>> config.dead_after
@@ -16,6 +17,8 @@ datetime.timedelta(microseconds=250000)
 4
 >>> config.replace(concurrency=8).concurrency
 8
+
+```
 """
 
 from __future__ import annotations
@@ -41,8 +44,8 @@ __all__ = ["SchedulerConfig"]
 class SchedulerConfig:
     """Settings of one scheduler process; immutable and validated on construction.
 
-    Durations are :class:`~datetime.timedelta` values. Use :meth:`from_mapping` or
-    :meth:`from_env` to read them from text, and :meth:`replace` to derive a changed copy.
+    Durations are ``timedelta`` values. Use [`from_mapping`][] or [`from_env`][] to read
+    them from text, and [`replace`][] to derive a changed copy.
     """
 
     concurrency: int = 10
@@ -69,7 +72,8 @@ class SchedulerConfig:
     schema: str | None = None
     """Schema holding the table, or ``None`` for the connection's default."""
     shutdown_max_wait: timedelta = timedelta(minutes=30)
-    """How long :meth:`stop` waits for running executions (zero or more)."""
+    """How long [`Scheduler.stop`][sqla_scheduler.Scheduler.stop] waits for running executions
+    (zero or more)."""
     delete_unresolved_after: timedelta = timedelta(days=14)
     """Rows of unknown tasks older than this are deleted (more than zero)."""
     listen: bool = True
@@ -131,7 +135,7 @@ class SchedulerConfig:
 
         ``retry_base_delay * retry_backoff_rate ** (consecutive_failures - 1)``, capped at
         ``retry_max_delay``; 30s, 45s, 67.5s, ... up to 1h with the defaults. Raises
-        :class:`ValueError` when ``consecutive_failures`` is less than 1.
+        ``ValueError`` when ``consecutive_failures`` is less than 1.
         """
         if isinstance(consecutive_failures, bool) or not isinstance(consecutive_failures, int):
             raise TypeError(f"consecutive_failures must be an int, not {consecutive_failures!r}")
@@ -148,8 +152,11 @@ class SchedulerConfig:
     def replace(self, **changes: Any) -> SchedulerConfig:
         """Return a copy with ``changes`` applied, validated like a new config.
 
+        ```pycon
         >>> SchedulerConfig().replace(concurrency=2).concurrency
         2
+
+        ```
         """
         for name in changes:
             if name not in _RULES:
@@ -163,13 +170,16 @@ class SchedulerConfig:
         Keys are field names in snake_case (``polling_interval``) or kebab-case
         (``polling-interval``); missing keys take their defaults. Values may be text:
         durations such as ``"250ms"``, ``"10s"``, ``"5m"``, ``"1h"`` or ``"14d"`` (or a
-        :class:`~datetime.timedelta`; bare numbers are refused because they have no unit),
+        ``timedelta``; bare numbers are refused because they have no unit),
         integers and floats as numbers or numeric strings, booleans as ``true``/``false``,
         ``yes``/``no``, ``on``/``off`` or ``1``/``0``. ``""`` or ``"none"`` leaves
         ``max_retries`` unset, and ``""`` leaves ``schema`` unset.
 
+        ```pycon
         >>> SchedulerConfig.from_mapping({"max_retries": "3", "listen": "off"}).max_retries
         3
+
+        ```
         """
         return cls._from_named(mapping, _KEYS)
 
@@ -180,12 +190,15 @@ class SchedulerConfig:
         """Build a config from environment variables such as ``SQLA_SCHEDULER_CONCURRENCY=4``.
 
         Each variable is ``prefix`` plus an upper-case field name and is read like a
-        :meth:`from_mapping` value. A variable that starts with ``prefix`` but names no field
-        is an error, so a typo fails loudly. ``environ`` defaults to :data:`os.environ`.
+        [`from_mapping`][] value. A variable that starts with ``prefix`` but names no field
+        is an error, so a typo fails loudly. ``environ`` defaults to ``os.environ``.
 
+        ```pycon
         >>> env = {"SQLA_SCHEDULER_POLLING_INTERVAL": "250ms", "HOME": "/root"}
         >>> SchedulerConfig.from_env(environ=env).polling_interval.total_seconds()
         0.25
+
+        ```
         """
         if not prefix:
             raise ConfigurationError("from_env() needs a non-empty prefix")
@@ -233,7 +246,7 @@ class _FieldError(ConfigurationError):
     """A field failed validation in ``__post_init__``.
 
     ``problems`` lists ``(field, value, reason)``, most relevant first; a cross-field problem
-    lists each field involved, so :meth:`SchedulerConfig.from_mapping` can blame the key the
+    lists each field involved, so ``SchedulerConfig.from_mapping`` can blame the key the
     user actually wrote.
     """
 
@@ -306,9 +319,9 @@ class _Kind(NamedTuple):
     """One type of field value."""
 
     check: Callable[[object], object]
-    """Constructor check: return the value (normalised) or raise :class:`_Invalid`."""
+    """Constructor check: return the value (normalised) or raise ``_Invalid``."""
     coerce: Callable[[object], object]
-    """:meth:`SchedulerConfig.from_mapping` coercion of text and other spellings."""
+    """``SchedulerConfig.from_mapping`` coercion of text and other spellings."""
 
 
 def _check_int(value: object) -> object:

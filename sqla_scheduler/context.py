@@ -19,7 +19,7 @@ P = TypeVar("P")
 class ShutdownSignal:
     """Set when the scheduler running an execution starts to stop.
 
-    Long handlers poll :attr:`is_set` (or call :meth:`wait`) and wind up early. What the
+    Long handlers poll [`is_set`][] (or call [`wait`][]) and wind up early. What the
     handler then does decides the outcome as usual: returning commits a success, raising
     schedules a retry. A handler still running after ``shutdown_max_wait`` is abandoned by
     the scheduler and its execution released, so another process takes it at once.
@@ -51,11 +51,13 @@ class ShutdownSignal:
 class ExecutionContext(Generic[P]):
     """Everything a handler knows about the execution it is running.
 
-    Build one directly to call a handler in a test::
+    Build one directly to call a handler in a test:
 
-        ctx = ExecutionContext(payload={"order": 7}, task_name="send-email",
-                               instance_id="order-7", execution_time=now)
-        send_email(ctx)
+    ```python
+    ctx = ExecutionContext(payload={"order": 7}, task_name="send-email",
+                           instance_id="order-7", execution_time=now)
+    send_email(ctx)
+    ```
     """
 
     #: The decoded payload (an instance of the task's ``payload_type`` when it has one).
@@ -73,7 +75,7 @@ class ExecutionContext(Generic[P]):
     #: Set when the scheduler is stopping; long handlers should poll it.
     shutdown: ShutdownSignal = field(default_factory=ShutdownSignal)
     #: The trace context captured when this execution was scheduled (see
-    #: :meth:`~sqla_scheduler.interceptors.ExecutionInterceptor.capture_context`), if any.
+    #: ``ExecutionInterceptor.capture_context``), if any.
     trace_context: Mapping[str, str] | None = None
     _scheduled: list[TaskInstance[Any]] = field(default_factory=list, repr=False)
 

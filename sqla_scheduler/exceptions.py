@@ -1,14 +1,16 @@
 """Errors raised by sqla-scheduler.
 
-The hierarchy::
+The hierarchy:
 
-    SchedulerError                  base of everything raised here
-    ├── ConfigurationError          (ValueError) a bad SchedulerConfig key or value
-    ├── TaskDefinitionError         (ValueError) a task, instance or payload that cannot be defined
-    │   └── InvalidScheduleError    a schedule expression or value that cannot be used
-    ├── PayloadError                (ValueError) a payload that cannot be encoded or decoded
-    ├── UnknownTaskError            (LookupError) a task name this scheduler does not know
-    └── MissingTableError           the scheduler's table is not in the database (not migrated)
+```text
+SchedulerError                  base of everything raised here
+├── ConfigurationError          (ValueError) a bad SchedulerConfig key or value
+├── TaskDefinitionError         (ValueError) a task, instance or payload that cannot be defined
+│   └── InvalidScheduleError    a schedule expression or value that cannot be used
+├── PayloadError                (ValueError) a payload that cannot be encoded or decoded
+├── UnknownTaskError            (LookupError) a task name this scheduler does not know
+└── MissingTableError           the scheduler's table is not in the database (not migrated)
+```
 
 Every message names the task, the field and the offending value where they exist.
 """

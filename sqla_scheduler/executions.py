@@ -1,13 +1,15 @@
 """Read-only views of scheduled executions.
 
-:class:`Execution` is a snapshot of one row, as ``Scheduler.executions`` lists them.
-:func:`list_executions` lists them from outside the application, given a database URL and
-optionally the application's scheduler: it is what ``sqla-scheduler executions`` prints::
+[`Execution`][] is a snapshot of one row, as ``Scheduler.executions`` lists them.
+[`list_executions`][] lists them from outside the application, given a database URL and
+optionally the application's scheduler: it is what ``sqla-scheduler executions`` prints:
 
-    from sqla_scheduler.executions import list_executions
+```python
+from sqla_scheduler.executions import list_executions
 
-    for execution in list_executions("sqlite:///app.db", "failing", limit=20):
-        print(execution.task_name, execution.instance_id, execution.consecutive_failures)
+for execution in list_executions("sqlite:///app.db", "failing", limit=20):
+    print(execution.task_name, execution.instance_id, execution.consecutive_failures)
+```
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ __all__ = ["Execution", "ExecutionState", "ExecutionStatus", "list_executions"]
 #: ``orphaned`` (task names this scheduler does not know), or ``all``.
 ExecutionState = Literal["all", "scheduled", "due", "running", "failing", "orphaned"]
 
-#: What one execution is doing, as :meth:`Execution.status` tells it.
+#: What one execution is doing, as ``Execution.status`` tells it.
 ExecutionStatus = Literal["running", "orphaned", "failing", "due", "scheduled"]
 
 
@@ -126,12 +128,12 @@ def list_executions(
     ``url`` is a database URL or an engine (default: ``scheduler``'s engine). Without
     ``scheduler`` the default table ``scheduled_tasks`` is read; with it, its table and its
     registered tasks, which ``state="orphaned"`` needs (without them no execution can be
-    told to be an orphan: :class:`ValueError`). Ordering, ``limit`` and ``offset`` are
+    told to be an orphan: ``ValueError``). Ordering, ``limit`` and ``offset`` are
     those of ``Scheduler.executions``.
 
-    The table is looked up first: :class:`~sqla_scheduler.exceptions.MissingTableError`
-    when it is not there (nor, for a SQLite file that does not exist, is the file created).
-    Database failures raise SQLAlchemy's own errors.
+    The table is looked up first: [`MissingTableError`][] when it is not there (nor, for a
+    SQLite file that does not exist, is the file created). Database failures raise
+    SQLAlchemy's own errors.
     """
     from sqla_scheduler import _store
     from sqla_scheduler.migrate import sync_url

@@ -1,9 +1,9 @@
 """Wrap executions: timing, tracing, metrics, anything that goes around a handler.
 
-Subclass :class:`ExecutionInterceptor`, override :meth:`~ExecutionInterceptor.intercept`
-and pass instances as ``Scheduler(..., interceptors=[...])``. The first interceptor is the
-outermost: each one awaits ``call_next()`` to run the rest of the chain and, at its end,
-the handler (a sync handler still runs in a worker thread inside ``call_next``)::
+Subclass ``ExecutionInterceptor``, override ``intercept`` and pass instances as
+``Scheduler(..., interceptors=[...])``. The first interceptor is the outermost: each one
+awaits ``call_next()`` to run the rest of the chain and, at its end, the handler (a sync
+handler still runs in a worker thread inside ``call_next``)::
 
     class Timing(ExecutionInterceptor):
         async def intercept(self, context, call_next):
@@ -18,10 +18,10 @@ An interceptor sees the handler's result (``call_next`` returns it) and its exce
 returns or raises is what the scheduler records as the execution's outcome, so an
 interceptor that swallows an exception turns a failure into a success.
 
-Interceptors differ from :class:`~sqla_scheduler.listeners.SchedulerListener`: they run
-around the handler, in its task and context (a span they open is current in the
-handler), while listeners are told about outcomes after the fact, once they are committed.
-An interceptor only wraps the handler; retries, abandoning and committing happen outside.
+Interceptors differ from ``SchedulerListener``: they run around the handler, in its task and
+context (a span they open is current in the handler), while listeners are told about
+outcomes after the fact, once they are committed. An interceptor only wraps the handler;
+retries, abandoning and committing happen outside.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class ExecutionInterceptor:
 
 
 def captures_context(interceptor: ExecutionInterceptor) -> bool:
-    """Whether ``interceptor`` overrides :meth:`ExecutionInterceptor.capture_context`."""
+    """Whether ``interceptor`` overrides ``ExecutionInterceptor.capture_context``."""
     method = getattr(type(interceptor), "capture_context", None)
     return method is not ExecutionInterceptor.capture_context
 

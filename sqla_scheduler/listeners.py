@@ -1,6 +1,6 @@
 """Hooks into the life of executions.
 
-Subclass :class:`SchedulerListener`, override what you need, and pass instances as
+Subclass [`SchedulerListener`][], override what you need, and pass instances as
 ``Scheduler(..., listeners=[...])``. Hooks run on the scheduler's event loop and must be
 quick; an exception raised by a hook is logged and otherwise ignored.
 """

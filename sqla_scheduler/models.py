@@ -1,11 +1,11 @@
 """The table every scheduler process shares.
 
 One row per scheduled execution, keyed by ``(task_name, task_instance)``. The declarative
-class :class:`ScheduledTask` is the persistence shape only; the library reads and writes it
-through SQLAlchemy Core statements. Applications that use Alembic add :data:`metadata` to
+class [`ScheduledTask`][] is the persistence shape only; the library reads and writes it
+through SQLAlchemy Core statements. Applications that use Alembic add [`metadata`][] to
 their ``target_metadata`` so that autogenerate leaves the table alone.
 
-A table under another name or schema is built with :func:`scheduled_tasks_table`.
+A table under another name or schema is built with [`scheduled_tasks_table`][].
 """
 
 from __future__ import annotations
@@ -68,8 +68,8 @@ QUEUE_STORAGE: dict[str, str] = {
     "autovacuum_analyze_scale_factor": "0.02",
 }
 
-#: The scheduler's own metadata; add it to an Alembic ``target_metadata`` list.
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
+"""The scheduler's own metadata; add it to an Alembic ``target_metadata`` list."""
 
 
 def scheduled_tasks_table(
@@ -117,10 +117,10 @@ def scheduled_tasks_table(
 
 @cache
 def table_for(name: str = DEFAULT_TABLE_NAME, schema: str | None = None) -> Table:
-    """The scheduler's table under ``name`` and ``schema``; one :class:`Table` per pair.
+    """The scheduler's table under ``name`` and ``schema``; one ``Table`` per pair.
 
-    The default name and schema give the table of :class:`ScheduledTask` and
-    :data:`metadata`; any other pair gets a table on a metadata of its own.
+    The default name and schema give the table of [`ScheduledTask`][] and
+    [`metadata`][]; any other pair gets a table on a metadata of its own.
     """
     if name == DEFAULT_TABLE_NAME and schema is None:
         return ScheduledTask.__table__
@@ -128,7 +128,7 @@ def table_for(name: str = DEFAULT_TABLE_NAME, schema: str | None = None) -> Tabl
 
 
 class Base(DeclarativeBase):
-    """Declarative base bound to the scheduler's :data:`metadata`."""
+    """Declarative base bound to the scheduler's [`metadata`][sqla_scheduler.models.metadata]."""
 
     metadata = metadata
 

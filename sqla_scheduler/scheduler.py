@@ -43,11 +43,10 @@ _BATCH_CHUNK = 1000
 class Scheduler:
     """A persistent, cluster-safe scheduler over one table.
 
-    ``engine`` is a sync :class:`~sqlalchemy.Engine` or an
-    :class:`~sqlalchemy.ext.asyncio.AsyncEngine`; it is what the scheduler's own loop uses.
-    The scheduling methods take the caller's session, connection or engine instead, so a
-    task is scheduled if and only if the caller's transaction commits. With a sync target
-    they return their result; with an async one, an awaitable of it.
+    ``engine`` is a sync ``Engine`` or an ``AsyncEngine``; it is what the scheduler's own
+    loop uses. The scheduling methods take the caller's session, connection or engine
+    instead, so a task is scheduled if and only if the caller's transaction commits. With a
+    sync target they return their result; with an async one, an awaitable of it.
     """
 
     def __init__(
@@ -94,7 +93,7 @@ class Scheduler:
         return MappingProxyType(self._tasks)
 
     def task(self, name: str) -> Task[Any]:
-        """The registered task called ``name``; :class:`UnknownTaskError` otherwise."""
+        """The registered task called ``name``; [`UnknownTaskError`][] otherwise."""
         try:
             return self._tasks[name]
         except KeyError:
@@ -296,7 +295,7 @@ class Scheduler:
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Run the loop until :meth:`request_stop` (or cancellation), then stop gracefully.
+        """Run the loop until [`request_stop`][] (or cancellation), then stop gracefully.
 
         Works in any anyio task group: asyncio, or trio with a sync engine.
         """
@@ -348,7 +347,7 @@ class Scheduler:
             raise
 
     def stop(self) -> None:
-        """Stop a loop started with :meth:`start`, waiting for it to wind down."""
+        """Stop a loop started with [`start`][], waiting for it to wind down."""
         portal, cm, future = self._portal, self._portal_cm, self._portal_future
         if portal is None or cm is None or future is None:
             return
@@ -364,8 +363,8 @@ class Scheduler:
     async def run_due(self) -> int:
         """Run every due execution to completion now, without the loop; return how many ran.
 
-        Registers recurring tasks first. Meant for tests, with a
-        :class:`~sqla_scheduler.clock.ManualClock` to decide what is due.
+        Registers recurring tasks first. Meant for tests, with a [`ManualClock`][] to decide
+        what is due.
         """
         return await Runner(self).run_due()
 
@@ -395,7 +394,7 @@ def _check_instance(instance: object) -> None:
 
 
 def _default_clock(engine: Engine | AsyncEngine) -> Clock:
-    """The database's clock on PostgreSQL (see :class:`DatabaseClock`), else the machine's."""
+    """The database's clock on PostgreSQL (see ``DatabaseClock``), else the machine's."""
     if engine.dialect.name == "postgresql":
         return DatabaseClock()
     return SystemClock()

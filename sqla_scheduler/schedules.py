@@ -2,22 +2,24 @@
 
 Five kinds exist, each a frozen value object:
 
-* :class:`Cron` -- a Quartz-style cron expression (seconds first) in an IANA time zone;
-* :class:`Daily` -- one or more wall-clock times of day in an IANA time zone;
-* :class:`FixedRate` -- every ``every``, measured from when each run was scheduled;
-* :class:`FixedDelay` -- ``after`` each run completes;
-* :class:`Disabled` -- never.
+* [`Cron`][] -- a Quartz-style cron expression (seconds first) in an IANA time zone;
+* [`Daily`][] -- one or more wall-clock times of day in an IANA time zone;
+* [`FixedRate`][] -- every ``every``, measured from when each run was scheduled;
+* [`FixedDelay`][] -- ``after`` each run completes;
+* [`Disabled`][] -- never.
 
 Every datetime passed in must be timezone-aware (any zone); every datetime returned is
 timezone-aware UTC.
 
 Each schedule has a one-line text form (``str(schedule)`` or ``schedule.text``) that
-:func:`parse_schedule` reads back to an equal schedule::
+[`parse_schedule`][] reads back to an equal schedule:
 
-    FIXED_DELAY|30s             FIXED_RATE|1m|10s          DAILY|12:30,15:30|Europe/Rome
-    CRON|0 0 * * * ?            CRON|0 30 2 * * ?|Europe/Berlin        -
+```text
+FIXED_DELAY|30s             FIXED_RATE|1m|10s          DAILY|12:30,15:30|Europe/Rome
+CRON|0 0 * * * ?            CRON|0 30 2 * * ?|Europe/Berlin        -
+```
 
-Daylight-saving time is handled the same way by :class:`Cron` and :class:`Daily`, whose
+Daylight-saving time is handled the same way by [`Cron`][] and [`Daily`][], whose
 times are wall-clock times in their zone:
 
 * a wall-clock time that occurs twice (autumn) runs once, at its first occurrence;
@@ -68,7 +70,7 @@ class Schedule(ABC):
 
     Schedules are immutable, hashable values; two schedules are equal when their text forms
     are. All datetimes passed in must be timezone-aware (a naive one raises
-    :class:`ValueError`); all datetimes returned are timezone-aware UTC.
+    ``ValueError``); all datetimes returned are timezone-aware UTC.
     """
 
     __slots__ = ()
@@ -92,10 +94,10 @@ class Schedule(ABC):
     @property
     @abstractmethod
     def text(self) -> str:
-        """The stored text form, which :func:`parse_schedule` reads back to an equal schedule."""
+        """The stored text form, which [`parse_schedule`][] reads back to an equal schedule."""
 
     def __str__(self) -> str:
-        """Return :attr:`text`."""
+        """Return ``text``."""
         return self.text
 
 
@@ -185,7 +187,7 @@ class FixedRate(Schedule):
     A run that finishes late does not cause catch-up runs: when ``scheduled_at + every`` has
     already passed at completion, the next run is ``every`` after completion instead. The
     first run is ``initial_delay`` after registration. Durations are
-    :class:`~datetime.timedelta` values or strings such as ``"30s"`` or ``"1h30m"``.
+    ``timedelta`` values or strings such as ``"30s"`` or ``"1h30m"``.
     """
 
     every: timedelta
@@ -222,7 +224,7 @@ class FixedRate(Schedule):
 class FixedDelay(Schedule):
     """Run ``after`` each run completes; the first run is ``initial_delay`` after registration.
 
-    Durations are :class:`~datetime.timedelta` values or strings such as ``"30s"``.
+    Durations are ``timedelta`` values or strings such as ``"30s"``.
     """
 
     after: timedelta
@@ -258,10 +260,12 @@ class FixedDelay(Schedule):
 class Daily(Schedule):
     """Run every day at one or more wall-clock times in time zone ``tz``.
 
-    Times are :class:`~datetime.time` values without tzinfo or microseconds, or strings
-    ``"HH:MM"`` / ``"HH:MM:SS"``, given positionally, as ``times=``, or both::
+    Times are ``time`` values without tzinfo or microseconds, or strings ``"HH:MM"`` /
+    ``"HH:MM:SS"``, given positionally, as ``times=``, or both:
 
-        Daily(time(12, 30), "15:30", tz="Europe/Rome")
+    ```python
+    Daily(time(12, 30), "15:30", tz="Europe/Rome")
+    ```
 
     They are stored as a sorted tuple without duplicates; at least one is required.
     """
@@ -324,7 +328,7 @@ class Disabled(Schedule):
         return None
 
     def next_run(self, *, scheduled_at: datetime, completed_at: datetime) -> datetime:
-        """Raise :class:`InvalidScheduleError`: a disabled schedule has no next run."""
+        """Raise [`InvalidScheduleError`][]: a disabled schedule has no next run."""
         _require_aware(scheduled_at, "scheduled_at")
         _require_aware(completed_at, "completed_at")
         raise InvalidScheduleError("A Disabled schedule ('-') has no next run")
@@ -336,11 +340,11 @@ class Disabled(Schedule):
 
 
 def parse_schedule(text: str) -> Schedule:
-    """Read a schedule's text form, the inverse of :attr:`Schedule.text`.
+    """Read a schedule's text form, the inverse of [`Schedule.text`][].
 
     Surrounding whitespace and the case of the kind word are ignored
     (``" fixed_delay|30s "`` works). Anything else invalid raises
-    :class:`InvalidScheduleError` naming the text.
+    [`InvalidScheduleError`][] naming the text.
     """
     if not isinstance(text, str):
         raise InvalidScheduleError(f"Schedule text must be a string, got {text!r}")
@@ -516,7 +520,7 @@ def _resolve_wall_time(naive: datetime, zone: ZoneInfo) -> datetime:
 def _wall_clock_start(after: datetime, zone: ZoneInfo) -> datetime:
     """Return the naive wall time in ``zone`` to search forward from for times after ``after``.
 
-    Every wall time at or before the result maps (through :func:`_resolve_wall_time`) to an
+    Every wall time at or before the result maps (through ``_resolve_wall_time``) to an
     instant at or before ``after``. Normally that is the local time of ``after``; during the
     second pass of a repeated hour, the whole repeated hour maps to its first pass, so the
     search starts where the repetition ends instead of walking through it.

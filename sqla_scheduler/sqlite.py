@@ -4,7 +4,7 @@ The scheduler runs on a plain ``create_engine("sqlite:///app.db")`` (or
 ``create_async_engine("sqlite+aiosqlite:///app.db")``): its own transactions begin with
 ``BEGIN IMMEDIATE`` whatever the engine, taking the file's write lock before their first
 statement. What the scheduler leaves alone is the journal mode and the lock timeout,
-because the file and the engine are the application's: :func:`configure_sqlite` is the
+because the file and the engine are the application's: [`configure_sqlite`][] is the
 one call that sets them.
 """
 

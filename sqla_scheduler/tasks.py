@@ -1,10 +1,10 @@
 """Task definitions: recurring, one-time and custom.
 
 A task is a named handler plus the policy the scheduler applies to its executions. The
-decorators :func:`recurring`, :func:`one_time` and :func:`custom` turn a sync or async
-function of one argument (the :class:`~sqla_scheduler.context.ExecutionContext`) into a
-task definition. Every argument is checked here, where the task is defined, so a mistake
-fails at import time with the task, the field and the value in the message.
+decorators [`recurring`][], [`one_time`][] and [`custom`][] turn a sync or async function of
+one argument (the [`ExecutionContext`][]) into a task definition. Every argument is checked
+here, where the task is defined, so a mistake fails at import time with the task, the field
+and the value in the message.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class NextAt(Generic[P]):
 class TaskInstance(Generic[P]):
     """One execution to schedule: a task name, an instance id, a payload and a time.
 
-    Made by :meth:`OneTimeTask.instance`; the payload is already in its JSON form.
+    Made by [`OneTimeTask.instance`][]; the payload is already in its JSON form.
     """
 
     task_name: str
@@ -177,7 +177,7 @@ class OneTimeTask(Task[P]):
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class CustomTask(OneTimeTask[P]):
-    """A task that decides its own next run: its handler returns :class:`NextAt` or ``None``."""
+    """A task that decides its own next run: its handler returns [`NextAt`][] or ``None``."""
 
     kind: ClassVar[TaskKind] = "custom"
 
@@ -333,7 +333,7 @@ def custom(
     on_abandon: AbandonHook | None = None,
     priority: int = 0,
 ) -> Callable[[Handler[Any]], CustomTask[Any]]:
-    """Define a custom task: its handler returns :class:`NextAt` to run again, ``None`` to end."""
+    """Define a custom task: its handler returns [`NextAt`][] to run again, ``None`` to end."""
 
     return _decorator(
         CustomTask,

@@ -1,9 +1,9 @@
 """Helpers for testing an application's tasks; part of the public API.
 
-- :class:`ManualClock` pins time; pass it as ``Scheduler(..., clock=clock)``.
-- :func:`build_context` makes the context a handler would get, payload round-tripped
+- [`ManualClock`][] pins time; pass it as ``Scheduler(..., clock=clock)``.
+- [`build_context`][] makes the context a handler would get, payload round-tripped
   through the task's JSON codec, so a handler can be called inline.
-- :func:`run_due` runs every due execution to completion, with no loop and no waiting
+- [`run_due`][] runs every due execution to completion, with no loop and no waiting
   (``await scheduler.run_due()`` is the async form).
 """
 
@@ -34,7 +34,7 @@ def build_context(
     consecutive_failures: int = 0,
     priority: int | None = None,
 ) -> ExecutionContext[P]:
-    """The :class:`ExecutionContext` the scheduler would hand ``task``'s handler.
+    """The [`ExecutionContext`][] the scheduler would hand ``task``'s handler.
 
     The payload is encoded and decoded as it would be through the table, so a payload
     that would not survive storage fails here too.

@@ -1,11 +1,13 @@
 """Run a scheduler in the foreground: what ``sqla-scheduler worker module:attr`` does.
 
-:func:`load_scheduler` finds the application's :class:`~sqla_scheduler.Scheduler` from a
-``module:attr`` string, and :func:`run_worker` runs it until SIGINT or SIGTERM::
+[`load_scheduler`][] finds the application's [`Scheduler`][sqla_scheduler.Scheduler] from a
+``module:attr`` string, and [`run_worker`][] runs it until SIGINT or SIGTERM:
 
-    from sqla_scheduler.worker import load_scheduler, run_worker
+```python
+from sqla_scheduler.worker import load_scheduler, run_worker
 
-    run_worker(load_scheduler("myapp.tasks:scheduler"))
+run_worker(load_scheduler("myapp.tasks:scheduler"))
+```
 
 The first signal stops the scheduler gracefully: no new picks, running executions get
 ``shutdown_max_wait`` to finish, and whatever is still running then is released for other
@@ -57,12 +59,12 @@ class WorkerInterrupted(WorkerError):
 
 
 def load_scheduler(spec: str) -> Scheduler:
-    """Import and return the :class:`~sqla_scheduler.Scheduler` named by ``spec``.
+    """Import and return the [`Scheduler`][sqla_scheduler.Scheduler] named by ``spec``.
 
     ``spec`` is ``module:attr``, where ``module`` is a dotted module path and ``attr`` a
     (possibly dotted) attribute path inside it, e.g. ``myapp.jobs:app.scheduler``. If the
     attribute is a callable rather than a scheduler, it is called with no arguments as a
-    factory and must return one. Raises :class:`WorkerError` with a one-line explanation
+    factory and must return one. Raises [`WorkerError`][] with a one-line explanation
     when the spec is malformed, the module cannot be imported, the attribute is missing, or
     the object is not a scheduler. Errors raised by the application's own code while it is
     imported or while the factory runs propagate unchanged.
@@ -105,12 +107,11 @@ def run_worker(scheduler: Scheduler, *, backend: str = "asyncio") -> None:
 
     ``backend`` is the anyio backend, ``"asyncio"`` or ``"trio"`` (trio needs a sync
     ``Engine``). Before running, the database is reached once and the scheduler's table
-    looked up, so a wrong URL or a missing migration fails at once: the database's own
-    error (e.g. :class:`sqlalchemy.exc.OperationalError`) or a
-    :class:`~sqla_scheduler.exceptions.MissingTableError`.
+    looked up, so a wrong URL or a missing migration fails at once: the database's own error
+    (e.g. ``sqlalchemy.exc.OperationalError``) or a [`MissingTableError`][].
 
     The first signal stops the scheduler gracefully and this function then returns. A
-    second one cancels everything at once and raises :class:`WorkerInterrupted`. Must be
+    second one cancels everything at once and raises [`WorkerInterrupted`][]. Must be
     called from the main thread (signal handlers can only be installed there).
     """
     worker = _Worker(scheduler)
@@ -189,7 +190,7 @@ def _check_table_sync(engine: Engine, table: Table) -> None:
 def _stop_signals() -> Iterator[AsyncIterator[signal.Signals] | None]:
     """Receive SIGINT and SIGTERM, or ``None`` where the platform cannot (Windows).
 
-    Without a receiver, Ctrl-C raises :class:`KeyboardInterrupt` as usual.
+    Without a receiver, Ctrl-C raises ``KeyboardInterrupt`` as usual.
     """
     receiver = anyio.open_signal_receiver(*STOP_SIGNALS)
     try:

@@ -1,47 +1,179 @@
-"""The documentation's runnable examples run, as written, against a fresh SQLite file.
+"""The documentation's examples run, as written, against a fresh SQLite file.
 
-Convention: a fenced ``python`` block directly preceded by ``<!-- test: GROUP... -->`` (at
-the same indentation, e.g. inside a tab) belongs to each named group. The blocks of one
-group on one page are joined in page order into a script, which runs in a directory
-holding ``app.db``, a SQLite file already migrated (``sqla-scheduler db upgrade``). A
-script that exits non-zero fails the test.
+Every fenced block in ``docs/`` is accounted for: a marked block runs (below), a shell
+block's commands are checked (further below), and only program output, diagrams and
+abridged SQL (``SHOWN_ONLY``) are left alone.
+
+Python examples. A fenced ``python`` block directly preceded by ``<!-- test: GROUP... -->``
+(at the same indentation, e.g. inside a tab or a list item) belongs to each named group.
+The blocks of one group on one page are joined in page order into a script, which runs in
+a directory holding ``app.db``, a SQLite file already migrated (``sqla-scheduler db
+upgrade``), with warnings as errors as in the rest of the suite. A script that exits
+non-zero fails the test.
+
+Fixtures. What a page's reader already has, and what shows that an example did what the
+page says, lives in ``tests/docs_fixtures/PAGE/`` (PAGE: the page's file name without
+``.md``), so the page itself shows only what a reader would write:
+
+- the directory is copied into the script's directory first, so a package in it imports
+  the way the page's code expects (``myapp/jobs.py`` for ``from myapp.jobs import
+  scheduler``);
+- ``GROUP.setup.py`` is put before the group's blocks and ``GROUP.check.py`` after them,
+  in the same script: the setup completes a fragment (its imports, the engine or the
+  session it uses), the check asserts the outcome. They share the script's globals, so
+  ruff lets them use names the page defines.
+
+Files. ``<!-- test: GROUP file=PATH -->`` writes the block, in any language, to PATH in the
+script's directory instead of into the script: a module the page shows whole
+(``myapp/tasks.py``), an ``alembic.ini`` the check hands to Alembic, text the check
+compares with what the library does.
+
+Shell commands. Each command of an ``sh``/``bash``/``console`` block (``$`` prompts, ``\\``
+continuations, ``NAME=value`` prefixes and ``#`` comments understood) must be one this
+module knows how to check: ``sqla-scheduler`` (or ``python -m sqla_scheduler``) is parsed
+by the real command line, so a renamed option or command fails, and its ``db`` and
+``executions`` commands also run, in page order, against a SQLite file standing in for the
+page's database URL; commands that run until stopped (``worker``, ``admin``, ``demo``) are
+only parsed. ``pip install`` must name extras the project defines, ``make`` a target of
+the Makefile, ``alembic`` parse with Alembic's own parser, ``python -m pytest`` collect
+what it names. Any other command fails the test until a check is added for it.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
+import click
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from sqla_scheduler import migrate
+from sqla_scheduler.cli import cli
+from tests import _cli
 from tests._cli import ROOT, cli_env
 
 DOCS = ROOT / "docs"
-MARKER = re.compile(r"^(?P<indent>[ \t]*)<!-- test: (?P<groups>[\w\- ]+) -->\s*$")
+FIXTURES = ROOT / "tests" / "docs_fixtures"
+MARKER = re.compile(r"^(?P<indent>[ \t]*)<!-- test: (?P<spec>[^>]*?) -->\s*$")
+FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w-]*)\s*$")
+
+#: Blocks shown, never run: program output and formulas, diagrams, SQL abridged from what
+#: the statement builders produce (their own tests run the real statements).
+SHOWN_ONLY = {"text", "mermaid", "sql"}
+#: Blocks of shell commands, checked by ``test_docs_shell_commands``.
+SHELL = {"sh", "bash", "console", "shell"}
 
 
-def runnable_examples() -> dict[tuple[str, str], str]:
-    """``(page, group)`` -> the group's script."""
-    scripts: dict[tuple[str, str], list[str]] = {}
-    for page in sorted(DOCS.rglob("*.md")):
-        lines = page.read_text().splitlines()
-        for number, line in enumerate(lines):
-            marker = MARKER.match(line)
-            if marker is None:
-                continue
-            indent = marker["indent"]
-            fence = lines[number + 1] if number + 1 < len(lines) else ""
-            if fence != f"{indent}```python":
-                raise AssertionError(f"{page.name}:{number + 1}: marker not before ```python")
-            end = lines.index(f"{indent}```", number + 2)
-            body = textwrap.dedent("\n".join(lines[number + 2 : end]))
-            for group in marker["groups"].split():
-                scripts.setdefault((page.name, group), []).append(body)
-    return {key: "\n\n".join(parts) + "\n" for key, parts in scripts.items()}
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Block:
+    """A fenced block of a page, with the groups and file its marker names (if any)."""
+
+    page: str
+    line: int
+    lang: str
+    body: str
+    groups: tuple[str, ...] = ()
+    file: str | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def blocks(page: Path) -> Iterator[Block]:
+    """Every fenced block of ``page``, in page order."""
+    lines = page.read_text().splitlines()
+    number = 0
+    while number < len(lines):
+        fence = FENCE.match(lines[number])  # outside a block, any fence opens one
+        if fence is None:
+            following = lines[number + 1] if number + 1 < len(lines) else ""
+            if MARKER.match(lines[number]) and not FENCE.match(following):
+                raise AssertionError(f"{page.name}:{number + 1}: marker not before a block")
+            number += 1
+            continue
+        indent = fence["indent"]
+        end = lines.index(f"{indent}```", number + 1)
+        marker = MARKER.match(lines[number - 1]) if number else None
+        groups: list[str] = []
+        file = None
+        if marker is not None:
+            if marker["indent"] != indent:
+                raise AssertionError(f"{page.name}:{number}: marker not at its block's indent")
+            for word in marker["spec"].split():
+                if word.startswith("file="):
+                    file = word.removeprefix("file=")
+                else:
+                    groups.append(word)
+        block = Block(
+            page=page.name,
+            line=number + 1,
+            lang=fence["lang"],
+            body=textwrap.dedent("\n".join(lines[number + 1 : end])) + "\n",
+            groups=tuple(groups),
+            file=file,
+        )
+        if marker is not None and block.lang != "python" and block.file is None:
+            raise AssertionError(f"{block.where}: only a python block runs without file=")
+        yield block
+        number = end + 1
+
+
+BLOCKS = [block for page in sorted(DOCS.rglob("*.md")) for block in blocks(page)]
+
+
+@dataclass(kw_only=True, slots=True)
+class Example:
+    """One group of one page: its script and the files written beside it."""
+
+    page: str
+    group: str
+    parts: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def fixtures(self) -> Path:
+        return FIXTURES / self.page.removesuffix(".md")
+
+    def script(self) -> str:
+        setup = self.fixtures / f"{self.group}.setup.py"
+        check = self.fixtures / f"{self.group}.check.py"
+        parts = [
+            *([setup.read_text()] if setup.exists() else []),
+            *self.parts,
+            *([check.read_text()] if check.exists() else []),
+        ]
+        return "\n\n".join(parts)
+
+
+def runnable_examples() -> dict[tuple[str, str], Example]:
+    """``(page, group)`` -> the group's example."""
+    examples: dict[tuple[str, str], Example] = {}
+    for block in BLOCKS:
+        for group in block.groups:
+            example = examples.setdefault(
+                (block.page, group), Example(page=block.page, group=group)
+            )
+            if block.file is None:
+                example.parts.append(block.body)
+            else:
+                example.files[block.file] = example.files.get(block.file, "") + block.body
+    return examples
 
 
 EXAMPLES = runnable_examples()
@@ -52,15 +184,38 @@ def test_the_getting_started_examples_are_runnable() -> None:
     assert ("getting-started.md", "async") in EXAMPLES
 
 
+def test_every_block_is_run_checked_or_only_shown() -> None:
+    unaccounted = [
+        f"{block.where} ({block.lang})"
+        for block in BLOCKS
+        if not block.groups and block.lang not in SHELL | SHOWN_ONLY
+    ]
+    assert not unaccounted, f"mark these with <!-- test: GROUP -->: {unaccounted}"
+
+
+def test_every_fixture_belongs_to_a_group() -> None:
+    groups = {(page.removesuffix(".md"), group) for page, group in EXAMPLES}
+    for path in sorted(FIXTURES.glob("*/*.py")):
+        name, dot, role = path.stem.rpartition(".")
+        if dot and role in {"setup", "check"}:
+            assert (path.parent.name, name) in groups, f"{path}: no such group on the page"
+
+
 @pytest.mark.parametrize(
     "key", sorted(EXAMPLES), ids=[f"{page}:{group}" for page, group in sorted(EXAMPLES)]
 )
 def test_docs_example_runs(key: tuple[str, str], tmp_path: Path) -> None:
+    example = EXAMPLES[key]
+    if example.fixtures.is_dir():
+        shutil.copytree(example.fixtures, tmp_path, dirs_exist_ok=True)
+    for name, text in example.files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
     migrate.upgrade(f"sqlite:///{tmp_path / 'app.db'}")
     script = tmp_path / "example.py"
-    script.write_text(EXAMPLES[key])
+    script.write_text(example.script())
     run = subprocess.run(
-        [sys.executable, str(script)],
+        [sys.executable, "-W", "error", str(script)],
         cwd=tmp_path,
         env=cli_env(),
         capture_output=True,
@@ -69,3 +224,134 @@ def test_docs_example_runs(key: tuple[str, str], tmp_path: Path) -> None:
         check=False,
     )
     assert run.returncode == 0, f"{key}:\n{run.stdout}\n{run.stderr}"
+
+
+# --- shell commands ---------------------------------------------------------------------
+
+#: ``sqla-scheduler`` commands that also run (quickly, then exit) against a SQLite file.
+RUN = {"db upgrade", "db current", "db downgrade", "executions"}
+SHELL_BLOCKS = [block for block in BLOCKS if block.lang in SHELL]
+
+
+def commands(block: Block) -> list[tuple[dict[str, str], list[str]]]:
+    """The block's commands, each as ``(NAME=value prefixes, argv)``."""
+    lines = block.body.replace("\\\n", " ").splitlines()
+    if any(line.startswith("$ ") for line in lines):  # a console session: skip the output
+        lines = [line.removeprefix("$ ") for line in lines if line.startswith("$ ")]
+    found = []
+    for line in lines:
+        words = shlex.split(line, comments=True)
+        env = {}
+        while words and re.fullmatch(r"[A-Za-z_]\w*=.*", words[0]):
+            name, _, value = words.pop(0).partition("=")
+            env[name] = value
+        if words:
+            found.append((env, words))
+    return found
+
+
+def leaf_commands(group: click.Group, prefix: str = "") -> Iterator[tuple[str, click.Command]]:
+    """``("db upgrade", command)`` for every command under ``group``."""
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            yield from leaf_commands(command, f"{prefix}{name} ")
+        else:
+            yield f"{prefix}{name}", command
+
+
+def parse_cli(args: list[str], env: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    """``sqla-scheduler ARGS`` parsed by the real command line, without running it.
+
+    Returns the command (``"db upgrade"``) and its parameters; a usage error raises.
+    """
+    called: list[tuple[str, dict[str, Any]]] = []
+
+    def record(path: str, **params: Any) -> None:
+        called.append((path, params))
+
+    with ExitStack() as stack:
+        stack.enter_context(mock.patch.dict(os.environ))
+        os.environ.pop("DATABASE_URL", None)
+        os.environ.update(env)
+        for path, command in leaf_commands(cli):
+            stack.enter_context(mock.patch.object(command, "callback", partial(record, path)))
+        cli.main(args, prog_name="sqla-scheduler", standalone_mode=False)
+    (parsed,) = called
+    return parsed
+
+
+def check_sqla_scheduler(args: list[str], env: dict[str, str], database: str) -> None:
+    command, _ = parse_cli(args, env)
+    if command not in RUN:
+        return
+    # the page's database URL (a placeholder, or PostgreSQL) becomes the SQLite file
+    args = [database if n and args[n - 1] == "--url" else arg for n, arg in enumerate(args)]
+    run = _cli.run(*args, env=cli_env(DATABASE_URL=database))
+    assert run.returncode == 0, f"sqla-scheduler {shlex.join(args)}:\n{run.stdout}\n{run.stderr}"
+
+
+def project_extras() -> tuple[str, set[str]]:
+    """The project's name and extras, from pyproject.toml (Python 3.10: as installed)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:
+        installed = importlib.metadata.metadata("sqla-scheduler")
+        return installed["Name"], set(installed.get_all("Provides-Extra") or ())
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return project["name"], set(project["optional-dependencies"])
+
+
+def check_pip_install(args: list[str]) -> None:
+    name, extras = project_extras()
+    for arg in args:
+        requirement = Requirement(arg)
+        assert canonicalize_name(requirement.name) == canonicalize_name(name), arg
+        assert requirement.extras <= extras, arg
+
+
+def check_make(targets: list[str]) -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    for target in targets:
+        assert re.search(rf"^{re.escape(target)}:", makefile, re.MULTILINE), f"make {target}"
+
+
+def check_alembic(args: list[str], env: dict[str, str]) -> None:
+    from alembic.config import CommandLine
+
+    try:
+        options = CommandLine(prog="alembic").parser.parse_args(args)
+    except SystemExit as exc:  # argparse printed why
+        raise AssertionError(f"alembic {shlex.join(args)}: bad usage") from exc
+    authoring_env = (ROOT / "alembic" / "env.py").read_text()
+    for name in env:
+        assert name in authoring_env, f"alembic/env.py does not read {name}"
+    if getattr(options, "head", None):
+        assert migrate.script_directory().get_revisions(options.head), options.head
+
+
+def check_pytest(args: list[str]) -> None:
+    collect = [sys.executable, "-m", "pytest", *args, "--collect-only", "-p", "no:cacheprovider"]
+    run = subprocess.run(
+        collect, cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=120, check=False
+    )
+    assert run.returncode == 0, f"{shlex.join(collect)}:\n{run.stdout}\n{run.stderr}"
+
+
+@pytest.mark.parametrize("block", SHELL_BLOCKS, ids=[block.where for block in SHELL_BLOCKS])
+def test_docs_shell_commands(block: Block, tmp_path: Path) -> None:
+    database = f"sqlite:///{tmp_path / 'docs.db'}"
+    for env, argv in commands(block):
+        if argv[0] == "sqla-scheduler":
+            check_sqla_scheduler(argv[1:], env, database)
+        elif argv[:3] == ["python", "-m", "sqla_scheduler"]:
+            check_sqla_scheduler(argv[3:], env, database)
+        elif argv[:2] == ["pip", "install"]:
+            check_pip_install(argv[2:])
+        elif argv[0] == "make":
+            check_make(argv[1:])
+        elif argv[0] == "alembic":
+            check_alembic(argv[1:], env)
+        elif argv[:3] == ["python", "-m", "pytest"]:
+            check_pytest(argv[3:])
+        else:
+            raise AssertionError(f"{block.where}: no check for `{shlex.join(argv)}`: add one")

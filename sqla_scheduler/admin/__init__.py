@@ -39,8 +39,7 @@ def credentials_from_env(environ: Mapping[str, str]) -> tuple[str, str]:
     """The admin user name and password from ``ADMIN_USER`` (default ``admin``) and
     ``ADMIN_PASSWORD`` (required) in ``environ``, e.g. ``os.environ``.
 
-    Raises :class:`~sqla_scheduler.exceptions.ConfigurationError` naming ``ADMIN_PASSWORD``
-    when it is missing or empty.
+    Raises ``ConfigurationError`` naming ``ADMIN_PASSWORD`` when it is missing or empty.
     """
     username = environ.get("ADMIN_USER") or "admin"
     password = environ.get("ADMIN_PASSWORD") or ""
@@ -64,7 +63,7 @@ def serve(
 ) -> None:
     """Serve the admin page of ``scheduler`` at ``http://host:port{path}/`` with uvicorn,
     until interrupted; ``/`` redirects there. Reads nothing from the environment: see
-    :func:`credentials_from_env`."""
+    ``credentials_from_env``."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import RedirectResponse

@@ -1,4 +1,4 @@
-"""The admin page: routes, page rendering and actions over one :class:`Scheduler`.
+"""The admin page: routes, page rendering and actions over one ``Scheduler``.
 
 Every request reads the table in one transaction, on a worker thread for a sync engine
 and through ``run_sync`` for an async one (both through ``_bridge.call``). Links are built

@@ -1,12 +1,12 @@
 """The admin page's defences, as plain ASGI middleware and two token functions.
 
-* :class:`SecurityHeaders` puts a strict Content-Security-Policy (no script at all) and
+* ``SecurityHeaders`` puts a strict Content-Security-Policy (no script at all) and
   the other hardening headers on every response, errors included.
-* :class:`BasicAuth` lets a request through only with the configured user and password,
+* ``BasicAuth`` lets a request through only with the configured user and password,
   compared in constant time.
-* :class:`AllowedMethods` answers 405 to every method but GET and HEAD (and POST when
+* ``AllowedMethods`` answers 405 to every method but GET and HEAD (and POST when
   actions are on).
-* :func:`csrf_token` / :func:`csrf_valid` derive and check the token every action form
+* ``csrf_token`` / ``csrf_valid`` derive and check the token every action form
   carries: an HMAC of the user name under a secret the browser never sees.
 """
 
@@ -49,12 +49,12 @@ SECURITY_HEADERS: dict[str, str] = {
     "Cross-Origin-Resource-Policy": "same-origin",
 }
 
-#: Where :class:`BasicAuth` leaves the signed-in user name in the ASGI scope.
+#: Where ``BasicAuth`` leaves the signed-in user name in the ASGI scope.
 USER_KEY = "sqla_scheduler.admin.user"
 
 
 class SecurityHeaders:
-    """Set :data:`SECURITY_HEADERS` on every HTTP response of ``app``."""
+    """Set ``SECURITY_HEADERS`` on every HTTP response of ``app``."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -77,7 +77,7 @@ class SecurityHeaders:
 class BasicAuth:
     """HTTP Basic authentication against one user name and password.
 
-    Both are compared with :func:`secrets.compare_digest`, always both, so the time taken
+    Both are compared with ``secrets.compare_digest``, always both, so the time taken
     says nothing about which was wrong or how much of either matched.
     """
 
@@ -153,7 +153,7 @@ def csrf_token(secret: bytes, username: str) -> str:
 
 
 def csrf_valid(secret: bytes, username: str, token: str | None) -> bool:
-    """Whether ``token`` is :func:`csrf_token` of ``username``, compared in constant time."""
+    """Whether ``token`` is ``csrf_token`` of ``username``, compared in constant time."""
     if not token:
         return False
     return secrets.compare_digest(token.encode(), csrf_token(secret, username).encode())

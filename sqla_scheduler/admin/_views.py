@@ -216,7 +216,7 @@ def view_execution(
     config: SchedulerConfig,
     tasks: Mapping[str, Task[Any]],
 ) -> ExecutionView:
-    """Build the :class:`ExecutionView` of ``execution`` as of ``now``."""
+    """Build the ``ExecutionView`` of ``execution`` as of ``now``."""
     task = tasks.get(execution.task_name)
     beat = execution.last_heartbeat if execution.picked else None
     return ExecutionView(

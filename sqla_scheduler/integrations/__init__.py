@@ -1,7 +1,7 @@
 """Optional integrations, each behind an extra.
 
-- :mod:`sqla_scheduler.integrations.opentelemetry` (``pip install sqla-scheduler[otel]``):
+- ``sqla_scheduler.integrations.opentelemetry`` (``pip install sqla-scheduler[otel]``):
   a span per execution that continues the trace of the request that scheduled it.
-- :mod:`sqla_scheduler.integrations.prometheus` (``pip install sqla-scheduler[prometheus]``):
+- ``sqla_scheduler.integrations.prometheus`` (``pip install sqla-scheduler[prometheus]``):
   execution counters and histograms, and gauges of the table's state.
 """

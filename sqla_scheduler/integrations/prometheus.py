@@ -20,7 +20,7 @@ What the interceptor measures (per execution of this process):
 - ``sqla_scheduler_pick_latency_seconds{task}``: from when an execution was due to when its
   handler started (histogram).
 
-What :meth:`SchedulerMetrics.collect_once` counts in the table (the whole cluster's), as
+What ``SchedulerMetrics.collect_once`` counts in the table (the whole cluster's), as
 gauges: ``sqla_scheduler_due_executions`` (the backlog, orphans that are due included),
 ``..._running_executions``, ``..._failing_executions``, ``..._orphaned_executions`` and
 ``..._scheduled_executions`` (every execution not running).
@@ -54,14 +54,14 @@ __all__ = ["GAUGED_STATES", "SchedulerMetrics"]
 
 log = logging.getLogger("sqla_scheduler.prometheus")
 
-#: The execution states :meth:`SchedulerMetrics.collect_once` keeps a gauge of.
+#: The execution states ``SchedulerMetrics.collect_once`` keeps a gauge of.
 GAUGED_STATES = ("due", "running", "failing", "orphaned", "scheduled")
 
 _LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 
 
 class SchedulerMetrics(ExecutionInterceptor):
-    """Execution metrics (as an interceptor) and table gauges (:meth:`run_collector`).
+    """Execution metrics (as an interceptor) and table gauges (``run_collector``).
 
     ``registry`` defaults to prometheus_client's global ``REGISTRY``; pass a
     ``CollectorRegistry()`` of your own to keep them apart (tests do). ``namespace``

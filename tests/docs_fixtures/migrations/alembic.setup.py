@@ -1,0 +1,13 @@
+"""Before the env.py lines: the application's models, ``Base``, whose ``orders`` table the
+project's own revision creates."""
+
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Order(Base):
+    __tablename__ = "orders"
+    id: Mapped[int] = mapped_column(primary_key=True)
