@@ -409,8 +409,8 @@ class Runner:
     async def _wind_down(self, workers: anyio.CancelScope, *, graceful: bool) -> None:
         """Give running handlers up to ``shutdown_max_wait``, then cancel the workers.
 
-        A cancelled worker hands its execution back before it ends (see :meth:`_worker`);
-        executions still queued are handed back by :meth:`_release_untaken`.
+        A cancelled worker hands its execution back before it ends (see ``_worker``);
+        executions still queued are handed back by ``_release_untaken``.
         """
         with anyio.CancelScope(shield=True):
             grace = self.config.shutdown_max_wait.total_seconds() if graceful else 0
