@@ -1137,6 +1137,12 @@ class Runner:
 
     async def run_due(self, *, max_executions: int = 10_000) -> int:
         """Run every due execution to completion, in pick order, and return how many ran."""
+        try:
+            return await self._run_due(max_executions)
+        finally:
+            self._handler_threads.close()
+
+    async def _run_due(self, max_executions: int) -> int:
         await self.register_recurring()
         ran = 0
         while True:

@@ -108,3 +108,20 @@ async def test_a_cancelled_wait_leaves_the_handler_running_and_new_work_still_ru
     release.set()
     assert finished.wait(10)
     pool.close()
+
+
+async def test_close_lets_idle_threads_leave() -> None:
+    pool = HandlerThreads(name="handler-close-test")
+
+    def alive() -> int:
+        return sum(t.name == "handler-close-test" for t in threading.enumerate())
+
+    async with anyio.create_task_group() as group:
+        for i in range(3):
+            group.start_soon(pool.run, str, i)
+    assert alive() >= 1
+
+    pool.close()
+    with anyio.fail_after(10):
+        while alive():
+            await anyio.sleep(0.01)  # polling for the threads to end, with a deadline
