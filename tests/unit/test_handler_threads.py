@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from sqla_scheduler._threads import HandlerThreads
+from tests.conftest import wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -122,6 +123,4 @@ async def test_close_lets_idle_threads_leave() -> None:
     assert alive() >= 1
 
     pool.close()
-    with anyio.fail_after(10):
-        while alive():
-            await anyio.sleep(0.01)  # polling for the threads to end, with a deadline
+    await wait_for(lambda: alive() == 0, deadline=10)
