@@ -1,16 +1,5 @@
 """After it: the application serves the admin page where it was mounted."""
 
-import anyio
-import httpx
-from admin_page import AUTH, assert_the_page
+from admin_page import assert_mounted
 
-
-async def visit() -> None:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
-        assert_the_page(
-            await client.get("/admin/jobs/"), await client.get("/admin/jobs/", auth=AUTH)
-        )
-
-
-anyio.run(visit)
+assert_mounted(app)
