@@ -60,23 +60,24 @@ class ExecutionContext(Generic[P]):
     ```
     """
 
-    #: The decoded payload (an instance of the task's ``payload_type`` when it has one).
     payload: P
-    #: The task's name.
+    """The decoded payload (an instance of the task's ``payload_type`` when it has one)."""
     task_name: str
-    #: The instance id of this execution.
+    """The task's name."""
     instance_id: str
-    #: When this execution was due.
+    """The instance id of this execution."""
     execution_time: datetime
-    #: How many attempts before this one failed in a row (0 on a first attempt).
+    """When this execution was due."""
     consecutive_failures: int = 0
-    #: The execution's priority.
+    """How many attempts before this one failed in a row (0 on a first attempt)."""
     priority: int = 0
-    #: Set when the scheduler is stopping; long handlers should poll it.
+    """The execution's priority."""
     shutdown: ShutdownSignal = field(default_factory=ShutdownSignal)
-    #: The trace context captured when this execution was scheduled (see
-    #: ``ExecutionInterceptor.capture_context``), if any.
+    """Set when the scheduler is stopping; long handlers should poll it."""
     trace_context: Mapping[str, str] | None = None
+    """The trace context captured when this execution was scheduled (see
+    ``ExecutionInterceptor.capture_context``), if any.
+    """
     _scheduled: list[TaskInstance[Any]] = field(default_factory=list, repr=False)
 
     @property

@@ -32,13 +32,14 @@ if TYPE_CHECKING:
 
 __all__ = ["Execution", "ExecutionState", "ExecutionStatus", "list_executions"]
 
-#: Which executions to list: ``scheduled`` (every unpicked row), ``due`` (unpicked and due
-#: now), ``running`` (picked), ``failing`` (one or more consecutive failures),
-#: ``orphaned`` (task names this scheduler does not know), or ``all``.
 ExecutionState = Literal["all", "scheduled", "due", "running", "failing", "orphaned"]
+"""Which executions to list: ``scheduled`` (every unpicked row), ``due`` (unpicked and due
+now), ``running`` (picked), ``failing`` (one or more consecutive failures),
+``orphaned`` (task names this scheduler does not know), or ``all``.
+"""
 
-#: What one execution is doing, as ``Execution.status`` tells it.
 ExecutionStatus = Literal["running", "orphaned", "failing", "due", "scheduled"]
+"""What one execution is doing, as ``Execution.status`` tells it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,8 +48,8 @@ class Execution:
 
     task_name: str
     instance_id: str
-    #: The stored payload in its JSON form (not decoded).
     data: Any
+    """The stored payload in its JSON form (not decoded)."""
     execution_time: datetime
     picked: bool
     picked_by: str | None
@@ -59,11 +60,12 @@ class Execution:
     version: int
     priority: int
     schedule: str | None
-    #: The trace context captured when the execution was scheduled (W3C ``traceparent``
-    #: and ``tracestate``), when an interceptor captured one.
     trace_context: dict[str, str] | None = None
-    #: When the handler of this picked execution started; ``None`` while it waits.
+    """The trace context captured when the execution was scheduled (W3C ``traceparent``
+    and ``tracestate``), when an interceptor captured one.
+    """
     started_at: datetime | None = None
+    """When the handler of this picked execution started; ``None`` while it waits."""
 
     @classmethod
     def from_row(cls, row: RowMapping) -> Execution:

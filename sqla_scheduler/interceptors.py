@@ -33,8 +33,8 @@ from sqla_scheduler.context import ExecutionContext
 
 __all__ = ["CallNext", "ExecutionInterceptor"]
 
-#: What an interceptor awaits to run the rest of the chain; returns the handler's result.
 CallNext = Callable[[], Awaitable[Any]]
+"""What an interceptor awaits to run the rest of the chain; returns the handler's result."""
 
 
 class ExecutionInterceptor:

@@ -24,8 +24,8 @@ from sqla_scheduler.models import metadata
 
 __all__ = ["VERSION_TABLE", "current", "downgrade", "heads", "upgrade"]
 
-#: The version table used by these functions and ``sqla-scheduler db``.
 VERSION_TABLE = "sqla_scheduler_alembic_version"
+"""The version table used by these functions and ``sqla-scheduler db``."""
 
 _SCRIPT_LOCATION = "sqla_scheduler:migrations"
 _ASYNC_TO_SYNC = {"aiosqlite": "pysqlite", "asyncpg": "psycopg", "psycopg_async": "psycopg"}

@@ -44,10 +44,10 @@ __all__ = [
 ]
 
 DEFAULT_TABLE_NAME = "scheduled_tasks"
-#: Longest task name the table holds.
 MAX_TASK_NAME_LENGTH = 100
-#: Longest instance id the table holds.
+"""Longest task name the table holds."""
 MAX_INSTANCE_ID_LENGTH = 255
+"""Longest instance id the table holds."""
 
 NAMING_CONVENTION: dict[str, str] = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -57,8 +57,6 @@ NAMING_CONVENTION: dict[str, str] = {
     "pk": "pk_%(table_name)s",
 }
 
-#: PostgreSQL storage parameters for a table that churns like a queue: room on each page
-#: for HOT heartbeat updates, and autovacuum after a fixed number of dead rows.
 QUEUE_STORAGE: dict[str, str] = {
     "fillfactor": "90",
     "autovacuum_vacuum_scale_factor": "0.0",
@@ -67,6 +65,9 @@ QUEUE_STORAGE: dict[str, str] = {
     "autovacuum_vacuum_insert_threshold": "5000",
     "autovacuum_analyze_scale_factor": "0.02",
 }
+"""PostgreSQL storage parameters for a table that churns like a queue: room on each page
+for HOT heartbeat updates, and autovacuum after a fixed number of dead rows.
+"""
 
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
 """The scheduler's own metadata; add it to an Alembic ``target_metadata`` list."""

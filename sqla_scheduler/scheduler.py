@@ -76,8 +76,8 @@ class Scheduler:
         self._tasks = registry
         self.table: Table = table_for(self.config.table_name, self.config.schema)
         self.listeners: list[SchedulerListener] = list(listeners)
-        #: Run around every handler, the first one outermost (see ``interceptors``).
         self.interceptors: list[ExecutionInterceptor] = list(interceptors)
+        """Run around every handler, the first one outermost (see ``interceptors``)."""
         # Only interceptors that capture a context are asked when scheduling, so that
         # scheduling without them costs nothing.
         self._capturing = [i for i in self.interceptors if captures_context(i)]

@@ -75,9 +75,10 @@ class Schedule(ABC):
 
     __slots__ = ()
 
-    #: ``True`` when the next time depends only on the clock (``Cron``, ``Daily``), so every
-    #: node computes the same instant; ``False`` when it depends on when a run happened.
     deterministic: ClassVar[bool]
+    """``True`` when the next time depends only on the clock (``Cron``, ``Daily``), so every
+    node computes the same instant; ``False`` when it depends on when a run happened.
+    """
 
     @abstractmethod
     def first_run(self, now: datetime) -> datetime | None:

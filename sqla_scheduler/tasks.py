@@ -41,8 +41,8 @@ __all__ = [
 P = TypeVar("P")
 TaskKind = Literal["recurring", "one_time", "custom"]
 
-#: The instance id of a recurring task's single row.
 RECURRING_INSTANCE_ID = "recurring"
+"""The instance id of a recurring task's single row."""
 
 SMALLINT_MIN, SMALLINT_MAX = -32768, 32767
 
@@ -67,8 +67,8 @@ class _Keep:
         return "KEEP"
 
 
-#: Passed as a payload, keeps the stored payload unchanged.
 KEEP: Any = _Keep()
+"""Passed as a payload, keeps the stored payload unchanged."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,13 +94,13 @@ class TaskInstance(Generic[P]):
 
     task_name: str
     instance_id: str
-    #: The payload's JSON form, as stored in ``task_data``.
     data: Any
-    #: When it becomes due; ``None`` means now.
+    """The payload's JSON form, as stored in ``task_data``."""
     execution_time: datetime | None
+    """When it becomes due; ``None`` means now."""
     priority: int
-    #: The text form of a recurring schedule, ``None`` for one-time and custom tasks.
     schedule: str | None = None
+    """The text form of a recurring schedule, ``None`` for one-time and custom tasks."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)

@@ -38,8 +38,8 @@ __all__ = ["WorkerError", "WorkerInterrupted", "load_scheduler", "run_worker"]
 
 log = logging.getLogger("sqla_scheduler")
 
-#: The signals that stop a worker: the first gracefully, the second at once.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""The signals that stop a worker: the first gracefully, the second at once."""
 
 
 class WorkerError(SchedulerError):
@@ -54,8 +54,8 @@ class WorkerInterrupted(WorkerError):
 
     def __init__(self, signum: signal.Signals) -> None:
         super().__init__(f"stopped at once by a second {signum.name}")
-        #: The signal that forced the stop.
         self.signal = signum
+        """The signal that forced the stop."""
 
 
 def load_scheduler(spec: str) -> Scheduler:
