@@ -19,6 +19,7 @@ of a ``Connection`` from ``_store``) in a worker thread for a sync engine or thr
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import math
@@ -46,7 +47,7 @@ from sqla_scheduler import _store
 from sqla_scheduler._dialects import backend_for, notify_channel
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._store import Completion
-from sqla_scheduler._threads import HandlerThreads
+from sqla_scheduler._threads import HandlerThreads, call_soon_threadsafe
 from sqla_scheduler.clock import DatabaseClock
 from sqla_scheduler.context import ExecutionContext, ShutdownSignal
 from sqla_scheduler.exceptions import PayloadError
@@ -349,6 +350,8 @@ class Runner:
         self._pending_ready = anyio.Event()
         self._completer_running = False
         self._listener_stop = threading.Event()
+        #: Schedules a callback on the loop from any thread; set once the loop runs.
+        self._call_soon: Callable[[Callable[[], None]], object] | None = None
 
     # --- lifecycle ----------------------------------------------------------------
 
@@ -357,6 +360,7 @@ class Runner:
     ) -> None:
         """Register recurring tasks, run every service until ``request_stop``, stop."""
         check_backend(self.scheduler.engine)
+        self._call_soon = call_soon_threadsafe()
         await self.sync_clock()
         await self.register_recurring()
         log.info(
@@ -398,6 +402,13 @@ class Runner:
 
     def _stopping(self) -> bool:
         return self.shutdown.is_set
+
+    def wake_soon(self) -> None:
+        """Wake the picker, from any thread: due work was committed in this process."""
+        if self._call_soon is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop has ended
+            self._call_soon(lambda: self._wake.set())
 
     def request_stop(self) -> None:
         """Stop picking, signal handlers, and let ``run`` wind down."""

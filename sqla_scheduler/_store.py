@@ -6,7 +6,7 @@ Sync callers run these directly; async callers reach them through SQLAlchemy's
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -70,11 +70,13 @@ def insert_instances(
     instances: Sequence[TaskInstance[Any]],
     now: datetime,
     trace_context: Mapping[str, str] | None = None,
+    on_due: Callable[[], None] | None = None,
 ) -> int:
     """Insert the executions that do not exist yet; return how many were inserted.
 
     ``trace_context`` (what the scheduler's interceptors captured, if anything) is stored
-    with each of them.
+    with each of them. Where the database cannot NOTIFY (SQLite), ``on_due`` is called
+    when a due execution was inserted.
     """
     if not instances:
         return 0
@@ -103,6 +105,8 @@ def insert_instances(
     due = {name for name, execution_time in inserted if execution_time <= now}
     if due:
         _wake(conn, stmts, due)
+        if stmts.notify is None and on_due is not None:
+            on_due()
     return len(inserted)
 
 

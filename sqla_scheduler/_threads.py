@@ -58,7 +58,7 @@ class HandlerThreads:
     async def run(self, fn: Callable[[Any], T], arg: Any) -> T:
         """``fn(arg)`` in one of the pool's threads, in a copy of the caller's context."""
         if self._call_soon is None:
-            self._call_soon = _call_soon_threadsafe()
+            self._call_soon = call_soon_threadsafe()
         job = _Job(fn, arg)
         with self._lock:
             start = self._idle == 0
@@ -120,7 +120,7 @@ class HandlerThreads:
             job.done.set()
 
 
-def _call_soon_threadsafe() -> Callable[[Callable[[], None]], object]:
+def call_soon_threadsafe() -> Callable[[Callable[[], None]], object]:
     """How a thread schedules a callback on the running event loop (asyncio or trio)."""
     if sniffio.current_async_library() == "trio":
         import trio

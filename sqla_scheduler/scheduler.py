@@ -8,7 +8,7 @@ execute tasks, run it: ``await scheduler.run()``, ``async with scheduler:``, or
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -19,7 +19,7 @@ from typing import Any, overload
 import anyio
 import anyio.abc
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-from sqlalchemy import Engine, Table
+from sqlalchemy import Connection, Engine, Table, event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler import _bridge, _store
@@ -147,10 +147,16 @@ class Scheduler:
     def _insert(self, batch: Sequence[TaskInstance[Any]], conn: Any, *, single: bool) -> Any:
         now = self.clock.now()
         trace_context = capture(self._capturing) if self._capturing else None
+        runner = self._runner
+        # Without NOTIFY (SQLite), a loop running in this process hears of due work from
+        # the commit itself rather than at its next poll.
+        on_due = None if runner is None else partial(_after_commit, conn, runner.wake_soon)
         inserted = 0
         for start in range(0, len(batch), _BATCH_CHUNK):
             chunk = batch[start : start + _BATCH_CHUNK]
-            inserted += _store.insert_instances(conn, self.table, chunk, now, trace_context)
+            inserted += _store.insert_instances(
+                conn, self.table, chunk, now, trace_context, on_due=on_due
+            )
         return inserted == 1 if single else inserted
 
     @overload
@@ -386,6 +392,15 @@ class Scheduler:
             f"<Scheduler {self.config.scheduler_name!r} table={self.table.fullname!r} "
             f"tasks={sorted(self._tasks)}>"
         )
+
+
+def _after_commit(conn: Connection, fn: Callable[[], None]) -> None:
+    """Call ``fn`` when ``conn``'s transaction commits (nothing happens on a rollback).
+
+    SQLAlchemy fires the event just before the driver's COMMIT; a picker woken that early
+    on SQLite waits for the write lock that COMMIT releases, and then sees the rows.
+    """
+    event.listen(conn, "commit", lambda _conn: fn(), once=True)
 
 
 def _check_instance(instance: object) -> None:

@@ -70,6 +70,28 @@ async def test_a_commit_wakes_an_idle_scheduler(db: Harness):
     assert ran == ["now"]
 
 
+async def test_a_commit_in_this_process_wakes_its_own_scheduler(db: Harness):
+    """NOTIFY on PostgreSQL; on SQLite, which has none, the commit itself wakes it."""
+    ran: list[str] = []
+    event = threading.Event()
+    scheduler, task = scheduler_for(db, ran, event, polling_interval=timedelta(minutes=5))
+    async with scheduler:
+        if not db.is_sqlite:
+            await wait_for(lambda: listeners(db) == 1)
+        async with db.session() as session:
+            await db.resolve(scheduler.schedule(session, task.instance("rolled-back")))
+            await db.rollback(session)
+        async with db.session() as session:
+            await db.resolve(scheduler.schedule(session, task.instance("in-session")))
+            await db.commit(session)
+        # With a five-minute poll, only a wake-up explains a start within the deadline.
+        await wait_for(event.is_set, deadline=10)
+        batch = [task.instance("batch-1"), task.instance("batch-2")]
+        await db.resolve(scheduler.schedule_batch(db.engine, batch))
+        await wait_for(lambda: len(ran) == 3, deadline=10)
+    assert sorted(ran) == ["batch-1", "batch-2", "in-session"]
+
+
 @pytest.mark.postgres_only("the LISTEN connection exists on PostgreSQL only")
 async def test_the_listener_comes_back_after_its_connection_dies(db: Harness):
     ran: list[str] = []

@@ -2,6 +2,7 @@
 the environment it reads."""
 
 import os
+import threading
 from dataclasses import dataclass
 
 from sqlalchemy import String, create_engine
@@ -30,5 +31,11 @@ class Confirmation:
     order_id: int
 
 
+sent: list[int] = []
+confirmed = threading.Event()
+
+
 @one_time("send-confirmation", payload_type=Confirmation, max_retries=3)
-def send_confirmation(ctx: ExecutionContext[Confirmation]) -> None: ...
+def send_confirmation(ctx: ExecutionContext[Confirmation]) -> None:
+    sent.append(ctx.payload.order_id)
+    confirmed.set()
