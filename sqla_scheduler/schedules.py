@@ -29,10 +29,11 @@ times are wall-clock times in their zone:
 
 from __future__ import annotations
 
+import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import dataclass
 from datetime import datetime, time, timedelta, timezone
 from typing import ClassVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -118,7 +119,6 @@ class Cron(Schedule):
     """
 
     expr: str
-    _: KW_ONLY
     tz: str = _UTC_NAME
 
     deterministic: ClassVar[bool] = True
@@ -188,7 +188,7 @@ class FixedRate(Schedule):
     A run that finishes late does not cause catch-up runs: when ``scheduled_at + every`` has
     already passed at completion, the next run is ``every`` after completion instead. The
     first run is ``initial_delay`` after registration. Durations are
-    ``timedelta`` values or strings such as ``"30s"`` or ``"1h30m"``.
+    ``timedelta`` values, strings such as ``"30s"`` or ``"1h30m"``, or numbers of seconds.
     """
 
     every: timedelta
@@ -196,7 +196,9 @@ class FixedRate(Schedule):
 
     deterministic: ClassVar[bool] = False
 
-    def __init__(self, every: timedelta | str, *, initial_delay: timedelta | str = _ZERO) -> None:
+    def __init__(
+        self, every: timedelta | str | float, initial_delay: timedelta | str | float = _ZERO
+    ) -> None:
         """Validate and normalize; ``every`` must be positive, ``initial_delay`` not negative."""
         object.__setattr__(self, "every", _duration(every, "FixedRate.every", allow_zero=False))
         object.__setattr__(
@@ -225,7 +227,7 @@ class FixedRate(Schedule):
 class FixedDelay(Schedule):
     """Run ``after`` each run completes; the first run is ``initial_delay`` after registration.
 
-    Durations are ``timedelta`` values or strings such as ``"30s"``.
+    Durations are ``timedelta`` values, strings such as ``"30s"``, or numbers of seconds.
     """
 
     after: timedelta
@@ -233,7 +235,9 @@ class FixedDelay(Schedule):
 
     deterministic: ClassVar[bool] = False
 
-    def __init__(self, after: timedelta | str, *, initial_delay: timedelta | str = _ZERO) -> None:
+    def __init__(
+        self, after: timedelta | str | float, initial_delay: timedelta | str | float = _ZERO
+    ) -> None:
         """Validate and normalize; ``after`` must be positive, ``initial_delay`` not negative."""
         object.__setattr__(self, "after", _duration(after, "FixedDelay.after", allow_zero=False))
         object.__setattr__(
@@ -425,6 +429,10 @@ def _duration(value: object, field: str, *, allow_zero: bool) -> timedelta:
     requirement = "zero or more" if allow_zero else "positive"
     if isinstance(value, timedelta):
         result = value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise InvalidScheduleError(f"{field} must be a {requirement} duration, got {value!r}")
+        result = timedelta(seconds=value)
     elif isinstance(value, str):
         try:
             result = parse_duration(value)
@@ -434,7 +442,8 @@ def _duration(value: object, field: str, *, allow_zero: bool) -> timedelta:
             ) from exc
     else:
         raise InvalidScheduleError(
-            f"{field} must be a timedelta or a duration string such as '30s', got {value!r}"
+            f"{field} must be a timedelta, a duration string such as '30s' or a number of "
+            f"seconds, got {value!r}"
         )
     if result < _ZERO or (result == _ZERO and not allow_zero):
         shown = str(value) if isinstance(value, timedelta) else repr(value)

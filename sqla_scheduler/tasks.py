@@ -150,7 +150,6 @@ class OneTimeTask(Task[P]):
         self,
         instance_id: str,
         payload: P | None = None,
-        *,
         at: datetime | None = None,
         priority: int | None = None,
     ) -> TaskInstance[P]:

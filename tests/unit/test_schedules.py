@@ -604,7 +604,10 @@ INVALID: list[tuple[Callable[[], object], str]] = [
     (lambda: FixedRate("0s"), "'0s'"),
     (lambda: FixedRate("soon"), "'soon'"),
     (lambda: FixedRate("1m", initial_delay=timedelta(seconds=-5)), "FixedRate.initial_delay"),
-    (lambda: FixedRate(60), "60"),  # type: ignore[arg-type]
+    (lambda: FixedRate(-60), "-60"),
+    (lambda: FixedRate(True), "True"),  # a bool is not a number of seconds
+    (lambda: FixedDelay(float("nan")), "nan"),
+    (lambda: FixedDelay("1s", 0 - 1.5), "-1.5"),
     (lambda: FixedDelay(timedelta(0)), "FixedDelay.after"),
     (lambda: FixedDelay("0ms"), "'0ms'"),
     (lambda: FixedDelay("1s", initial_delay="-2s"), "'-2s'"),
@@ -685,3 +688,14 @@ def test_naive_datetimes_are_rejected(schedule: Schedule) -> None:
         schedule.next_run(scheduled_at=aware, completed_at=naive)
     with pytest.raises(ValueError, match="scheduled_at must be timezone-aware"):
         schedule.next_run(scheduled_at=naive, completed_at=aware)
+
+
+def test_durations_may_be_numbers_of_seconds_and_delays_positional() -> None:
+    assert FixedRate(60) == FixedRate("1m")
+    assert FixedRate("1m", 0).initial_delay == timedelta(0)
+    assert FixedDelay(1.5, 30) == FixedDelay("1500ms", initial_delay="30s")
+    assert FixedDelay("1s", initial_delay=0).text == "FIXED_DELAY|1s"
+
+
+def test_cron_takes_its_time_zone_by_position() -> None:
+    assert Cron("0 0 9 * * ?", "Europe/Rome") == Cron("0 0 9 * * ?", tz="Europe/Rome")

@@ -91,6 +91,7 @@ def test_instance_defaults_and_overrides() -> None:
     later = task.instance("b", {"k": (1, 2)}, at=NOW, priority=-7)
     assert later.data == {"k": [1, 2]}  # stored as the database would give it back
     assert (later.execution_time, later.priority) == (NOW, -7)
+    assert task.instance("b", {"k": (1, 2)}, NOW, -7) == later  # as SPEC writes it
 
 
 @pytest.mark.parametrize(
