@@ -29,6 +29,7 @@ from sqla_scheduler.exceptions import (
 )
 from sqla_scheduler.executions import Execution, ExecutionState
 from sqla_scheduler.interceptors import ExecutionInterceptor
+from sqla_scheduler.listeners import SchedulerListener
 from sqla_scheduler.models import ScheduledTask, metadata
 from sqla_scheduler.scheduler import Scheduler
 from sqla_scheduler.schedules import (
@@ -81,6 +82,7 @@ __all__ = [
     "Scheduler",
     "SchedulerConfig",
     "SchedulerError",
+    "SchedulerListener",
     "ShutdownSignal",
     "SystemClock",
     "Task",

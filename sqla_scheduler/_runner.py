@@ -59,7 +59,7 @@ from sqla_scheduler.tasks import KEEP, RECURRING_INSTANCE_ID, NextAt, RecurringT
 if TYPE_CHECKING:
     from sqla_scheduler.scheduler import Scheduler
 
-__all__ = ["Database", "Runner", "check_backend"]
+__all__ = ["Database", "Runner", "check_backend", "require_async_library"]
 
 log = logging.getLogger("sqla_scheduler")
 
@@ -72,6 +72,17 @@ _ERROR_BACKOFF = 1.0
 _MAX_BOOST = 16
 #: How often the listener thread looks up from its socket to see whether to stop.
 _LISTEN_TICK = 0.25
+
+
+def require_async_library(backend: str) -> None:
+    """Fail with the extra to install when ``backend`` (``"trio"``) is not importable."""
+    if backend == "trio":
+        try:
+            import trio  # noqa: F401
+        except ImportError as exc:
+            raise ImportError(
+                "the trio backend needs trio: pip install 'sqla-scheduler[trio]'"
+            ) from exc
 
 
 def check_backend(engine: Engine | AsyncEngine) -> None:
@@ -1032,7 +1043,8 @@ class Runner:
             try:
                 await self.sync_clock()
                 await self.revive_once()
-                await self.delete_orphans_once()
+                if self.names:  # with no tasks, every row would look orphaned
+                    await self.delete_orphans_once()
             except Exception:
                 log.warning("maintenance failed; retrying", exc_info=True)
             await anyio.sleep(interval)

@@ -319,6 +319,7 @@ def worker(
     """
     from sqlalchemy.ext.asyncio import AsyncEngine
 
+    from sqla_scheduler._runner import require_async_library
     from sqla_scheduler.worker import WorkerError, WorkerInterrupted, run_worker
 
     logging.basicConfig(
@@ -337,6 +338,10 @@ def worker(
             scheduler.config = scheduler.config.replace(**changes)
         except ConfigurationError as exc:
             _fail(str(exc), 2)
+    try:
+        require_async_library(backend)
+    except ImportError as exc:
+        _fail(str(exc), 2)
     if backend == "trio" and isinstance(scheduler.engine, AsyncEngine):
         _fail(f"--backend trio needs a Scheduler with a sync Engine; {spec} has an AsyncEngine", 2)
     try:

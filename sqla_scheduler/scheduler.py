@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqla_scheduler import _bridge, _store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
 from sqla_scheduler._payload import codec_for
-from sqla_scheduler._runner import Runner
+from sqla_scheduler._runner import Runner, require_async_library
 from sqla_scheduler.clock import Clock, DatabaseClock, SystemClock
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.exceptions import TaskDefinitionError, UnknownTaskError
@@ -343,6 +343,7 @@ class Scheduler:
         """Run the loop on a background thread (for sync applications); returns once it runs."""
         if self._portal is not None:
             raise RuntimeError(f"{self!r} was already started")
+        require_async_library(backend)
         self._portal_cm = start_blocking_portal(backend)
         self._portal = self._portal_cm.__enter__()
         try:

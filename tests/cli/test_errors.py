@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from sqla_scheduler import migrate
@@ -108,3 +109,16 @@ def test_database_url_is_read_when_no_url_is_given(tmp_path: Path) -> None:
     assert migrate.current(url) == migrate.heads()
     listed = run("executions", env=env)
     assert (listed.returncode, listed.stdout.strip()) == (0, "no executions")
+
+
+def test_a_missing_trio_is_named_with_its_extra(tmp_path: Path) -> None:
+    hidden = tmp_path / "without_trio" / "trio"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text('raise ImportError("trio is not installed here")\n')
+    env = cli_env(DATABASE_URL=f"sqlite:///{tmp_path / 'app.db'}")
+    env["PYTHONPATH"] = os.pathsep.join([str(hidden.parent), env["PYTHONPATH"]])
+
+    done = run("worker", APP, "--backend", "trio", env=env)
+
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'sqla-scheduler[trio]'" in one_error_line(done.stderr)

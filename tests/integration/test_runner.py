@@ -606,3 +606,24 @@ async def test_the_loop_runs_without_prepared_statements(db: Harness):
     async with scheduler:
         await wait_for(lambda: len(done) == 40)
     assert sorted(done) == sorted(f"j{i}" for i in range(40))
+
+
+async def test_a_scheduler_without_tasks_revives_and_deletes_no_orphans(
+    db: Harness, clock: ManualClock, caplog: pytest.LogCaptureFixture
+):
+    """A process that only revives: with no tasks, every row would look orphaned."""
+    task = one_time("work")(lambda ctx: None)
+    client = Scheduler(db.engine, [task], clock=clock)
+    await db.resolve(client.schedule(db.engine, task.instance("dead")))
+    with db.sync_engine.begin() as conn:
+        conn.execute(
+            update(db.table).values(
+                picked=True, picked_by="crashed", last_heartbeat=NOW - timedelta(hours=1)
+            )
+        )
+    reviver = Scheduler(db.engine, [], clock=clock)
+    with caplog.at_level(logging.WARNING, logger="sqla_scheduler"):
+        async with reviver:
+            await wait_for(lambda: db.row("work", "dead")["picked"] is False)  # type: ignore[index]
+    assert not [r for r in caplog.records if "maintenance failed" in r.getMessage()]
+    assert db.row("work", "dead") is not None  # revived, not deleted as an orphan
