@@ -22,6 +22,7 @@ __all__ = ["Backend", "backend_for", "notify_channel"]
 
 T = TypeVar("T")
 
+_MIN_SQLITE = (3, 35, 0)
 _MAX_CHANNEL = 63  # PostgreSQL identifiers (and so channel names) are at most 63 bytes
 
 
@@ -97,6 +98,13 @@ def backend_for(dialect: Dialect) -> Backend:
     if dialect.name == "postgresql":
         return POSTGRESQL
     if dialect.name == "sqlite":
+        import sqlite3  # here: a Python built without it still runs on PostgreSQL
+
+        if sqlite3.sqlite_version_info < _MIN_SQLITE:
+            raise NotImplementedError(
+                f"sqla-scheduler needs SQLite {'.'.join(map(str, _MIN_SQLITE))} or newer "
+                f"(for RETURNING); this Python's sqlite3 library is {sqlite3.sqlite_version}"
+            )
         return SQLITE
     raise NotImplementedError(
         f"sqla-scheduler supports PostgreSQL and SQLite, not {dialect.name!r}"
