@@ -8,9 +8,10 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import MetaData, func, select, text
 
 from sqla_scheduler import Scheduler, SchedulerConfig, one_time
+from sqla_scheduler.models import scheduled_tasks_table
 from tests.conftest import Harness, wait_for
 
 pytestmark = pytest.mark.anyio
@@ -118,3 +119,23 @@ async def test_listen_can_be_switched_off(db: Harness):
         if not db.is_sqlite:  # SQLite never listens; polling is all it has
             assert listeners(db) == 0
     assert ran == ["polled"]
+
+
+async def test_a_table_of_another_name_works_end_to_end(db: Harness):
+    """``table_name`` moves everything: the rows, the picks and (PostgreSQL) the channel."""
+    jobs = scheduled_tasks_table(MetaData(), "jobs")
+    jobs.metadata.create_all(db.sync_engine)
+    ran: list[str] = []
+    event = threading.Event()
+    scheduler, task = scheduler_for(
+        db, ran, event, table_name="jobs", polling_interval=timedelta(minutes=5)
+    )
+    async with scheduler:
+        if not db.is_sqlite:
+            await wait_for(lambda: listeners(db) == 1)
+        await db.resolve(scheduler.schedule(db.engine, task.instance("in-jobs")))
+        await wait_for(event.is_set, deadline=10)  # woken, then picked from "jobs"
+    assert ran == ["in-jobs"]
+    with db.sync_engine.connect() as conn:
+        assert conn.scalar(select(func.count()).select_from(jobs)) == 0
+        assert conn.scalar(select(func.count()).select_from(db.table)) == 0
