@@ -467,6 +467,26 @@ async def test_handler_scheduled_work_commits_with_success_only(db: Harness, clo
     assert db.row("child", "of-bad") is None
 
 
+async def test_handler_scheduled_work_is_dropped_with_an_outcome_taken_over(
+    db: Harness, clock: ManualClock
+):
+    child = one_time("child")(lambda ctx: None)
+
+    @one_time("parent")
+    def parent(ctx: Any) -> None:
+        ctx.schedule(child.instance("of-taken", at=NOW + timedelta(days=1)))
+        # Another scheduler revives this execution while it runs: the success is not ours
+        # to record, and neither is what the handler scheduled.
+        with db.sync_engine.begin() as conn:
+            conn.execute(update(db.table).values(version=db.table.c.version + 10))
+
+    scheduler = db.scheduler([parent, child], clock)
+    await db.resolve(scheduler.schedule(db.engine, parent.instance("taken")))
+    await scheduler.run_due()
+    assert db.row("parent", "taken") is not None  # not removed: its version moved
+    assert db.row("child", "of-taken") is None
+
+
 # --- the real loop --------------------------------------------------------------------
 
 
