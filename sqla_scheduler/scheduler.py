@@ -15,6 +15,7 @@ from datetime import datetime
 from functools import partial
 from types import MappingProxyType
 from typing import Any, overload
+from weakref import WeakKeyDictionary, WeakSet
 
 import anyio
 import anyio.abc
@@ -395,13 +396,34 @@ class Scheduler:
         )
 
 
+#: What to call when a connection's transaction commits: the wake-ups of the schedulers
+#: (in this process) whose due work it inserted. Cleared by the commit or a rollback.
+_on_commit: WeakKeyDictionary[Connection, set[Callable[[], None]]] = WeakKeyDictionary()
+#: Connections that carry this module's commit and rollback listeners (once each).
+_listening: WeakSet[Connection] = WeakSet()
+
+
 def _after_commit(conn: Connection, fn: Callable[[], None]) -> None:
     """Call ``fn`` when ``conn``'s transaction commits (nothing happens on a rollback).
 
     SQLAlchemy fires the event just before the driver's COMMIT; a picker woken that early
-    on SQLite waits for the write lock that COMMIT releases, and then sees the rows.
+    on SQLite waits for the write lock that COMMIT releases, and then sees the rows. A
+    connection gets the listeners once, however many transactions it runs.
     """
-    event.listen(conn, "commit", lambda _conn: fn(), once=True)
+    _on_commit.setdefault(conn, set()).add(fn)
+    if conn not in _listening:
+        _listening.add(conn)
+        event.listen(conn, "commit", _committed)
+        event.listen(conn, "rollback", _rolled_back)
+
+
+def _committed(conn: Connection) -> None:
+    for fn in _on_commit.pop(conn, ()):
+        fn()
+
+
+def _rolled_back(conn: Connection) -> None:
+    _on_commit.pop(conn, None)
 
 
 def _check_instance(instance: object) -> None:

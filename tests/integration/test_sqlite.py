@@ -19,8 +19,8 @@ from sqlalchemy import Connection, Engine, create_engine, event, update
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from sqla_scheduler import ManualClock, Scheduler, configure_sqlite, one_time
-from tests.conftest import sqlite_file_url
+from sqla_scheduler import ManualClock, Scheduler, SchedulerConfig, configure_sqlite, one_time
+from tests.conftest import sqlite_file_url, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -254,3 +254,24 @@ def _sync_engine_for(engine: Engine | AsyncEngine) -> Engine:
     """A separate sync engine on ``engine``'s file, to arrange rows the way a test wants."""
     path = str(engine.url.database)
     return create_engine(f"sqlite:///{path}", poolclass=NullPool)
+
+
+async def test_a_long_lived_connection_keeps_one_commit_listener(url: str) -> None:
+    """Each commit wakes the running scheduler; the connection gains no listener per call."""
+    engine = create_engine(url)
+    ran: list[str] = []
+    task = one_time("job")(lambda ctx: ran.append(ctx.instance_id))
+    scheduler = Scheduler(engine, [task], SchedulerConfig(polling_interval=timedelta(minutes=5)))
+    try:
+        async with scheduler:
+            with engine.connect() as conn:
+                for i in range(5):
+                    assert scheduler.schedule(conn, task.instance(f"c{i}")) is True
+                    conn.commit()
+                    await wait_for(lambda i=i: len(ran) == i + 1, deadline=10)  # woken
+                scheduler.schedule(conn, task.instance("rolled-back"))
+                conn.rollback()
+                assert (len(conn.dispatch.commit), len(conn.dispatch.rollback)) == (1, 1)
+    finally:
+        engine.dispose()
+    assert sorted(ran) == [f"c{i}" for i in range(5)]
