@@ -1107,11 +1107,16 @@ class Runner:
 
     # --- wake-ups -------------------------------------------------------------------
 
-    async def _listen_loop(self) -> None:
-        """Keep a LISTEN connection; when it fails, poll until it is back."""
+    @property
+    def listens(self) -> bool:
+        """Whether this loop hears NOTIFY wake-ups (PostgreSQL, with ``listen`` on)."""
         engine = self.db.engine
         dialect = engine.sync_engine.dialect if isinstance(engine, AsyncEngine) else engine.dialect
-        if not self.config.listen or not backend_for(dialect).supports_notify:
+        return self.config.listen and backend_for(dialect).supports_notify
+
+    async def _listen_loop(self) -> None:
+        """Keep a LISTEN connection; when it fails, poll until it is back."""
+        if not self.listens:
             return
         backoff = 0.5
         while not self._stopping():

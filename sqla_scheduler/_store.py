@@ -75,8 +75,7 @@ def insert_instances(
     """Insert the executions that do not exist yet; return how many were inserted.
 
     ``trace_context`` (what the scheduler's interceptors captured, if anything) is stored
-    with each of them. Where the database cannot NOTIFY (SQLite), ``on_due`` is called
-    when a due execution was inserted.
+    with each of them. ``on_due`` is called when a due execution was inserted.
     """
     if not instances:
         return 0
@@ -85,7 +84,10 @@ def insert_instances(
         now_text = now.isoformat()
         rows = [_json_row(i, now_text, trace_context) for i in instances]
         params = {"rows": rows, "now": now, "channel": stmts.channel}
-        return int(conn.execute(stmts.insert_many, params).scalar_one())
+        inserted, notified = conn.execute(stmts.insert_many, params).one()
+        if notified and on_due is not None:
+            on_due()
+        return int(inserted)
     values = [
         {
             "task_name": i.task_name,
@@ -100,12 +102,15 @@ def insert_instances(
     ]
     if len(values) == 1 and stmts.insert_one is not None:
         params = {**values[0], "now": now, "channel": stmts.channel}
-        return len(conn.execute(stmts.insert_one, params).all())
+        notifies = conn.execute(stmts.insert_one, params).scalars().all()
+        if on_due is not None and any(sent is not None for sent in notifies):
+            on_due()  # NULL: inserted, not due; a NOTIFY's void value: due
+        return len(notifies)
     inserted = conn.execute(stmts.insert, values).all()
     due = {name for name, execution_time in inserted if execution_time <= now}
     if due:
         _wake(conn, stmts, due)
-        if stmts.notify is None and on_due is not None:
+        if on_due is not None:
             on_due()
     return len(inserted)
 

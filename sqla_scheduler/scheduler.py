@@ -149,9 +149,13 @@ class Scheduler:
         now = self.clock.now()
         trace_context = capture(self._capturing) if self._capturing else None
         runner = self._runner
-        # Without NOTIFY (SQLite), a loop running in this process hears of due work from
-        # the commit itself rather than at its next poll.
-        on_due = None if runner is None else partial(_after_commit, conn, runner.wake_soon)
+        # A loop running in this process that hears no NOTIFY (SQLite, or listen=False)
+        # hears of due work from the commit itself rather than at its next poll.
+        on_due = (
+            None
+            if runner is None or runner.listens
+            else partial(_after_commit, conn, runner.wake_soon)
+        )
         inserted = 0
         for start in range(0, len(batch), _BATCH_CHUNK):
             chunk = batch[start : start + _BATCH_CHUNK]
@@ -408,8 +412,12 @@ def _after_commit(conn: Connection, fn: Callable[[], None]) -> None:
 
     SQLAlchemy fires the event just before the driver's COMMIT; a picker woken that early
     on SQLite waits for the write lock that COMMIT releases, and then sees the rows. A
-    connection gets the listeners once, however many transactions it runs.
+    connection gets the listeners once, however many transactions it runs. On an
+    autocommit connection the statement has committed already: ``fn`` is called now.
     """
+    if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+        fn()
+        return
     _on_commit.setdefault(conn, set()).add(fn)
     if conn not in _listening:
         _listening.add(conn)

@@ -71,13 +71,16 @@ async def test_a_commit_wakes_an_idle_scheduler(db: Harness):
     assert ran == ["now"]
 
 
-async def test_a_commit_in_this_process_wakes_its_own_scheduler(db: Harness):
-    """NOTIFY on PostgreSQL; on SQLite, which has none, the commit itself wakes it."""
+@pytest.mark.parametrize("listen", [True, False], ids=["listen", "no-listen"])
+async def test_a_commit_in_this_process_wakes_its_own_scheduler(db: Harness, listen: bool):
+    """NOTIFY when the loop listens; otherwise (SQLite, listen=False) the commit itself."""
     ran: list[str] = []
     event = threading.Event()
-    scheduler, task = scheduler_for(db, ran, event, polling_interval=timedelta(minutes=5))
+    scheduler, task = scheduler_for(
+        db, ran, event, listen=listen, polling_interval=timedelta(minutes=5)
+    )
     async with scheduler:
-        if not db.is_sqlite:
+        if listen and not db.is_sqlite:
             await wait_for(lambda: listeners(db) == 1)
         async with db.session() as session:
             await db.resolve(scheduler.schedule(session, task.instance("rolled-back")))
