@@ -99,7 +99,12 @@ async def _await(value: Awaitable[T]) -> T:
 
 
 class Database:
-    """Runs units of work on the scheduler's engine, in a transaction each."""
+    """Runs units of work on the scheduler's engine, in a transaction each.
+
+    One path serves both kinds of engine: a unit of work is a sync function of a
+    ``Connection``, run through ``run_sync`` on an ``AsyncConnection`` or in a worker thread
+    on a sync one; only connecting, calling and closing differ.
+    """
 
     def __init__(
         self, engine: Engine | AsyncEngine, threads: int, *, prepared_statements: bool = True
@@ -107,8 +112,7 @@ class Database:
         self.engine = engine
         self._limiter = anyio.CapacityLimiter(threads)
         self._prepared = prepared_statements
-        self._async_lanes: dict[str, AsyncConnection] = {}
-        self._sync_lanes: dict[str, Connection] = {}
+        self._lanes: dict[str, Connection | AsyncConnection] = {}
         self._unit_of_work = backend_for(engine.dialect).unit_of_work
 
     async def run(
@@ -126,18 +130,19 @@ class Database:
         (the picker, the completer), saving a pool checkout per call. On SQLite every unit,
         ``autocommit`` or not, is one ``BEGIN IMMEDIATE`` transaction (``Backend.unit_of_work``).
         """
-        fn = self._unit_of_work(fn)
-        if isinstance(self.engine, AsyncEngine):
-            if lane is not None:
-                return await self._run_on_lane(self.engine, lane, fn, autocommit)
-            async with self.engine.connect() as conn:
-                await self._prepare(conn, autocommit)
-                result = await conn.run_sync(fn)
-                await conn.commit()
-            return result
-        return await anyio.to_thread.run_sync(
-            self._sync, fn, autocommit, lane, limiter=self._limiter
-        )
+        unit = partial(self._unit, self._unit_of_work(fn), autocommit)
+        conn = self._lanes.pop(lane, None) if lane is not None else None
+        fresh = conn is None
+        if conn is None:
+            conn = await self._connect()
+        try:
+            result = await self._call(conn, partial(unit, fresh))
+        except BaseException:
+            await self._close(conn)  # a lane whose unit failed starts afresh next time
+            raise
+        if lane is None or self._lanes.setdefault(lane, conn) is not conn:
+            await self._close(conn)
+        return result
 
     async def shielded(
         self, fn: Callable[[Connection], T], *, autocommit: bool = False, lane: str | None = None
@@ -147,71 +152,41 @@ class Database:
             result = await self.run(fn, autocommit=autocommit, lane=lane)
         return result
 
-    async def _run_on_lane(
-        self, engine: AsyncEngine, lane: str, fn: Callable[[Connection], T], autocommit: bool
-    ) -> T:
-        conn = self._async_lanes.get(lane)
-        if conn is None:
-            conn = await engine.connect()
-            try:
-                await self._prepare(conn, autocommit)
-            except BaseException:
-                await conn.close()
-                raise
-            self._async_lanes[lane] = conn
-        try:
-            result = await conn.run_sync(fn)
-            await conn.commit()
-        except BaseException:
-            del self._async_lanes[lane]
-            with anyio.CancelScope(shield=True):
-                await conn.close()
-            raise
-        return result
-
-    def _sync(self, fn: Callable[[Connection], T], autocommit: bool, lane: str | None) -> T:
-        assert isinstance(self.engine, Engine)
-        if lane is None:
-            with self.engine.connect() as conn:
-                self._configure(conn, autocommit)
-                result = fn(conn)
-                conn.commit()
-            return result
-        lane_conn = self._sync_lanes.get(lane)
-        if lane_conn is None:
-            lane_conn = self._sync_lanes[lane] = self.engine.connect()
-            self._configure(lane_conn, autocommit)
-        try:
-            result = fn(lane_conn)
-            lane_conn.commit()
-        except BaseException:
-            del self._sync_lanes[lane]
-            lane_conn.close()
-            raise
-        return result
-
     async def close(self) -> None:
         """Give the lanes' connections back to the pool."""
-        async_lanes, self._async_lanes = list(self._async_lanes.values()), {}
-        sync_lanes, self._sync_lanes = list(self._sync_lanes.values()), {}
+        lanes, self._lanes = list(self._lanes.values()), {}
+        for conn in lanes:
+            await self._close(conn)
+
+    def _unit(
+        self, fn: Callable[[Connection], T], autocommit: bool, fresh: bool, conn: Connection
+    ) -> T:
+        """``fn(conn)``, committed; a connection fresh from the pool is configured first."""
+        if fresh:
+            if autocommit:
+                conn.execution_options(isolation_level="AUTOCOMMIT")
+            if not self._prepared:
+                _disable_prepare(conn.connection.driver_connection)
+        result = fn(conn)
+        conn.commit()
+        return result
+
+    async def _connect(self) -> Connection | AsyncConnection:
+        if isinstance(self.engine, AsyncEngine):
+            return await self.engine.connect()
+        return await anyio.to_thread.run_sync(self.engine.connect, limiter=self._limiter)
+
+    async def _call(self, conn: Connection | AsyncConnection, fn: Callable[[Connection], T]) -> T:
+        if isinstance(conn, AsyncConnection):
+            return await conn.run_sync(fn)
+        return await anyio.to_thread.run_sync(fn, conn, limiter=self._limiter)
+
+    async def _close(self, conn: Connection | AsyncConnection) -> None:
         with anyio.CancelScope(shield=True):
-            for conn in async_lanes:
+            if isinstance(conn, AsyncConnection):
                 await conn.close()
-            for sync_conn in sync_lanes:
-                await anyio.to_thread.run_sync(sync_conn.close, limiter=self._limiter)
-
-    async def _prepare(self, conn: AsyncConnection, autocommit: bool) -> None:
-        if autocommit:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
-        if not self._prepared:
-            raw = await conn.get_raw_connection()
-            _disable_prepare(raw.driver_connection)
-
-    def _configure(self, conn: Connection, autocommit: bool) -> None:
-        if autocommit:
-            conn.execution_options(isolation_level="AUTOCOMMIT")
-        if not self._prepared:
-            _disable_prepare(conn.connection.driver_connection)
+            else:
+                await anyio.to_thread.run_sync(conn.close, limiter=self._limiter)
 
     async def remove_with_hook(
         self,
