@@ -311,6 +311,8 @@ class Runner:
             threads=config.concurrency + 4,
             prepared_statements=config.prepared_statements,
         )
+        #: Whether this loop hears NOTIFY wake-ups (PostgreSQL, with ``listen`` on).
+        self.listens = config.listen and backend_for(scheduler.engine.dialect).supports_notify
         self.shutdown = ShutdownSignal()
         self.held: dict[Key, _Held] = {}
         self._handler_threads = HandlerThreads()
@@ -1081,13 +1083,6 @@ class Runner:
         return deleted
 
     # --- wake-ups -------------------------------------------------------------------
-
-    @property
-    def listens(self) -> bool:
-        """Whether this loop hears NOTIFY wake-ups (PostgreSQL, with ``listen`` on)."""
-        engine = self.db.engine
-        dialect = engine.sync_engine.dialect if isinstance(engine, AsyncEngine) else engine.dialect
-        return self.config.listen and backend_for(dialect).supports_notify
 
     async def _listen_loop(self) -> None:
         """Keep a LISTEN connection; when it fails, poll until it is back."""

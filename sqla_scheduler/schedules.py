@@ -181,8 +181,32 @@ class Cron(Schedule):
         return f"CRON|{self.expr}" + _tz_suffix(self.tz)
 
 
+class _AfterInitialDelay(Schedule):
+    """What the fixed schedules share: the first run comes ``initial_delay`` after start-up."""
+
+    __slots__ = ()
+    initial_delay: timedelta
+
+    def first_run(self, now: datetime) -> datetime:
+        """Return ``now + initial_delay``."""
+        return _require_aware(now, "now") + self.initial_delay
+
+
+def _set_intervals(
+    schedule: _AfterInitialDelay, name: str, interval: object, initial_delay: object
+) -> None:
+    """Validate and set a fixed schedule's ``name`` (positive) and ``initial_delay``."""
+    kind = type(schedule).__name__
+    object.__setattr__(schedule, name, _duration(interval, f"{kind}.{name}", allow_zero=False))
+    object.__setattr__(
+        schedule,
+        "initial_delay",
+        _duration(initial_delay, f"{kind}.initial_delay", allow_zero=True),
+    )
+
+
 @dataclass(frozen=True, slots=True, init=False)
-class FixedRate(Schedule):
+class FixedRate(_AfterInitialDelay):
     """Run every ``every``, counted from when the previous run was scheduled.
 
     A run that finishes late does not cause catch-up runs: when ``scheduled_at + every`` has
@@ -200,16 +224,7 @@ class FixedRate(Schedule):
         self, every: timedelta | str | float, initial_delay: timedelta | str | float = _ZERO
     ) -> None:
         """Validate and normalize; ``every`` must be positive, ``initial_delay`` not negative."""
-        object.__setattr__(self, "every", _duration(every, "FixedRate.every", allow_zero=False))
-        object.__setattr__(
-            self,
-            "initial_delay",
-            _duration(initial_delay, "FixedRate.initial_delay", allow_zero=True),
-        )
-
-    def first_run(self, now: datetime) -> datetime:
-        """Return ``now + initial_delay``."""
-        return _require_aware(now, "now") + self.initial_delay
+        _set_intervals(self, "every", every, initial_delay)
 
     def next_run(self, *, scheduled_at: datetime, completed_at: datetime) -> datetime:
         """Return ``scheduled_at + every``, or ``completed_at + every`` if that has passed."""
@@ -224,7 +239,7 @@ class FixedRate(Schedule):
 
 
 @dataclass(frozen=True, slots=True, init=False)
-class FixedDelay(Schedule):
+class FixedDelay(_AfterInitialDelay):
     """Run ``after`` each run completes; the first run is ``initial_delay`` after registration.
 
     Durations are ``timedelta`` values, strings such as ``"30s"``, or numbers of seconds.
@@ -239,16 +254,7 @@ class FixedDelay(Schedule):
         self, after: timedelta | str | float, initial_delay: timedelta | str | float = _ZERO
     ) -> None:
         """Validate and normalize; ``after`` must be positive, ``initial_delay`` not negative."""
-        object.__setattr__(self, "after", _duration(after, "FixedDelay.after", allow_zero=False))
-        object.__setattr__(
-            self,
-            "initial_delay",
-            _duration(initial_delay, "FixedDelay.initial_delay", allow_zero=True),
-        )
-
-    def first_run(self, now: datetime) -> datetime:
-        """Return ``now + initial_delay``."""
-        return _require_aware(now, "now") + self.initial_delay
+        _set_intervals(self, "after", after, initial_delay)
 
     def next_run(self, *, scheduled_at: datetime, completed_at: datetime) -> datetime:
         """Return ``completed_at + after``."""
