@@ -658,23 +658,34 @@ class Bench:
 
     # --- 4. / 5. scheduling ------------------------------------------------------
 
-    def schedule_single(self) -> Figure:
-        n = self.counts.single_txns
-        db = self.new_db("schedule")
+    def _time_scheduling(
+        self, label: str, rows: int, work: Callable[[Scheduler, Engine], object]
+    ) -> float:
+        """Seconds ``work`` takes on a fresh database; fails unless it left ``rows`` rows."""
+        db = self.new_db(label)
         engine = self.engine(db)
         try:
             client = Scheduler(engine, [self.task])
             with engine.connect():
-                pass
+                pass  # open the pool's connection before the clock starts
             t0 = time.perf_counter()
-            for i in range(n):
-                client.schedule(engine, self.task.instance(f"s{i:07d}"))
+            work(client, engine)
             elapsed = time.perf_counter() - t0
         finally:
             engine.dispose()
         with self.connect(db) as conn:
-            if self.count(conn) != n:
-                raise ScenarioError("schedule: rows missing")
+            if self.count(conn) != rows:
+                raise ScenarioError(f"{label}: rows missing")
+        return elapsed
+
+    def schedule_single(self) -> Figure:
+        n = self.counts.single_txns
+
+        def work(client: Scheduler, engine: Engine) -> None:
+            for i in range(n):
+                client.schedule(engine, self.task.instance(f"s{i:07d}"))
+
+        elapsed = self._time_scheduling("schedule", n, work)
         return self.add(
             Figure(
                 "schedule",
@@ -688,23 +699,14 @@ class Bench:
 
     def schedule_batch(self) -> Figure:
         txns, size = self.counts.batch_txns, self.counts.batch_size
-        db = self.new_db("schedule_batch")
-        engine = self.engine(db)
-        try:
-            client = Scheduler(engine, [self.task])
-            with engine.connect():
-                pass
-            t0 = time.perf_counter()
+
+        def work(client: Scheduler, engine: Engine) -> None:
             for j in range(txns):
                 client.schedule_batch(
                     engine, [self.task.instance(f"b{j:03d}-{i:07d}") for i in range(size)]
                 )
-            elapsed = time.perf_counter() - t0
-        finally:
-            engine.dispose()
-        with self.connect(db) as conn:
-            if self.count(conn) != txns * size:
-                raise ScenarioError("schedule_batch: rows missing")
+
+        elapsed = self._time_scheduling("schedule_batch", txns * size, work)
         return self.add(
             Figure(
                 "schedule_batch",
