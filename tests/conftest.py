@@ -81,12 +81,8 @@ async def wait_for(condition: Callable[[], bool], deadline: float = 20) -> None:
 
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[PostgresCluster]:
-    cluster = PostgresCluster()
-    cluster.start()
-    try:
+    with PostgresCluster() as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture(scope="session")

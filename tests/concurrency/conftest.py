@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -108,6 +109,13 @@ class Workers:
             "the workers to start",
             self.report,
         )
+
+    def stop(self, *workers: Worker) -> None:
+        """SIGTERM each worker, then require that each stopped gracefully (exit 0)."""
+        for worker in workers:
+            worker.signal(signal.SIGTERM)
+        for worker in workers:
+            assert worker.proc.wait(timeout=30) == 0, self.report()
 
     def report(self) -> str:
         return "\n".join(

@@ -78,10 +78,8 @@ def test_workers_share_executions_each_runs_exactly_once(
         f"({executions / elapsed:.0f}/s); per worker: {dict(sorted(per_worker.items()))}"
     )
 
+    workers.stop(*cluster)
     for worker in cluster:
-        worker.signal(signal.SIGTERM)
-    for worker in cluster:
-        assert worker.proc.wait(timeout=30) == 0, workers.report()
         assert "Traceback" not in worker.output()
 
 
@@ -146,5 +144,4 @@ def test_crashed_workers_executions_are_revived_and_finished_once(
         f"{recovery:.2f}s after the kill (including its start-up)"
     )
 
-    b.signal(signal.SIGTERM)
-    assert b.proc.wait(timeout=30) == 0, workers.report()
+    workers.stop(b)

@@ -5,7 +5,6 @@ window, and every listener comes back."""
 from __future__ import annotations
 
 import random
-import signal
 import threading
 from collections.abc import Iterator
 
@@ -121,7 +120,4 @@ def test_terminated_backends_lose_nothing(
         f"{oldest_heartbeat[0]:.2f}s; drained {drained:.1f}s after; "
         f"{figures['reruns']} re-run(s); NOTIFY wake-up afterwards in {latency * 1000:.0f} ms"
     )
-    for worker in cluster:
-        worker.signal(signal.SIGTERM)
-    for worker in cluster:
-        assert worker.proc.wait(timeout=30) == 0, workers.report()
+    workers.stop(*cluster)

@@ -4,7 +4,6 @@ executions that are alive elsewhere, nor lets its own look dead."""
 
 from __future__ import annotations
 
-import signal
 import time
 from datetime import timedelta
 
@@ -58,10 +57,7 @@ def test_skewed_workers_keep_the_databases_time(
         "where task = 'slow' and phase = 'started'",
     )
     assert started == [(9, 9)]  # none revived and run again
-    for worker in cluster:
-        worker.signal(signal.SIGTERM)
-    for worker in cluster:
-        assert worker.proc.wait(timeout=30) == 0, workers.report()
+    workers.stop(*cluster)
 
 
 def test_without_the_database_clock_a_skewed_worker_revives_live_work(

@@ -50,8 +50,6 @@ def test_repeated_sigkill_loses_nothing(workers: Workers, app_db: Engine, db_url
         f"{elapsed:.1f}s; {figures['reruns']} re-run(s), all of executions in flight at a kill"
     )
     workers.wait_started(*live)  # a worker stops gracefully once its handlers are set
+    workers.stop(*live)
     for worker in live:
-        worker.signal(signal.SIGTERM)
-    for worker in live:
-        assert worker.proc.wait(timeout=30) == 0, workers.report()
         assert "Traceback" not in worker.output(), worker.output()

@@ -6,7 +6,6 @@ The cluster here is this module's own: restarting the session's would break othe
 
 from __future__ import annotations
 
-import signal
 import time
 from collections.abc import Iterator
 
@@ -23,12 +22,8 @@ EXECUTIONS = 1_500
 
 @pytest.fixture(scope="module")
 def own_cluster() -> Iterator[PostgresCluster]:
-    cluster = PostgresCluster()
-    cluster.start()
-    try:
+    with PostgresCluster() as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture
@@ -83,7 +78,4 @@ def test_workers_survive_a_postgresql_restart(
         f"work resumed {recovery:.2f}s after it began; {figures['reruns']} re-run(s); "
         f"NOTIFY wake-up afterwards in {latency * 1000:.0f} ms (scheduled at {scheduled:.0f})"
     )
-    for worker in cluster:
-        worker.signal(signal.SIGTERM)
-    for worker in cluster:
-        assert worker.proc.wait(timeout=30) == 0, workers.report()
+    workers.stop(*cluster)
