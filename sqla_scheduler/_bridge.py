@@ -1,16 +1,29 @@
-"""One code path for sync and async callers.
+"""One code path for sync and async callers, and the only way anything runs on an engine.
 
-Every database operation is a sync function of a ``Connection``. ``call`` runs it on
-whatever the caller handed us: directly on a ``Connection``, on a ``Session``'s connection,
-in a transaction of its own for an ``Engine``, and through ``run_sync`` for the async
-counterparts (which makes the result a coroutine to await).
+Every database operation is a sync function of a ``Connection``. Two ways run it:
+
+- ``call`` runs it on whatever the *caller* handed us: directly on a ``Connection``, on a
+  ``Session``'s connection, in a transaction of its own for an ``Engine``, and through
+  ``run_sync`` for the async counterparts (which makes the result a coroutine to await);
+- ``Database`` runs the library's *own* work on an engine from async code: the runner,
+  the admin app and the Prometheus collector. A sync engine's work runs in a worker
+  thread, an async engine's through ``run_sync``; nothing else differs.
+
+``check_backend`` is the one place that decides whether an anyio backend can drive an
+engine (SQLAlchemy's ``AsyncEngine`` runs on asyncio only).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
-from typing import Any, TypeAlias, TypeVar, overload
+import inspect
+from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, overload
 
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+import sniffio
 from sqlalchemy import Connection, Engine, Table
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
@@ -20,7 +33,12 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.orm import Session, scoped_session
 
-__all__ = ["AsyncTarget", "SyncTarget", "Target", "call"]
+from sqla_scheduler._dialects import backend_for
+
+if TYPE_CHECKING:
+    from sqla_scheduler.context import ExecutionContext
+
+__all__ = ["AsyncTarget", "Database", "SyncTarget", "Target", "call", "check_backend"]
 
 T = TypeVar("T")
 
@@ -103,3 +121,200 @@ async def _in_own_transaction(
             return await conn.run_sync(fn)
     async with engine.begin() as conn:
         return await conn.run_sync(fn)
+
+
+def check_backend(engine: Engine | AsyncEngine, backend: str | None = None) -> None:
+    """Fail at once when the anyio ``backend`` cannot drive ``engine``.
+
+    ``backend`` is ``"asyncio"`` or ``"trio"``; ``None`` means the one running now. Trio
+    must be installed (the error names the extra), and an ``AsyncEngine`` needs asyncio.
+    """
+    if backend is None:
+        backend = sniffio.current_async_library()
+    if backend == "trio":
+        try:
+            import trio  # noqa: F401
+        except ImportError as exc:
+            raise ImportError(
+                "the trio backend needs trio: pip install 'sqla-scheduler[trio]'"
+            ) from exc
+    if isinstance(engine, AsyncEngine) and backend != "asyncio":
+        raise RuntimeError(
+            "SQLAlchemy's AsyncEngine only runs on asyncio; under trio, give the Scheduler a "
+            "sync Engine (its database work then runs in worker threads)"
+        )
+
+
+async def _await(value: Awaitable[T]) -> T:
+    return await value
+
+
+class Database:
+    """Runs units of work on the scheduler's engine, in a transaction each.
+
+    One path serves both kinds of engine: a unit of work is a sync function of a
+    ``Connection``, run through ``run_sync`` on an ``AsyncConnection`` or in a worker thread
+    on a sync one; only connecting, calling and closing differ.
+    """
+
+    def __init__(
+        self,
+        engine: Engine | AsyncEngine,
+        threads: int | None = None,
+        *,
+        prepared_statements: bool = True,
+    ) -> None:
+        self.engine = engine
+        #: Bounds the worker threads of a sync engine; ``None`` shares anyio's default.
+        self._limiter = anyio.CapacityLimiter(threads) if threads is not None else None
+        self._prepared = prepared_statements
+        self._lanes: dict[str, Connection | AsyncConnection] = {}
+        self._unit_of_work = backend_for(engine.dialect).unit_of_work
+
+    async def run(
+        self,
+        fn: Callable[[Connection], T],
+        *,
+        autocommit: bool = False,
+        lane: str | None = None,
+        read_only: bool = False,
+    ) -> T:
+        """Run ``fn`` in a transaction of its own and commit.
+
+        ``autocommit`` suits a unit of work of exactly one statement: the statement is its
+        own transaction, which saves the BEGIN and COMMIT round trips. A ``lane`` names a
+        connection kept open between calls for a service that runs one unit at a time
+        (the picker, the completer), saving a pool checkout per call. On SQLite every unit,
+        ``autocommit`` or not, is one ``BEGIN IMMEDIATE`` transaction (``Backend.unit_of_work``),
+        except a ``read_only`` one, which needs no write lock.
+        """
+        if not read_only:
+            fn = self._unit_of_work(fn)
+        unit = partial(self._unit, fn, autocommit)
+        conn = self._lanes.pop(lane, None) if lane is not None else None
+        fresh = conn is None
+        if conn is None:
+            conn = await self._connect()
+        try:
+            result = await self._call(conn, partial(unit, fresh))
+        except BaseException:
+            await self._close(conn)  # a lane whose unit failed starts afresh next time
+            raise
+        if lane is None or self._lanes.setdefault(lane, conn) is not conn:
+            await self._close(conn)
+        return result
+
+    async def shielded(
+        self, fn: Callable[[Connection], T], *, autocommit: bool = False, lane: str | None = None
+    ) -> T:
+        """``run``, shielded from cancellation: a commit is never cut in half."""
+        with anyio.CancelScope(shield=True):
+            result = await self.run(fn, autocommit=autocommit, lane=lane)
+        return result
+
+    async def close(self) -> None:
+        """Give the lanes' connections back to the pool."""
+        lanes, self._lanes = list(self._lanes.values()), {}
+        for conn in lanes:
+            await self._close(conn)
+
+    def _unit(
+        self, fn: Callable[[Connection], T], autocommit: bool, fresh: bool, conn: Connection
+    ) -> T:
+        """``fn(conn)``, committed; a connection fresh from the pool is configured first."""
+        if fresh:
+            if autocommit:
+                conn.execution_options(isolation_level="AUTOCOMMIT")
+            if not self._prepared:
+                _disable_prepare(conn.connection.driver_connection)
+        result = fn(conn)
+        conn.commit()
+        return result
+
+    async def _connect(self) -> Connection | AsyncConnection:
+        if isinstance(self.engine, AsyncEngine):
+            return await self.engine.connect()
+        return await anyio.to_thread.run_sync(self.engine.connect, limiter=self._limiter)
+
+    async def _call(self, conn: Connection | AsyncConnection, fn: Callable[[Connection], T]) -> T:
+        if isinstance(conn, AsyncConnection):
+            return await conn.run_sync(fn)
+        return await anyio.to_thread.run_sync(fn, conn, limiter=self._limiter)
+
+    async def _close(self, conn: Connection | AsyncConnection) -> None:
+        with anyio.CancelScope(shield=True):
+            if isinstance(conn, AsyncConnection):
+                await conn.close()
+            else:
+                await anyio.to_thread.run_sync(conn.close, limiter=self._limiter)
+
+    async def remove_with_hook(
+        self,
+        remove: Callable[[Connection], bool],
+        hook: Callable[[ExecutionContext[Any], Any], Any] | None,
+        context: ExecutionContext[Any],
+    ) -> bool:
+        """``remove`` and, when it removed the row, ``hook(context, session)``: one commit.
+
+        The hook gets a sync ``Session`` for a sync engine and an ``AsyncSession`` for an
+        async one, both joined to the transaction; if it raises, nothing is committed.
+        """
+        remove = self._unit_of_work(remove)
+        with anyio.CancelScope(shield=True):
+            if isinstance(self.engine, AsyncEngine):
+                removed = await self._async_remove_with_hook(self.engine, remove, hook, context)
+            else:
+                removed = await anyio.to_thread.run_sync(
+                    self._sync_remove_with_hook, remove, hook, context, limiter=self._limiter
+                )
+        return removed
+
+    @staticmethod
+    async def _async_remove_with_hook(
+        engine: AsyncEngine,
+        remove: Callable[[Connection], bool],
+        hook: Callable[[ExecutionContext[Any], Any], Any] | None,
+        context: ExecutionContext[Any],
+    ) -> bool:
+        async with engine.begin() as conn:
+            removed = await conn.run_sync(remove)
+            if removed and hook is not None:
+                async with AsyncSession(bind=conn) as session:
+                    result = hook(context, session)
+                    if inspect.isawaitable(result):
+                        await result
+                    await session.flush()
+        return removed
+
+    def _sync_remove_with_hook(
+        self,
+        remove: Callable[[Connection], bool],
+        hook: Callable[[ExecutionContext[Any], Any], Any] | None,
+        context: ExecutionContext[Any],
+    ) -> bool:
+        assert isinstance(self.engine, Engine)
+        with self.engine.begin() as conn:
+            if not remove(conn):
+                return False
+            if hook is not None:
+                with Session(bind=conn) as session:
+                    result = hook(context, session)
+                    if inspect.isawaitable(result):
+                        anyio.from_thread.run(_await, result)
+                    session.flush()
+        return True
+
+    def connect_args(self) -> dict[str, Any]:
+        """Keyword arguments for a raw psycopg connection to the engine's database."""
+        engine = self.engine.sync_engine if isinstance(self.engine, AsyncEngine) else self.engine
+        args, kwargs = engine.dialect.create_connect_args(engine.url)
+        kwargs = dict(kwargs)
+        kwargs.pop("context", None)
+        if args:
+            kwargs["conninfo"] = args[0]
+        return kwargs
+
+
+def _disable_prepare(driver_connection: Any) -> None:
+    if hasattr(driver_connection, "prepare_threshold"):
+        driver_connection.prepare_threshold = None

@@ -40,7 +40,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.sql.expression import Executable
 
 from sqla_scheduler._dialects import Backend, notify_channel
-from sqla_scheduler.executions import ExecutionState
+from sqla_scheduler._execution import ExecutionState
 
 __all__ = ["Statements", "statements_for"]
 

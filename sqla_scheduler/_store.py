@@ -14,10 +14,9 @@ from typing import Any, Literal
 from sqlalchemy import Connection, Table, inspect
 
 from sqla_scheduler._dialects import backend_for
+from sqla_scheduler._execution import KEEP, Execution, ExecutionState, TaskInstance
 from sqla_scheduler._statements import Statements, statements_for
 from sqla_scheduler.exceptions import MissingTableError
-from sqla_scheduler.executions import Execution, ExecutionState
-from sqla_scheduler.tasks import KEEP, TaskInstance
 
 Key = tuple[str, str]
 

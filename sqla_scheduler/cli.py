@@ -317,9 +317,7 @@ def worker(
     one at once. Exit status: 0 after a graceful stop, 1 when the worker fails, 2 for a
     bad MODULE:ATTR or option, 128 + the signal number after a forced stop.
     """
-    from sqlalchemy.ext.asyncio import AsyncEngine
-
-    from sqla_scheduler._runner import require_async_library
+    from sqla_scheduler._bridge import check_backend
     from sqla_scheduler.worker import WorkerError, WorkerInterrupted, run_worker
 
     logging.basicConfig(
@@ -339,10 +337,10 @@ def worker(
         except ConfigurationError as exc:
             _fail(str(exc), 2)
     try:
-        require_async_library(backend)
+        check_backend(scheduler.engine, backend)
     except ImportError as exc:
         _fail(str(exc), 2)
-    if backend == "trio" and isinstance(scheduler.engine, AsyncEngine):
+    except RuntimeError:
         _fail(f"--backend trio needs a Scheduler with a sync Engine; {spec} has an AsyncEngine", 2)
     try:
         with _database_errors(scheduler.engine.url):

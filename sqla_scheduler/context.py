@@ -6,10 +6,9 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-if TYPE_CHECKING:
-    from sqla_scheduler.tasks import TaskInstance
+from sqla_scheduler._execution import TaskInstance
 
 __all__ = ["ExecutionContext", "ShutdownSignal"]
 

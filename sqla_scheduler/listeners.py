@@ -7,13 +7,17 @@ quick; an exception raised by a hook is logged and otherwise ignored.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from sqla_scheduler._execution import Execution
 from sqla_scheduler.context import ExecutionContext
-from sqla_scheduler.executions import Execution
 
-__all__ = ["SchedulerListener"]
+__all__ = ["SchedulerListener", "dispatch"]
+
+log = logging.getLogger("sqla_scheduler")
 
 
 class SchedulerListener:
@@ -35,3 +39,12 @@ class SchedulerListener:
 
     def on_dead_execution(self, execution: Execution) -> None:
         """A dead execution (stale heartbeat) was found and made due again."""
+
+
+def dispatch(listeners: Sequence[SchedulerListener], hook: str, *args: Any) -> None:
+    """Call ``hook`` on every listener in order; a listener that raises is logged and skipped."""
+    for listener in listeners:
+        try:
+            getattr(listener, hook)(*args)
+        except Exception:
+            log.exception("listener %r failed in %s", listener, hook)

@@ -24,17 +24,17 @@ from sqlalchemy import Connection, Engine, Table, event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler import _bridge, _store
-from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
+from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target, check_backend
+from sqla_scheduler._execution import KEEP, Execution, ExecutionState, TaskInstance, check_aware
 from sqla_scheduler._payload import codec_for
-from sqla_scheduler._runner import Runner, require_async_library
+from sqla_scheduler._runner import Runner
 from sqla_scheduler.clock import Clock, DatabaseClock, SystemClock
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.exceptions import TaskDefinitionError, UnknownTaskError
-from sqla_scheduler.executions import Execution, ExecutionState
 from sqla_scheduler.interceptors import ExecutionInterceptor, capture, captures_context
 from sqla_scheduler.listeners import SchedulerListener
 from sqla_scheduler.models import table_for
-from sqla_scheduler.tasks import KEEP, Task, TaskInstance, _check_aware
+from sqla_scheduler.tasks import Task
 
 __all__ = ["Scheduler"]
 
@@ -194,7 +194,7 @@ class Scheduler:
 
         Returns ``False`` when there is no such execution or a scheduler is running it.
         """
-        _check_aware(at, f"task {task_name!r}: at")
+        check_aware(at, f"task {task_name!r}: at")
         data = KEEP if payload is KEEP else self._encode(task_name, payload)
         return _bridge.call(
             target,
@@ -312,7 +312,7 @@ class Scheduler:
         """
         if self._runner is not None:
             raise RuntimeError(f"{self!r} is already running")
-        runner = self._runner = Runner(self)
+        runner = self._runner = self._make_runner()
         try:
             await runner.run(task_status=task_status)
         finally:
@@ -348,7 +348,7 @@ class Scheduler:
         """Run the loop on a background thread (for sync applications); returns once it runs."""
         if self._portal is not None:
             raise RuntimeError(f"{self!r} was already started")
-        require_async_library(backend)
+        check_backend(self.engine, backend)
         self._portal_cm = start_blocking_portal(backend)
         self._portal = self._portal_cm.__enter__()
         try:
@@ -378,15 +378,26 @@ class Scheduler:
         Registers recurring tasks first. Meant for tests, with a [`ManualClock`][] to decide
         what is due.
         """
-        return await Runner(self).run_due()
+        return await self._make_runner().run_due()
 
     async def revive_dead_executions(self) -> list[Execution]:
         """Make executions with a stale heartbeat due again now; return them as found."""
-        return await Runner(self).revive_once()
+        return await self._make_runner().revive_once()
 
     async def delete_orphans(self) -> list[tuple[str, str, Any]]:
         """Delete rows of unregistered tasks older than ``delete_unresolved_after``."""
-        return await Runner(self).delete_orphans_once()
+        return await self._make_runner().delete_orphans_once()
+
+    def _make_runner(self) -> Runner:
+        return Runner(
+            engine=self.engine,
+            table=self.table,
+            tasks=self._tasks,
+            config=self.config,
+            clock=self.clock,
+            listeners=self.listeners,
+            interceptors=self.interceptors,
+        )
 
     def _encode(self, task_name: str, payload: Any) -> Any:
         task = self._tasks.get(task_name)

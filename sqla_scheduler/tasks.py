@@ -10,11 +10,18 @@ and the value in the message.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, overload
 
+from sqla_scheduler._execution import (
+    KEEP,
+    RECURRING_INSTANCE_ID,
+    NextAt,
+    TaskInstance,
+    check_aware,
+)
 from sqla_scheduler._payload import PayloadCodec, codec_for
 from sqla_scheduler.exceptions import InvalidScheduleError, TaskDefinitionError
 from sqla_scheduler.models import MAX_INSTANCE_ID_LENGTH, MAX_TASK_NAME_LENGTH
@@ -41,66 +48,10 @@ __all__ = [
 P = TypeVar("P")
 TaskKind = Literal["recurring", "one_time", "custom"]
 
-RECURRING_INSTANCE_ID = "recurring"
-"""The instance id of a recurring task's single row."""
-
 SMALLINT_MIN, SMALLINT_MAX = -32768, 32767
 
 Handler = Callable[["ExecutionContext[P]"], Any]
 AbandonHook = Callable[["ExecutionContext[Any]", Any], Any]
-
-
-class _Keep:
-    """Sentinel: leave the payload as it is."""
-
-    _instance: ClassVar[_Keep | None] = None
-
-    def __new__(cls) -> _Keep:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "KEEP"
-
-    def __reduce__(self) -> str:
-        return "KEEP"
-
-
-KEEP: Any = _Keep()
-"""Passed as a payload, keeps the stored payload unchanged."""
-
-
-@dataclass(frozen=True, slots=True)
-class NextAt(Generic[P]):
-    """Returned by a custom task's handler: run again at ``at`` with ``payload``.
-
-    Without a payload the current one is kept. Returning ``None`` ends the task.
-    """
-
-    at: datetime
-    payload: P = KEEP
-
-    def __post_init__(self) -> None:
-        _check_aware(self.at, "NextAt.at")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TaskInstance(Generic[P]):
-    """One execution to schedule: a task name, an instance id, a payload and a time.
-
-    Made by [`OneTimeTask.instance`][]; the payload is already in its JSON form.
-    """
-
-    task_name: str
-    instance_id: str
-    data: Any
-    """The payload's JSON form, as stored in ``task_data``."""
-    execution_time: datetime | None
-    """When it becomes due; ``None`` means now."""
-    priority: int
-    schedule: str | None = None
-    """The text form of a recurring schedule, ``None`` for one-time and custom tasks."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -160,7 +111,7 @@ class OneTimeTask(Task[P]):
         """
         _check_instance_id(self.name, instance_id)
         if at is not None:
-            _check_aware(at, f"task {self.name!r}: at")
+            check_aware(at, f"task {self.name!r}: at")
         if priority is None:
             priority = self.priority
         else:
@@ -404,16 +355,6 @@ def _check_priority(task_name: str, field_name: str, value: object) -> None:
         )
 
 
-def _check_aware(value: object, what: str) -> None:
-    if not isinstance(value, datetime):
-        raise TaskDefinitionError(f"{what} must be a datetime, got {value!r}")
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise TaskDefinitionError(
-            f"{what} must be timezone-aware, got naive {value.isoformat()!r} "
-            "(use datetime.now(timezone.utc) or attach a tzinfo)"
-        )
-
-
 def _check_callable(task_name: str, field_name: str, fn: object, *, arity: int) -> None:
     if not callable(fn):
         raise TaskDefinitionError(f"task {task_name!r}: {field_name} must be callable, got {fn!r}")
@@ -435,7 +376,3 @@ def _is_async(fn: Callable[..., Any]) -> bool:
         return True
     call = getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
     return call is not None and inspect.iscoroutinefunction(call)
-
-
-def _awaitable(value: object) -> bool:
-    return isinstance(value, Awaitable)

@@ -22,15 +22,13 @@ import logging
 import signal
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
+from functools import partial
 
 import anyio
-import anyio.to_thread
-from sqlalchemy import Engine, Table
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler import _store
+from sqla_scheduler._bridge import Database, check_backend
 from sqla_scheduler._durations import format_duration
-from sqla_scheduler._runner import check_backend
 from sqla_scheduler.exceptions import SchedulerError
 from sqla_scheduler.scheduler import Scheduler
 
@@ -173,17 +171,9 @@ class _Worker:
 
     async def _check_database(self) -> None:
         """Connect once and look the table up, so a bad setup fails before the loop runs."""
-        engine, table = self.scheduler.engine, self.scheduler.table
-        if isinstance(engine, AsyncEngine):
-            async with engine.connect() as conn:
-                await conn.run_sync(_store.check_table, table)
-        else:
-            await anyio.to_thread.run_sync(_check_table_sync, engine, table, abandon_on_cancel=True)
-
-
-def _check_table_sync(engine: Engine, table: Table) -> None:
-    with engine.connect() as conn:
-        _store.check_table(conn, table)
+        table = self.scheduler.table
+        db = Database(self.scheduler.engine, threads=1)
+        await db.run(partial(_store.check_table, table=table), read_only=True)
 
 
 @contextmanager

@@ -1,7 +1,7 @@
 """The admin page: routes, page rendering and actions over one ``Scheduler``.
 
 Every request reads the table in one transaction, on a worker thread for a sync engine
-and through ``run_sync`` for an async one (both through ``_bridge.call``). Links are built
+and through ``run_sync`` for an async one (both through ``_bridge.Database``). Links are built
 from the ASGI ``root_path``, so the app works wherever it is mounted.
 """
 
@@ -18,10 +18,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-import anyio.to_thread
 import jinja2
 from sqlalchemy import Connection
-from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -31,7 +29,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from sqla_scheduler import _bridge, _store
+from sqla_scheduler import _store
+from sqla_scheduler._bridge import Database
 from sqla_scheduler.admin._security import (
     USER_KEY,
     AllowedMethods,
@@ -178,6 +177,7 @@ class _Admin:
         self, scheduler: Scheduler, *, actions: bool, secret: bytes, page_size: int
     ) -> None:
         self.scheduler = scheduler
+        self.db = Database(scheduler.engine)
         self.actions = actions
         self.secret = secret
         self.page_size = page_size
@@ -194,16 +194,9 @@ class _Admin:
 
     # --- database -------------------------------------------------------------------
 
-    async def _db(self, fn: Callable[[Connection], T]) -> T:
+    async def _db(self, fn: Callable[[Connection], T], *, read_only: bool = True) -> T:
         """Run ``fn`` in a transaction of the scheduler's engine, without blocking the loop."""
-        engine, table = self.scheduler.engine, self.scheduler.table
-        if isinstance(engine, AsyncEngine):
-            return await _bridge.call(engine, table, fn)
-
-        def in_thread() -> T:
-            return _bridge.call(engine, table, fn)
-
-        return await anyio.to_thread.run_sync(in_thread)
+        return await self.db.run(fn, read_only=read_only)
 
     @property
     def _known(self) -> frozenset[str]:
@@ -488,7 +481,7 @@ class _Admin:
                 )
             return done, None if done else _store.get_execution(conn, table, task, instance)
 
-        done, current = await self._db(write)
+        done, current = await self._db(write, read_only=False)
         outcome = _ACTIONS[action] if done else "refused: " + _why_not(current, shown)
         logger.info(
             "%s by %r on %r / %r (shown version %d): %s",

@@ -44,7 +44,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 import anyio
 
 from sqla_scheduler import _store
-from sqla_scheduler._runner import Database
+from sqla_scheduler._bridge import Database
 from sqla_scheduler.clock import Clock, SystemClock
 from sqla_scheduler.context import ExecutionContext
 from sqla_scheduler.interceptors import CallNext, ExecutionInterceptor
@@ -132,8 +132,7 @@ class SchedulerMetrics(ExecutionInterceptor):
 
     async def collect_once(self, scheduler: Scheduler) -> dict[str, int]:
         """Count the executions in each state in one query; set the gauges; return counts."""
-        db = Database(scheduler.engine, threads=1)
-        counts = await db.run(
+        counts = await Database(scheduler.engine).run(
             partial(
                 _store.state_counts,
                 table=scheduler.table,
@@ -141,6 +140,7 @@ class SchedulerMetrics(ExecutionInterceptor):
                 now=self.clock.now(),
             ),
             autocommit=True,
+            read_only=True,
         )
         for state, gauge in self.gauges.items():
             gauge.set(counts[state])

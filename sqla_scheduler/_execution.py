@@ -1,0 +1,187 @@
+"""The values the scheduler passes around, with no upward imports.
+
+A row of the table is an [`Execution`][sqla_scheduler.executions.Execution]; what is to be
+inserted is a [`TaskInstance`][sqla_scheduler.tasks.TaskInstance]; what a custom handler
+returns is a [`NextAt`][sqla_scheduler.tasks.NextAt]. The public modules (``tasks``,
+``executions``) re-export them; every other module of the package imports them from here,
+so values sit on the lowest floor and nothing below the scheduler reaches up to it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+from sqlalchemy.engine import RowMapping
+
+from sqla_scheduler.exceptions import TaskDefinitionError
+
+__all__ = [
+    "KEEP",
+    "RECURRING_INSTANCE_ID",
+    "Execution",
+    "ExecutionState",
+    "ExecutionStatus",
+    "Key",
+    "NextAt",
+    "TaskInstance",
+    "check_aware",
+]
+
+P = TypeVar("P")
+
+Key = tuple[str, str]
+"""An execution's primary key: (task name, instance id)."""
+
+RECURRING_INSTANCE_ID = "recurring"
+"""The instance id of a recurring task's single row."""
+
+
+class _Keep:
+    """Sentinel: leave the payload as it is."""
+
+    _instance: ClassVar[_Keep | None] = None
+
+    def __new__(cls) -> _Keep:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+    def __reduce__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Any = _Keep()
+"""Passed as a payload, keeps the stored payload unchanged."""
+
+
+@dataclass(frozen=True, slots=True)
+class NextAt(Generic[P]):
+    """Returned by a custom task's handler: run again at ``at`` with ``payload``.
+
+    Without a payload the current one is kept. Returning ``None`` ends the task.
+    """
+
+    at: datetime
+    payload: P = KEEP
+
+    def __post_init__(self) -> None:
+        check_aware(self.at, "NextAt.at")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskInstance(Generic[P]):
+    """One execution to schedule: a task name, an instance id, a payload and a time.
+
+    Made by [`OneTimeTask.instance`][]; the payload is already in its JSON form.
+    """
+
+    task_name: str
+    instance_id: str
+    data: Any
+    """The payload's JSON form, as stored in ``task_data``."""
+    execution_time: datetime | None
+    """When it becomes due; ``None`` means now."""
+    priority: int
+    schedule: str | None = None
+    """The text form of a recurring schedule, ``None`` for one-time and custom tasks."""
+
+
+ExecutionState = Literal["all", "scheduled", "due", "running", "failing", "orphaned"]
+"""Which executions to list: ``scheduled`` (every unpicked row), ``due`` (unpicked and due
+now), ``running`` (picked), ``failing`` (one or more consecutive failures),
+``orphaned`` (task names this scheduler does not know), or ``all``.
+"""
+
+ExecutionStatus = Literal["running", "orphaned", "failing", "due", "scheduled"]
+"""What one execution is doing, as ``Execution.status`` tells it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Execution:
+    """A snapshot of one row of the scheduler's table."""
+
+    task_name: str
+    instance_id: str
+    data: Any
+    """The stored payload in its JSON form (not decoded)."""
+    execution_time: datetime
+    picked: bool
+    picked_by: str | None
+    last_heartbeat: datetime | None
+    last_success: datetime | None
+    last_failure: datetime | None
+    consecutive_failures: int
+    version: int
+    priority: int
+    schedule: str | None
+    trace_context: dict[str, str] | None = None
+    """The trace context captured when the execution was scheduled (W3C ``traceparent``
+    and ``tracestate``), when an interceptor captured one.
+    """
+    started_at: datetime | None = None
+    """When the handler of this picked execution started; ``None`` while it waits."""
+
+    @classmethod
+    def from_row(cls, row: RowMapping) -> Execution:
+        """Build from a result row of the scheduler's table."""
+        return cls(
+            task_name=row["task_name"],
+            instance_id=row["task_instance"],
+            data=row["task_data"],
+            execution_time=row["execution_time"],
+            picked=row["picked"],
+            picked_by=row["picked_by"],
+            last_heartbeat=row["last_heartbeat"],
+            last_success=row["last_success"],
+            last_failure=row["last_failure"],
+            consecutive_failures=row["consecutive_failures"],
+            version=row["version"],
+            priority=row["priority"],
+            schedule=row["schedule"],
+            trace_context=row.get("trace_context"),
+            started_at=row.get("started_at"),
+        )
+
+    def status(self, now: datetime, known_tasks: Collection[str] | None = None) -> ExecutionStatus:
+        """One word for what this execution is doing at ``now``.
+
+        ``running`` when a scheduler has picked it; ``orphaned`` when ``known_tasks`` is
+        given and does not name its task; ``failing`` when its last attempt failed (it
+        waits for a retry); ``due`` when its time has come; ``scheduled`` otherwise.
+        """
+        if self.picked:
+            return "running"
+        if known_tasks is not None and self.task_name not in known_tasks:
+            return "orphaned"
+        if self.consecutive_failures > 0:
+            return "failing"
+        if self.execution_time <= now:
+            return "due"
+        return "scheduled"
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field in a JSON-ready dict: timestamps in ISO 8601 UTC, the payload as stored."""
+        return {f.name: _json_value(getattr(self, f.name)) for f in dataclasses.fields(Execution)}
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc).isoformat()
+    return value
+
+
+def check_aware(value: object, what: str) -> None:
+    if not isinstance(value, datetime):
+        raise TaskDefinitionError(f"{what} must be a datetime, got {value!r}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise TaskDefinitionError(
+            f"{what} must be timezone-aware, got naive {value.isoformat()!r} "
+            "(use datetime.now(timezone.utc) or attach a tzinfo)"
+        )

@@ -1,0 +1,15 @@
+"""The execution loop, as small services that share only the held set and the waker.
+
+- ``held``: the executions this process holds, and the counts that size a pick;
+- ``waker``: the wake-up the picker waits on, and the LISTEN service that wakes it;
+- ``outcomes``: the pure policy from a handler's result or error to what is recorded;
+- ``picker``, ``executor``, ``completer``, ``heartbeater``, ``maintenance``: one service
+  each, each with a ``run_once`` that tests call directly;
+- ``loop``: the ``Runner`` that builds them and runs them in one task group.
+
+Only ``scheduler`` imports this package; nothing here imports ``scheduler``.
+"""
+
+from sqla_scheduler._runner.loop import Runner
+
+__all__ = ["Runner"]

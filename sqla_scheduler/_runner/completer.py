@@ -1,0 +1,217 @@
+"""The completer: records outcomes, many in one commit (group commit).
+
+Workers finish at their own pace; the completer takes every outcome submitted since its
+last commit and writes them together (``run_once``), so a busy scheduler commits fewer,
+larger batches. An abandon is its own transaction, with the task's ``on_abandon`` hook.
+A batch that fails is split to find the outcome that fails; one that keeps failing is
+retried with backoff for as long as no other scheduler can have revived its row.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from functools import partial
+
+import anyio
+import anyio.lowlevel
+from sqlalchemy import Table
+
+from sqla_scheduler import _store
+from sqla_scheduler._bridge import Database
+from sqla_scheduler._runner import outcomes
+from sqla_scheduler._runner.held import HeldSet, log_lost
+from sqla_scheduler._runner.outcomes import Abandon, Outcome
+from sqla_scheduler._runner.waker import Waker
+from sqla_scheduler._store import Completion
+from sqla_scheduler.clock import Clock
+from sqla_scheduler.config import SchedulerConfig
+from sqla_scheduler.context import ShutdownSignal
+from sqla_scheduler.listeners import SchedulerListener, dispatch
+
+__all__ = ["Completer"]
+
+log = logging.getLogger("sqla_scheduler")
+
+
+class Completer:
+    """Commits submitted outcomes: in batches while ``run`` runs, else on ``flush``."""
+
+    def __init__(
+        self,
+        *,
+        db: Database,
+        table: Table,
+        config: SchedulerConfig,
+        clock: Clock,
+        held: HeldSet,
+        waker: Waker,
+        shutdown: ShutdownSignal,
+        listeners: Sequence[SchedulerListener] = (),
+    ) -> None:
+        self.db = db
+        self.table = table
+        self.config = config
+        self.clock = clock
+        self.held = held
+        self.waker = waker
+        self.shutdown = shutdown
+        self.listeners = listeners
+        self._pending: list[Outcome] = []
+        self._ready = anyio.Event()
+        self.batching = False
+        """Whether ``run`` commits what is submitted; otherwise the submitter flushes."""
+
+    def submit(self, outcome: Outcome) -> None:
+        """Queue ``outcome`` for the next commit."""
+        outcome.held.completing = True
+        self._pending.append(outcome)
+        self._ready.set()
+
+    async def run(self) -> None:
+        """Commit batches as outcomes arrive, until cancelled (after ``flush``)."""
+        self.batching = True
+        while True:
+            await self._ready.wait()
+            # One turn of the loop first: workers already able to run finish and join
+            # this batch, so a busy scheduler commits fewer, larger batches.
+            await anyio.lowlevel.checkpoint()
+            self._ready = anyio.Event()
+            await self.run_once()
+
+    async def flush(self) -> None:
+        """Commit everything submitted, and what that submits in turn; batching ends."""
+        self.batching = False
+        while self._pending:
+            await self.run_once()
+
+    async def run_once(self) -> None:
+        """Commit what was submitted so far: one batch, and each abandon beside it."""
+        batch, self._pending = self._pending, []
+        records: list[tuple[Outcome, Completion]] = []
+        abandons: list[tuple[Outcome, Abandon]] = []
+        for outcome in batch:
+            if isinstance(outcome.decision, Completion):
+                records.append((outcome, outcome.decision))
+            elif isinstance(outcome.decision, Abandon):
+                abandons.append((outcome, outcome.decision))
+            else:
+                self.held.let_go(outcome.held)
+        if not abandons:
+            if records:
+                await self._commit(records, lane="completer")
+            return
+        async with anyio.create_task_group() as group:
+            if records:
+                group.start_soon(partial(self._commit, records, lane="completer"))
+            for outcome, abandon in abandons:
+                group.start_soon(self._abandon, outcome, abandon)
+
+    async def _commit(
+        self, batch: list[tuple[Outcome, Completion]], lane: str | None = None
+    ) -> None:
+        completions = [completion for _, completion in batch]
+        # A batch of plain removals is one DELETE: it needs no transaction around it.
+        single = all(c.kind == "remove" and not c.scheduled for c in completions)
+        try:
+            recorded = await self.db.shielded(
+                partial(_store.complete, table=self.table, batch=completions),
+                autocommit=single,
+                lane=None if lane is None else f"{lane}{'-autocommit' if single else ''}",
+            )
+        except Exception:
+            if len(batch) == 1:
+                recorded = await self._retry(completions[0])
+            else:  # find the one that fails, commit the others
+                for record in batch:
+                    await self._commit([record], lane=lane)
+                return
+        woke = False
+        for (outcome, completion), ok in zip(batch, recorded, strict=True):
+            self.held.let_go(outcome.held)
+            if not ok:
+                if completion.kind != "release" or not outcome.held.lost:
+                    log_lost(completion.execution, completion.kind)
+                continue
+            if outcome.on_recorded is not None:
+                outcome.on_recorded()
+            woke = woke or _due(completion)
+        if woke:
+            self.waker.wake()
+
+    async def _retry(self, completion: Completion) -> list[bool]:
+        """Retry committing one outcome with backoff, for as long as the row cannot have
+        been revived elsewhere (``dead_after``); once stopping, do not wait."""
+        execution = completion.execution
+        give_up = time.monotonic() + self.config.dead_after.total_seconds()
+        delay = 0.1
+        attempt = 1
+        error: BaseException | None = sys.exc_info()[1]
+        while True:
+            if self.shutdown.is_set or time.monotonic() + delay > give_up:
+                log.error(
+                    "could not record the outcome of %s/%s (%d attempt(s)); it will be revived",
+                    execution.task_name,
+                    execution.instance_id,
+                    attempt,
+                    exc_info=error,
+                )
+                return [False]
+            log.warning(
+                "could not record the outcome of %s/%s; retrying in %.1fs",
+                execution.task_name,
+                execution.instance_id,
+                delay,
+                exc_info=error,
+            )
+            await anyio.sleep(delay)  # a stop may cut this short: the row is then revived
+            attempt += 1
+            try:
+                return await self.db.shielded(
+                    partial(_store.complete, table=self.table, batch=[completion])
+                )
+            except Exception as exc:
+                error = exc
+                delay = min(delay * 2, 5.0)
+
+    async def _abandon(self, outcome: Outcome, abandon: Abandon) -> None:
+        """Remove the row and run the ``on_abandon`` hook in one commit."""
+        assert outcome.context is not None  # the executor sets it on every abandon
+        execution = abandon.execution
+        remove = partial(_store.remove, table=self.table, execution=execution)
+        try:
+            removed = await self.db.remove_with_hook(remove, outcome.on_abandon, outcome.context)
+        except Exception:
+            retry = outcomes.abandon_failed(abandon, now=self.clock.now(), config=self.config)
+            assert retry.at is not None
+            log.exception(
+                "on_abandon of %s/%s failed; the execution is kept and abandoning it will be "
+                "retried at %s",
+                execution.task_name,
+                execution.instance_id,
+                retry.at.isoformat(),
+            )
+            self.submit(Outcome(held=outcome.held, decision=retry))
+            return
+        self.held.let_go(outcome.held)
+        if not removed:
+            log_lost(execution, "abandon")
+            return
+        log.warning(
+            "abandoned %s/%s after %d consecutive failure(s)",
+            execution.task_name,
+            execution.instance_id,
+            abandon.failures,
+        )
+        dispatch(self.listeners, "on_abandon", outcome.context, abandon.error)
+
+
+def _due(completion: Completion) -> bool:
+    """Whether recording ``completion`` made work due now (a retry, or what it scheduled)."""
+    if completion.at is not None and completion.at <= completion.now:
+        return True
+    return any(
+        i.execution_time is None or i.execution_time <= completion.now for i in completion.scheduled
+    )

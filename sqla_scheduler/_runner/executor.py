@@ -1,0 +1,241 @@
+"""The executor: runs one held execution to one outcome.
+
+``run_once(held)`` records the start where that matters, decodes the payload, builds the
+context, runs the handler through the interceptors (a sync one on a handler thread) and
+asks the outcome policy (``outcomes``) what the result or error comes to. It records no
+outcome itself: it returns it, and the worker loop hands it to the completer.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+import anyio
+from sqlalchemy import Table
+
+from sqla_scheduler import _store
+from sqla_scheduler._bridge import Database
+from sqla_scheduler._execution import Execution, Key
+from sqla_scheduler._runner import outcomes
+from sqla_scheduler._runner.held import Held, log_lost, versioned_keys
+from sqla_scheduler._runner.outcomes import Outcome
+from sqla_scheduler._threads import HandlerThreads
+from sqla_scheduler.clock import Clock
+from sqla_scheduler.config import SchedulerConfig
+from sqla_scheduler.context import ExecutionContext, ShutdownSignal
+from sqla_scheduler.exceptions import PayloadError
+from sqla_scheduler.interceptors import ExecutionInterceptor, run_chain
+from sqla_scheduler.listeners import SchedulerListener, dispatch
+from sqla_scheduler.tasks import Task
+
+__all__ = ["Executor"]
+
+log = logging.getLogger("sqla_scheduler")
+
+
+class Executor:
+    """Runs held executions' handlers; one call of ``run_once`` per execution."""
+
+    def __init__(
+        self,
+        *,
+        db: Database,
+        table: Table,
+        tasks: Mapping[str, Task[Any]],
+        config: SchedulerConfig,
+        clock: Clock,
+        shutdown: ShutdownSignal,
+        threads: HandlerThreads,
+        listeners: Sequence[SchedulerListener] = (),
+        interceptors: Sequence[ExecutionInterceptor] = (),
+    ) -> None:
+        self.tasks = tasks
+        self.config = config
+        self.clock = clock
+        self.shutdown = shutdown
+        self.listeners = listeners
+        self.interceptors = interceptors
+        self._threads = threads
+        self._starts = _StartRecorder(db, table, clock)
+
+    async def run_once(self, held: Held) -> Outcome:
+        """Run ``held``'s handler (when it may run) and return what it came to."""
+        execution = held.execution
+        if execution.last_failure is not None:
+            refused = await self._starts.record(held)
+            if refused is not None:
+                return refused
+        task = self.tasks[execution.task_name]
+        try:
+            payload = task.codec.decode(execution.data)
+        except PayloadError as exc:
+            return Outcome(
+                held=held,
+                decision=outcomes.undecodable(execution, self.clock.now()),
+                on_recorded=partial(_log_undecodable, execution, exc),
+            )
+        context: ExecutionContext[Any] = ExecutionContext(
+            payload=payload,
+            task_name=execution.task_name,
+            instance_id=execution.instance_id,
+            execution_time=execution.execution_time,
+            consecutive_failures=execution.consecutive_failures,
+            priority=execution.priority,
+            shutdown=self.shutdown,
+            trace_context=execution.trace_context,
+        )
+        spent = outcomes.spent(task, execution, self.config)
+        if spent is not None:
+            return Outcome(held=held, decision=spent, context=context, on_abandon=task.on_abandon)
+
+        if self.listeners:
+            dispatch(self.listeners, "on_start", context)
+        started = time.monotonic()
+        error: BaseException | None = None
+        result: Any = None
+        try:
+            if self.interceptors:
+                call = partial(self._call, task, context)
+                result = await run_chain(self.interceptors, context, call)
+            else:
+                result = await self._call(task, context)
+        except Exception as exc:
+            error = exc
+        duration = timedelta(seconds=time.monotonic() - started)
+        now = self.clock.now()
+        if error is None:
+            try:
+                completion = outcomes.succeeded(
+                    task, execution, result, now=now, scheduled=context.scheduled
+                )
+            except Exception as exc:
+                error = exc
+            else:
+                on_recorded = (
+                    partial(dispatch, self.listeners, "on_success", context, duration)
+                    if self.listeners
+                    else None
+                )
+                return Outcome(held=held, decision=completion, on_recorded=on_recorded)
+        decision = outcomes.failed(task, execution, error, now=now, config=self.config)
+        retry_at = None if isinstance(decision, outcomes.Abandon) else decision.at
+        log.error(
+            "execution %s failed (consecutive failures: %d)%s",
+            held.label,
+            decision.failures,
+            "" if retry_at is None else f"; retrying at {retry_at.isoformat()}",
+            exc_info=error,
+        )
+        dispatch(self.listeners, "on_failure", context, error, duration)
+        return Outcome(held=held, decision=decision, context=context, on_abandon=task.on_abandon)
+
+    async def _call(self, task: Task[Any], context: ExecutionContext[Any]) -> Any:
+        if task.is_async:
+            return await task.handler(context)
+        result = await self._threads.run(task.handler, context)
+        if inspect.isawaitable(result):  # e.g. a sync callable that returns a coroutine
+            return await result
+        return result
+
+
+def _log_undecodable(execution: Execution, error: PayloadError) -> None:
+    log.error(
+        "removed %s/%s: its payload does not decode (%s); raw payload: %r",
+        execution.task_name,
+        execution.instance_id,
+        error,
+        execution.data,
+    )
+
+
+@dataclass(eq=False)
+class _Starting:
+    """A worker waiting for the start of its execution to be recorded."""
+
+    held: Held
+    done: anyio.Event = field(default_factory=anyio.Event)
+    #: Set on the waiter that is to write the next batch.
+    lead: bool = False
+    #: The keys recorded as started in its batch; ``None`` when writing them failed.
+    started: set[Key] | None = None
+
+
+class _StartRecorder:
+    """Records that handlers start, many workers' starts in one statement.
+
+    A revival counts a failure only for an execution whose start was recorded, so that
+    executions merely waiting in a dead process's queue lose nothing. Recording costs a
+    statement, so only executions that have been in trouble before (a failure or a
+    revival set ``last_failure``) are recorded: a handler that kills its process is thus
+    counted from its second crash on, and abandoned after ``max_retries`` counted crashes
+    like any failing execution.
+    """
+
+    def __init__(self, db: Database, table: Table, clock: Clock) -> None:
+        self.db = db
+        self.table = table
+        self.clock = clock
+        self._waiting: list[_Starting] = []
+        self._busy = False
+
+    async def record(self, held: Held) -> Outcome | None:
+        """Record ``held``'s start; ``None`` when it may run, else the outcome instead.
+
+        Workers arriving while a record is being written wait and are written together in
+        the next statement. An execution taken over by another scheduler is let go, not
+        run; when the record cannot be written, the execution is handed back instead.
+        """
+        waiter = _Starting(held)
+        self._waiting.append(waiter)
+        if self._busy:
+            await waiter.done.wait()
+            if not waiter.lead:
+                return self._verdict(waiter)
+        self._busy = True
+        batch, self._waiting = self._waiting, []
+        try:
+            started = await self._write([w.held for w in batch])
+        finally:
+            if self._waiting:  # the next batch gathered meanwhile: its first writes it
+                self._waiting[0].lead = True
+                self._waiting[0].done.set()
+            else:
+                self._busy = False
+        for other in batch:
+            other.started = started
+            if other is not waiter:
+                other.done.set()
+        return self._verdict(waiter)
+
+    def _verdict(self, waiter: _Starting) -> Outcome | None:
+        held = waiter.held
+        if waiter.started is None:  # not recorded: hand it back for a later pick
+            return Outcome(held=held, decision=outcomes.release(held.execution, self.clock.now()))
+        if held.key not in waiter.started:
+            held.lost = True
+            log_lost(held.execution, "start")
+            return Outcome(held=held, decision=None)
+        return None
+
+    async def _write(self, batch: list[Held]) -> set[Key] | None:
+        keys = versioned_keys(batch)
+        try:
+            return await self.db.shielded(
+                partial(_store.mark_started, table=self.table, held=keys, now=self.clock.now()),
+                autocommit=True,
+                lane="starter",  # one record is written at a time, so it keeps a connection
+            )
+        except Exception:
+            log.warning(
+                "could not record the start of %d execution(s); handing them back",
+                len(keys),
+                exc_info=True,
+            )
+            return None

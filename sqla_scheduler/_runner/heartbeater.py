@@ -1,0 +1,67 @@
+"""The heartbeater: keeps the executions this process holds alive.
+
+Every ``heartbeat_interval`` it refreshes the heartbeat of each held execution in one
+statement (``run_once``). An execution whose version moved meanwhile was revived by
+another scheduler: it is flagged lost, and its outcome will not be committed.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from functools import partial
+
+import anyio
+from sqlalchemy import Table
+
+from sqla_scheduler import _store
+from sqla_scheduler._bridge import Database
+from sqla_scheduler._runner.held import HeldSet, log_lost, versioned_keys
+from sqla_scheduler.clock import Clock
+
+__all__ = ["Heartbeater"]
+
+log = logging.getLogger("sqla_scheduler")
+
+
+class Heartbeater:
+    """Refreshes held executions' heartbeats; flags the ones lost elsewhere."""
+
+    def __init__(
+        self, *, db: Database, table: Table, clock: Clock, held: HeldSet, interval: timedelta
+    ) -> None:
+        self.db = db
+        self.table = table
+        self.clock = clock
+        self.held = held
+        self.interval = interval
+
+    async def run(self) -> None:
+        """Beat every ``interval`` until cancelled."""
+        while True:
+            await anyio.sleep(self.interval.total_seconds())
+            await self.run_once()
+
+    async def run_once(self) -> int:
+        """Refresh every held execution's heartbeat; return how many were refreshed.
+
+        A failure to write is logged and retried at the next beat: one missed beat is
+        within ``missed_heartbeat_limit``.
+        """
+        snapshot = [h for h in self.held if not h.lost and not h.completing]
+        if not snapshot:
+            return 0
+        keys = versioned_keys(snapshot)
+        try:
+            refreshed = await self.db.shielded(
+                partial(_store.heartbeat, table=self.table, held=keys, now=self.clock.now()),
+                autocommit=True,
+            )
+        except Exception:
+            log.warning("heartbeat of %d execution(s) failed; retrying", len(keys), exc_info=True)
+            return 0
+        for held in snapshot:
+            if held.key not in refreshed and not held.completing and self.held.holds(held):
+                held.lost = True
+                log_lost(held.execution, "heartbeat")
+        return len(refreshed)

@@ -1,0 +1,86 @@
+"""The executions this process holds: picked, and not yet handed back.
+
+The picker adds to the set, workers take from it, the completer and the heartbeater read
+it. It is the one piece of state the services share (with the ``Waker``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from sqla_scheduler._execution import Execution, Key
+
+__all__ = ["Held", "HeldSet", "log_lost", "versioned_keys"]
+
+log = logging.getLogger("sqla_scheduler")
+
+
+@dataclass(eq=False)
+class Held:
+    """An execution this scheduler has picked and not yet handed back."""
+
+    execution: Execution
+    #: A worker has taken it from the queue (its handler may be running).
+    taken: bool = False
+    #: Its version moved under us (revived elsewhere); the outcome will not be committed.
+    lost: bool = False
+    #: Its outcome is being committed; a heartbeat miss now is not a loss.
+    completing: bool = False
+
+    @property
+    def key(self) -> Key:
+        return (self.execution.task_name, self.execution.instance_id)
+
+    @property
+    def label(self) -> str:
+        """``task/instance``, as log lines name an execution."""
+        return f"{self.execution.task_name}/{self.execution.instance_id}"
+
+
+class HeldSet:
+    """The held executions by key, with the counts that size the next pick."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[Key, Held] = {}
+        #: Picked executions whose handler has not finished (queued or running).
+        self.outstanding = 0
+        #: Executions whose handler a worker is running now.
+        self.running = 0
+
+    def hold(self, execution: Execution) -> Held:
+        held = Held(execution)
+        self._by_key[held.key] = held
+        return held
+
+    def let_go(self, held: Held) -> None:
+        """Forget ``held``: its outcome is recorded, or it is no longer ours."""
+        self._by_key.pop(held.key, None)
+
+    def holds(self, held: Held) -> bool:
+        """Whether ``held`` is still the execution held under its key."""
+        return self._by_key.get(held.key) is held
+
+    def __iter__(self) -> Iterator[Held]:
+        return iter(list(self._by_key.values()))
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+
+def versioned_keys(held: Iterable[Held]) -> list[tuple[str, str, int]]:
+    """(task, instance, version) of each execution, as the store's keyed statements take."""
+    return [(h.execution.task_name, h.execution.instance_id, h.execution.version) for h in held]
+
+
+def log_lost(execution: Execution, what: str) -> None:
+    """Log that ``what`` (a start, heartbeat or outcome) of ``execution`` was not recorded."""
+    log.warning(
+        "version mismatch: %s of %s/%s (version %d) not recorded; another scheduler "
+        "took it over (it was probably revived as dead)",
+        what,
+        execution.task_name,
+        execution.instance_id,
+        execution.version,
+    )

@@ -1,0 +1,126 @@
+"""Maintenance: the cluster's housekeeping, run by every scheduler.
+
+Every ``revive_interval`` one pass (``run_once``) measures the database clock's offset
+(``sync_clock``), makes dead executions due again (``revive_once``) and deletes old rows
+of tasks nobody registers (``delete_orphans_once``). Each step is safe to run from many
+schedulers at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+import anyio
+from sqlalchemy import Table
+
+from sqla_scheduler import _store
+from sqla_scheduler._bridge import Database
+from sqla_scheduler._durations import format_duration
+from sqla_scheduler._execution import Execution
+from sqla_scheduler._runner.waker import Waker
+from sqla_scheduler.clock import Clock, DatabaseClock
+from sqla_scheduler.config import SchedulerConfig
+from sqla_scheduler.listeners import SchedulerListener, dispatch
+
+__all__ = ["Maintenance"]
+
+log = logging.getLogger("sqla_scheduler")
+
+
+class Maintenance:
+    """Clock sync, revival of dead executions and orphan deletion."""
+
+    def __init__(
+        self,
+        *,
+        db: Database,
+        table: Table,
+        names: Sequence[str],
+        config: SchedulerConfig,
+        clock: Clock,
+        waker: Waker,
+        listeners: Sequence[SchedulerListener] = (),
+    ) -> None:
+        self.db = db
+        self.table = table
+        self.names = names
+        self.config = config
+        self.clock = clock
+        self.waker = waker
+        self.listeners = listeners
+
+    async def run(self) -> None:
+        """A pass every ``revive_interval`` until cancelled; a failed pass is retried."""
+        while True:
+            try:
+                await self.run_once()
+            except Exception:
+                log.warning("maintenance failed; retrying", exc_info=True)
+            await anyio.sleep(self.config.revive_interval.total_seconds())
+
+    async def run_once(self) -> None:
+        """One pass: clock sync, revival, and orphan deletion when tasks are registered."""
+        await self.sync_clock()
+        await self.revive_once()
+        if self.names:  # with no tasks, every row would look orphaned
+            await self.delete_orphans_once()
+
+    async def sync_clock(self) -> None:
+        """Measure a ``DatabaseClock``'s offset when it is due (a no-op for others)."""
+        clock = self.clock
+        if isinstance(clock, DatabaseClock) and clock.due():
+            offset = await self.db.shielded(clock.measure)
+            if abs(offset) > timedelta(seconds=1):
+                log.info(
+                    "this machine's clock is %+.3fs off the database's; corrected",
+                    -offset.total_seconds(),
+                )
+
+    async def revive_once(self) -> list[Execution]:
+        """Make executions whose heartbeat went stale due again; return them as found."""
+        now = self.clock.now()
+        revived = await self.db.shielded(
+            partial(
+                _store.revive, table=self.table, threshold=now - self.config.dead_after, now=now
+            ),
+            autocommit=True,
+        )
+        for execution in revived:
+            log.warning(
+                "revived dead execution %s/%s (picked by %r, last heartbeat %s)",
+                execution.task_name,
+                execution.instance_id,
+                execution.picked_by,
+                execution.last_heartbeat.isoformat() if execution.last_heartbeat else "never",
+            )
+            dispatch(self.listeners, "on_dead_execution", execution)
+        if revived:
+            self.waker.wake()
+        return revived
+
+    async def delete_orphans_once(self) -> list[tuple[str, str, Any]]:
+        """Delete rows of unknown tasks older than ``delete_unresolved_after``."""
+        if not self.names:
+            raise RuntimeError(
+                "this scheduler registers no tasks, so every task name would look orphaned; "
+                "delete orphans from a scheduler that registers the application's tasks"
+            )
+        threshold = self.clock.now() - self.config.delete_unresolved_after
+        deleted = await self.db.shielded(
+            partial(_store.delete_orphans, table=self.table, known=self.names, threshold=threshold),
+            autocommit=True,
+        )
+        for name, instance, data in deleted:
+            log.warning(
+                "deleted orphan %s/%s: no task of that name is registered here and it was "
+                "due more than %s ago; raw payload: %r",
+                name,
+                instance,
+                format_duration(self.config.delete_unresolved_after),
+                data,
+            )
+        return deleted

@@ -1,0 +1,182 @@
+"""The outcome policy: what a handler's result or error comes to. Pure: no I/O, no clock.
+
+Each function takes the task, the execution as picked and the time, and returns what to
+record: a ``Completion`` (committed in a batch with others) or an ``Abandon`` (the row
+removed together with the task's ``on_abandon`` hook). ``Outcome`` carries that decision
+from the executor to the completer with what the completer needs to act on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqla_scheduler._execution import KEEP, Execution, NextAt, TaskInstance
+from sqla_scheduler._runner.held import Held
+from sqla_scheduler._store import Completion
+from sqla_scheduler.config import SchedulerConfig
+from sqla_scheduler.context import ExecutionContext
+from sqla_scheduler.schedules import Disabled
+from sqla_scheduler.tasks import RecurringTask, Task
+
+__all__ = [
+    "Abandon",
+    "Outcome",
+    "abandon_failed",
+    "failed",
+    "release",
+    "retry_limit",
+    "spent",
+    "succeeded",
+    "undecodable",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Abandon:
+    """Remove the execution and run its task's ``on_abandon`` hook, in one commit."""
+
+    execution: Execution
+    #: The consecutive failures counted, this attempt's included.
+    failures: int
+    #: The error of the last attempt; ``None`` when it was spent before it ran.
+    error: BaseException | None = None
+
+
+@dataclass(eq=False, slots=True, kw_only=True)
+class Outcome:
+    """What one held execution came to, on its way from the executor to the completer."""
+
+    held: Held
+    #: What to record; ``None`` when nothing is (another scheduler took the execution over).
+    decision: Completion | Abandon | None
+    #: The handler's context, for the ``on_abandon`` hook and listeners.
+    context: ExecutionContext[Any] | None = None
+    #: The task's ``on_abandon`` hook, run in the abandon's transaction.
+    on_abandon: Callable[[ExecutionContext[Any], Any], Any] | None = None
+    #: Called once the decision is committed (listeners, logs).
+    on_recorded: Callable[[], None] | None = None
+
+
+def retry_limit(task: Task[Any], config: SchedulerConfig) -> int | None:
+    """How many retries ``task``'s executions get; ``None`` for no limit.
+
+    A recurring task is never abandoned: its schedule goes on.
+    """
+    if isinstance(task, RecurringTask):
+        return None
+    return task.max_retries if task.max_retries is not None else config.max_retries
+
+
+def spent(task: Task[Any], execution: Execution, config: SchedulerConfig) -> Abandon | None:
+    """An ``Abandon`` when ``execution`` is out of retries before it runs again.
+
+    That happens after a failed abandon, or after revivals counted crashes.
+    """
+    limit = retry_limit(task, config)
+    if limit is not None and execution.consecutive_failures > limit:
+        return Abandon(execution=execution, failures=execution.consecutive_failures)
+    return None
+
+
+def succeeded(
+    task: Task[Any],
+    execution: Execution,
+    result: Any,
+    *,
+    now: datetime,
+    scheduled: Sequence[TaskInstance[Any]] = (),
+) -> Completion:
+    """What a handler that returned ``result`` at ``now`` comes to.
+
+    Raises ``TypeError`` when the result is not one the task's kind can return; the
+    caller records that as a failure.
+    """
+    if isinstance(task, RecurringTask):
+        if isinstance(task.schedule, Disabled):
+            return Completion(execution=execution, kind="remove", now=now, scheduled=scheduled)
+        at = task.schedule.next_run(scheduled_at=execution.execution_time, completed_at=now)
+        data = execution.data if result is None else task.codec.encode(result)
+        return Completion(
+            execution=execution, kind="succeed", now=now, at=at, data=data, scheduled=scheduled
+        )
+    if task.kind == "custom":
+        if result is None:
+            return Completion(execution=execution, kind="remove", now=now, scheduled=scheduled)
+        if not isinstance(result, NextAt):
+            raise TypeError(
+                f"custom task {task.name!r} returned {result!r}; return NextAt(at, payload) "
+                "to run again or None to finish"
+            )
+        data = execution.data if result.payload is KEEP else task.codec.encode(result.payload)
+        return Completion(
+            execution=execution,
+            kind="succeed",
+            now=now,
+            at=result.at,
+            data=data,
+            scheduled=scheduled,
+        )
+    if isinstance(result, NextAt):
+        raise TypeError(
+            f"one-time task {task.name!r} returned NextAt; only custom tasks reschedule "
+            "themselves (define it with @custom)"
+        )
+    return Completion(execution=execution, kind="remove", now=now, scheduled=scheduled)
+
+
+def failed(
+    task: Task[Any],
+    execution: Execution,
+    error: BaseException,
+    *,
+    now: datetime,
+    config: SchedulerConfig,
+) -> Completion | Abandon:
+    """What a handler that raised ``error`` at ``now`` comes to: a retry, or an abandon.
+
+    A retry waits ``config.retry_delay``; a recurring task's waits no longer than its next
+    regular run. A recurring task whose schedule is disabled has nothing to retry into
+    and is abandoned (removed).
+    """
+    failures = execution.consecutive_failures + 1
+    limit = retry_limit(task, config)
+    retry_at = now + config.retry_delay(failures)
+    if isinstance(task, RecurringTask):
+        if isinstance(task.schedule, Disabled):
+            limit = 0
+        else:
+            regular = task.schedule.next_run(
+                scheduled_at=execution.execution_time, completed_at=now
+            )
+            retry_at = min(retry_at, regular)
+    if limit is not None and failures > limit:
+        return Abandon(execution=execution, failures=failures, error=error)
+    return Completion(execution=execution, kind="fail", now=now, at=retry_at, failures=failures)
+
+
+def abandon_failed(abandon: Abandon, *, now: datetime, config: SchedulerConfig) -> Completion:
+    """The row is kept when its abandon could not commit; abandoning it is retried later.
+
+    Each failed attempt counts as a failure, so the retries back off further.
+    """
+    failures = abandon.failures + 1
+    return Completion(
+        execution=abandon.execution,
+        kind="fail",
+        now=now,
+        at=now + config.retry_delay(failures),
+        failures=failures,
+    )
+
+
+def undecodable(execution: Execution, now: datetime) -> Completion:
+    """A payload that does not decode can never run: the row is removed."""
+    return Completion(execution=execution, kind="remove", now=now)
+
+
+def release(execution: Execution, now: datetime) -> Completion:
+    """Hand the execution back untouched, for any scheduler to pick again."""
+    return Completion(execution=execution, kind="release", now=now)

@@ -1,0 +1,139 @@
+"""The picker: takes due executions from the table into this process's hands.
+
+It keeps the number of outstanding executions (queued or running) between a lower and
+an upper limit, fractions of ``concurrency``: once the count falls to the lower limit it
+picks up to the upper one (``run_once``). Between picks it waits for a wake-up (a NOTIFY,
+freed capacity, a commit in this process, a revival) or for its poll.
+
+Under a backlog of short executions the workers can drain a pick before the next one
+returns; the picker then multiplies both limits (the *boost*, up to ``_MAX_BOOST``) and
+falls back to the base limits once a pick finds the backlog gone.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+
+import anyio
+from sqlalchemy import Table
+
+from sqla_scheduler import _store
+from sqla_scheduler._bridge import Database
+from sqla_scheduler._runner.held import Held, HeldSet
+from sqla_scheduler._runner.waker import Waker
+from sqla_scheduler.clock import Clock
+from sqla_scheduler.config import SchedulerConfig
+
+__all__ = ["Picker"]
+
+log = logging.getLogger("sqla_scheduler")
+
+#: How long the picker backs off after the database failed it.
+_ERROR_BACKOFF = 1.0
+#: The most the picker multiplies its lower and upper limits by under a backlog.
+_MAX_BOOST = 16
+
+
+class Picker:
+    """Picks due executions and holds them; sizes each pick to the work in hand."""
+
+    def __init__(
+        self,
+        *,
+        db: Database,
+        table: Table,
+        names: Sequence[str],
+        config: SchedulerConfig,
+        clock: Clock,
+        held: HeldSet,
+        waker: Waker,
+    ) -> None:
+        self.db = db
+        self.table = table
+        self.names = names
+        self.config = config
+        self.clock = clock
+        self.held = held
+        self.waker = waker
+        self._base_low = max(0, math.floor(config.concurrency * config.pick_lower_fraction))
+        self._base_high = max(
+            config.concurrency, math.ceil(config.concurrency * config.pick_upper_fraction)
+        )
+        #: How many times the base limits the picker keeps now (1 without a backlog).
+        self.boost = 1
+        #: The last pick was full: more is due than it took.
+        self.more_due = False
+
+    @property
+    def low(self) -> int:
+        """Pick again once no more than this many executions are outstanding."""
+        if self.boost == 1:
+            return self._base_low
+        # Under a backlog, top up at half the upper limit: the next pick then runs while
+        # the workers still have half a pick's worth to do, instead of once they starve.
+        return max(self._base_low * self.boost, self.high // 2)
+
+    @property
+    def high(self) -> int:
+        """Pick up to this many outstanding executions."""
+        return self._base_high * self.boost
+
+    def wants_work(self) -> bool:
+        """Whether a pick now would take anything (the outstanding count is low)."""
+        return self.held.outstanding <= self.low
+
+    def wants_more(self) -> bool:
+        """Whether more is known to be due and there is room for it now."""
+        return self.more_due and self.held.outstanding <= self.low
+
+    async def run_once(self, limit: int | None = None) -> list[Held]:
+        """Pick up to ``limit`` due executions (default: up to the upper limit); hold them."""
+        if limit is None:
+            limit = self.high - self.held.outstanding
+        picked = await self.db.shielded(
+            partial(
+                _store.pick,
+                table=self.table,
+                names=self.names,
+                limit=limit,
+                picker=self.config.scheduler_name,
+                now=self.clock.now(),
+            ),
+            autocommit=True,
+            lane="picker",
+        )
+        self.more_due = len(picked) == limit
+        if not self.more_due:
+            self.boost = 1
+        elif (
+            self.held.running < self.config.concurrency
+            and self.held.outstanding == self.held.running
+        ):
+            # The queue ran dry while we picked: keep more in hand next time.
+            self.boost = min(self.boost * 2, _MAX_BOOST)
+        self.held.outstanding += len(picked)
+        return [self.held.hold(execution) for execution in picked]
+
+    async def run(
+        self, deliver: Callable[[list[Held]], Awaitable[None]], stopping: Callable[[], bool]
+    ) -> None:
+        """Pick and ``deliver`` to the workers whenever work is wanted, until ``stopping``."""
+        poll = self.config.polling_interval.total_seconds()
+        while not stopping():
+            self.waker.arm()
+            if self.wants_work():
+                try:
+                    await deliver(await self.run_once())
+                except Exception:
+                    log.exception("picking due executions failed; retrying")
+                    await anyio.sleep(_ERROR_BACKOFF)
+                    continue
+                if self.wants_more():
+                    continue  # handlers already drained the queue: pick again at once
+            if self.more_due and not self.wants_work():
+                await self.waker.wait()  # a worker wakes us when the queue runs low
+            else:
+                await self.waker.wait(poll)

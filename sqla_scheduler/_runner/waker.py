@@ -1,0 +1,137 @@
+"""Wake-ups: the local ``Waker`` the picker waits on, and the LISTEN service.
+
+Words kept apart: to *wake* is local (an event in this process); to *notify* is
+PostgreSQL's NOTIFY, which the ``Listener`` turns into a wake-up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from sqlalchemy import Table
+
+from sqla_scheduler._bridge import Database
+from sqla_scheduler._dialects import notify_channel
+from sqla_scheduler._threads import call_soon_threadsafe
+
+__all__ = ["Listener", "Waker"]
+
+log = logging.getLogger("sqla_scheduler")
+
+#: How often the listener thread looks up from its socket to see whether to stop.
+_LISTEN_TICK = 0.25
+
+
+class Waker:
+    """One wake-up at a time for the picker: ``arm``, then ``wait`` until ``wake``.
+
+    A wake-up between ``arm`` and ``wait`` is not lost: ``wait`` then returns at once.
+    """
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+        #: Schedules a callback on the loop from any thread; set by ``bind``.
+        self._call_soon: Callable[[Callable[[], None]], object] | None = None
+
+    def bind(self) -> None:
+        """Let other threads wake the loop this is called on (see ``wake_soon``)."""
+        self._call_soon = call_soon_threadsafe()
+
+    def arm(self) -> None:
+        """Start a new wait: only wake-ups from now on end it."""
+        self._event = anyio.Event()
+
+    def wake(self) -> None:
+        """End the current wait (from the loop's own thread)."""
+        self._event.set()
+
+    def wake_soon(self) -> None:
+        """``wake`` from any thread; nothing once the loop has ended or before it runs."""
+        if self._call_soon is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop has ended
+            self._call_soon(self._event.set)
+
+    async def wait(self, at_most: float | None = None) -> None:
+        """Until the current wait is ended, or ``at_most`` seconds."""
+        event = self._event
+        with anyio.move_on_after(at_most):
+            await event.wait()
+
+
+class Listener:
+    """LISTENs on the table's channel and wakes the picker on each notification.
+
+    The connection is psycopg's own, in a thread: SQLAlchemy has no notification API.
+    While it is down, the picker's poll is all there is, and it reconnects with backoff.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        table: Table,
+        waker: Waker,
+        *,
+        wants_work: Callable[[], bool],
+        polling_interval: timedelta,
+        prepared_statements: bool,
+    ) -> None:
+        self.db = db
+        self.table = table
+        self.waker = waker
+        self._wants_work = wants_work
+        self._polling_interval = polling_interval
+        self._prepared = prepared_statements
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        """Stop listening (from any thread); ``run`` returns within a tick."""
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Keep a LISTEN connection; when it fails, poll until it is back."""
+        backoff = 0.5
+        while not self._stop.is_set():
+            connected = threading.Event()
+            try:
+                await anyio.to_thread.run_sync(self.run_once, connected, abandon_on_cancel=True)
+            except Exception:
+                log.warning(
+                    "the LISTEN connection failed; polling every %s until it is back",
+                    self._polling_interval,
+                    exc_info=True,
+                )
+            if connected.is_set():
+                backoff = 0.5
+            if self._stop.is_set():
+                return
+            await anyio.sleep(backoff)
+            backoff = min(backoff * 2, 30.0)
+
+    def run_once(self, connected: threading.Event) -> None:
+        """One LISTEN connection, from connect to failure or ``stop`` (a worker thread)."""
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(**self.db.connect_args(), autocommit=True) as conn:
+            if not self._prepared:
+                conn.prepare_threshold = None
+            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(notify_channel(self.table))))
+            connected.set()
+            # Anything scheduled while nobody was listening is picked up now.
+            anyio.from_thread.run_sync(self.waker.wake)
+            while not self._stop.is_set():
+                for _ in conn.notifies(timeout=_LISTEN_TICK, stop_after=1):
+                    if not self._stop.is_set():
+                        anyio.from_thread.run_sync(self._on_notify)
+
+    def _on_notify(self) -> None:
+        if self._wants_work():
+            self.waker.wake()
