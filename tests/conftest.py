@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engin
 from sqlalchemy.orm import Session
 
 from sqla_scheduler import Clock, Scheduler, SchedulerConfig, migrate
+from sqla_scheduler._runner import Runner
 from sqla_scheduler.models import table_for
 from tests._postgres import PostgresCluster
 
@@ -224,3 +225,13 @@ async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Ha
         assert harness.checked_out() == 0, "the test leaked a pooled connection"
     finally:
         await harness.dispose()
+
+
+@asynccontextmanager
+async def services(scheduler: Scheduler) -> AsyncIterator[Runner]:
+    """The services of ``scheduler``'s loop, built but not run."""
+    runner = scheduler._make_runner()
+    try:
+        yield runner
+    finally:
+        await runner.close()

@@ -192,8 +192,7 @@ class Runner:
             if self.listener is not None:
                 self.listener.stop()
             self._send.close()
-            self._threads.close()
-            await self.db.close()
+            await self.close()
         log.info("scheduler %r stopped", self.config.scheduler_name)
 
     async def _deliver(self, picked: list[Held]) -> None:
@@ -323,8 +322,12 @@ class Runner:
                         "rescheduling itself to run now forever?"
                     )
         finally:
-            self._threads.close()
-            await self.db.close()
+            await self.close()
+
+    async def close(self) -> None:
+        """Let the handler threads go and give the kept connections back to the pool."""
+        self._threads.close()
+        await self.db.close()
 
     async def revive_once(self) -> list[Execution]:
         """One revival pass (see ``Maintenance.revive_once``)."""

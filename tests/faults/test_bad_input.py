@@ -30,7 +30,7 @@ from sqla_scheduler import (
     one_time,
     recurring,
 )
-from tests.conftest import Harness, wait_for
+from tests.conftest import Harness, services, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -118,45 +118,61 @@ class Flaky:
         return self.fn(*args, **kwargs)
 
 
-async def test_failed_heartbeats_are_retried_and_the_worker_survives(
-    db: Harness, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(NOW)
+
+
+async def test_failed_heartbeats_are_retried_and_the_execution_stays_ours(
+    db: Harness,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    release = threading.Event()
-    task = one_time("long")(lambda ctx: release.wait(30))
+    task = one_time("long")(lambda ctx: None)
     flaky = Flaky(_store.heartbeat, failures=2)
     monkeypatch.setattr(_store, "heartbeat", flaky)
-    scheduler = db.scheduler(
-        [task],
-        heartbeat_interval=timedelta(milliseconds=100),
-        missed_heartbeat_limit=4,
-        polling_interval=timedelta(milliseconds=20),
-    )
+    config = {"heartbeat_interval": timedelta(seconds=10), "missed_heartbeat_limit": 4}
+    scheduler = db.scheduler([task], clock, **config)
+    reviver = db.scheduler([task], clock, scheduler_name="reviver", **config)
     await db.resolve(scheduler.schedule(db.engine, task.instance("l")))
-    with caplog.at_level(logging.WARNING, logger="sqla_scheduler"):
-        async with scheduler:
-            await wait_for(lambda: flaky.calls >= 6)
-            assert (db.row("long", "l") or {}).get("picked_by") == "test-worker"
-            release.set()
-            await wait_for(lambda: db.row("long", "l") is None)
-    assert "heartbeat of 1 execution(s) failed; retrying" in caplog.text
+    async with services(scheduler) as runner, services(reviver) as other:
+        [held] = await runner.picker.run_once()
+        with caplog.at_level(logging.WARNING, logger="sqla_scheduler"):
+            for beat in range(6):
+                clock.advance(timedelta(seconds=10))
+                assert await runner.heartbeater.run_once() == (0 if beat < 2 else 1)
+                assert await other.maintenance.revive_once() == []
+        assert flaky.calls == 6
+        row = db.row("long", "l")
+        assert row is not None
+        assert (row["picked_by"], row["last_heartbeat"]) == ("test-worker", clock.now())
+        assert not held.lost
+        runner.completer.submit(await runner.executor.run_once(held))
+        await runner.completer.run_once()
+    assert db.row("long", "l") is None
+    assert caplog.text.count("heartbeat of 1 execution(s) failed; retrying") == 2
     assert "revived" not in caplog.text
 
 
 async def test_a_failed_outcome_commit_is_retried(
-    db: Harness, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    db: Harness,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     task = one_time("job")(lambda ctx: None)
     flaky = Flaky(_store.complete, failures=3)
     monkeypatch.setattr(_store, "complete", flaky)
-    scheduler = db.scheduler(
-        [task],
-        heartbeat_interval=timedelta(seconds=1),
-        polling_interval=timedelta(milliseconds=20),
-    )
+    scheduler = db.scheduler([task], clock, heartbeat_interval=timedelta(seconds=1))
     await db.resolve(scheduler.schedule(db.engine, task.instance("j")))
-    with caplog.at_level(logging.WARNING, logger="sqla_scheduler"):
-        async with scheduler:
-            await wait_for(lambda: db.row("job", "j") is None)
+    async with services(scheduler) as runner:
+        [held] = await runner.picker.run_once()
+        runner.completer.submit(await runner.executor.run_once(held))
+        with caplog.at_level(logging.WARNING, logger="sqla_scheduler"):
+            await runner.completer.run_once()
+        assert len(runner.held) == 0
+    assert db.row("job", "j") is None
     assert flaky.calls == 4
     assert caplog.text.count("ConnectionError: simulated") == 3  # each retry says why
     assert "could not record the outcome of job/j; retrying" in caplog.text

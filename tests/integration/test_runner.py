@@ -520,28 +520,6 @@ async def test_run_in_a_task_group_picks_new_work_and_stops(db: Harness):
     await wait_for(lambda: db.count() == 0)
 
 
-async def test_heartbeats_keep_a_long_execution_alive(db: Harness):
-    release = threading.Event()
-    task = one_time("long")(lambda ctx: release.wait(30))
-    scheduler = db.scheduler(
-        [task],
-        heartbeat_interval=timedelta(milliseconds=50),
-        missed_heartbeat_limit=2,
-        polling_interval=timedelta(milliseconds=20),
-    )
-    await db.resolve(scheduler.schedule(db.engine, task.instance("l")))
-    async with scheduler:
-        await wait_for(lambda: (db.row("long", "l") or {}).get("picked") is True)
-        first = db.row("long", "l")["last_heartbeat"]  # type: ignore[index]
-        await wait_for(
-            lambda: db.row("long", "l")["last_heartbeat"] > first + timedelta(milliseconds=200)
-        )  # type: ignore[index]
-        # older than dead_after (100 ms) would be revived; it is still ours
-        assert db.row("long", "l")["picked_by"] == "test-worker"  # type: ignore[index]
-        release.set()
-        await wait_for(lambda: db.row("long", "l") is None)
-
-
 async def test_stop_releases_what_is_still_running(db: Harness):
     started = threading.Event()
     polite_done = threading.Event()

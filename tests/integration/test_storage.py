@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import threading
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 from sqlalchemy import text
 
-from sqla_scheduler import Scheduler, SchedulerConfig, one_time
-from tests.conftest import Harness, wait_for
+from sqla_scheduler import ManualClock, Scheduler, SchedulerConfig, one_time
+from tests.conftest import Harness, services, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -28,23 +27,21 @@ def table_stats(db: Harness) -> tuple[int, int]:
 
 @pytest.mark.postgres_only("HOT updates and pg_stat_user_tables are PostgreSQL's")
 async def test_heartbeats_are_hot_updates(db: Harness):
-    release = threading.Event()
-    task = one_time("long")(lambda ctx: release.wait(30))
-    config = SchedulerConfig(
-        heartbeat_interval=timedelta(milliseconds=30),
-        polling_interval=timedelta(milliseconds=20),
-        concurrency=4,
-    )
-    scheduler = Scheduler(db.engine, [task], config)
+    task = one_time("long")(lambda ctx: None)
+    clock = ManualClock(datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc))
+    scheduler = Scheduler(db.engine, [task], SchedulerConfig(concurrency=4), clock=clock)
     await db.resolve(
         scheduler.schedule_batch(db.engine, [task.instance(f"l{i}") for i in range(4)])
     )
-    async with scheduler:
-        # Statistics reach pg_stat_user_tables within a second or so of each commit.
-        await wait_for(lambda: table_stats(db)[1] >= 40, deadline=30)
-        updates, hot = table_stats(db)
-        release.set()
-    # Four picks are the only non-HOT updates: every heartbeat left the indexes alone.
+    async with services(scheduler) as runner:
+        assert len(await runner.picker.run_once()) == 4
+        for _ in range(40):
+            clock.advance(timedelta(seconds=1))
+            assert await runner.heartbeater.run_once() == 4
+    # Statistics reach pg_stat_user_tables within a second or so of each commit.
+    await wait_for(lambda: table_stats(db)[0] >= 4 + 40 * 4, deadline=30)
+    updates, hot = table_stats(db)
+    # The pick's four row updates are the only non-HOT ones: heartbeats left the indexes alone.
     assert updates - hot <= 4, (updates, hot)
 
 
