@@ -47,7 +47,9 @@ def _statements(conn: Connection, table: Table) -> Statements:
 def _wake(conn: Connection, stmts: Statements, task_names: set[str]) -> None:
     """NOTIFY in the caller's transaction: delivered on commit, dropped on rollback.
 
-    The payload is the task name, so a scheduler can ignore tasks it does not run.
+    The payload is the task name, so a scheduler can ignore tasks it does not run. For
+    the UPDATEs that make an execution due (reschedule, a recurring task's upsert); an
+    INSERT sends its NOTIFYs from within its own statement.
     """
     if stmts.notify is not None:
         for name in sorted(task_names):
@@ -106,12 +108,11 @@ def insert_instances(
         if on_due is not None and any(sent is not None for sent in notifies):
             on_due()  # NULL: inserted, not due; a NOTIFY's void value: due
         return len(notifies)
+    # Only SQLite gets here (PostgreSQL's statements above send their own NOTIFYs), and it
+    # has no NOTIFY to send: ``on_due`` is its wake-up.
     inserted = conn.execute(stmts.insert, values).all()
-    due = {name for name, execution_time in inserted if execution_time <= now}
-    if due:
-        _wake(conn, stmts, due)
-        if on_due is not None:
-            on_due()
+    if on_due is not None and any(execution_time <= now for _, execution_time in inserted):
+        on_due()
     return len(inserted)
 
 
