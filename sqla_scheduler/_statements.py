@@ -244,25 +244,10 @@ class Statements:
             .returning(*table.c)
         )
 
-        #: Mark held executions ``keys`` (task, instance, version) as started, just before
-        #: their handlers run; returns those still held. Like a heartbeat it checks the
-        #: version and does not bump it.
-        self.mark_started: Update = (
-            update(table)
-            .where(self.picked, *self._held_keys())
-            .values(started_at=now)
-            .returning(c.task_name, c.task_instance)
-        )
-
-        #: Refresh the heartbeat of ``keys`` (task, instance, version) still held; returns
-        #: the keys refreshed. A heartbeat does not bump the version: it changes no state
-        #: another writer could be deciding on.
-        self.heartbeat: Update = (
-            update(table)
-            .where(self.picked, *self._held_keys())
-            .values(last_heartbeat=now)
-            .returning(c.task_name, c.task_instance)
-        )
+        #: Mark held executions as started, just before their handlers run (see ``_stamp``).
+        self.mark_started: Update = self._stamp("started_at")
+        #: Refresh the heartbeat of held executions (see ``_stamp``).
+        self.heartbeat: Update = self._stamp("last_heartbeat")
 
         #: Remove a held execution (success of a one-time task, abandon, undecodable row).
         self.remove: Delete = delete(table).where(self._key, version_matches)
@@ -372,6 +357,21 @@ class Statements:
                 "version": c.version + 1,
             },
             where=self.unpicked,
+        )
+
+    def _stamp(self, column: str) -> Update:
+        """Set ``column`` to ``now`` on the held executions ``keys`` (task, instance,
+        version); returns the keys of those still held.
+
+        The version is checked and not bumped: neither a heartbeat nor the start of a
+        handler changes state another writer could be deciding on.
+        """
+        c = self.table.c
+        return (
+            update(self.table)
+            .where(self.picked, *self._held_keys())
+            .values({column: bindparam("now", type_=c.execution_time.type)})
+            .returning(c.task_name, c.task_instance)
         )
 
     def _hand_back(self, **values: Any) -> Update:

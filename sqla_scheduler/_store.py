@@ -325,11 +325,7 @@ def heartbeat(
     conn: Connection, table: Table, held: Sequence[tuple[str, str, int]], now: datetime
 ) -> set[Key]:
     """Refresh the heartbeat of each held (task, instance, version); return those refreshed."""
-    if not held:
-        return set()
-    stmts = _statements(conn, table)
-    rows = conn.execute(stmts.heartbeat, {**_key_lists(stmts, held), "now": now})
-    return {(name, instance) for name, instance in rows}
+    return _stamp(conn, table, held, now, started=False)
 
 
 def mark_started(
@@ -337,10 +333,24 @@ def mark_started(
 ) -> set[Key]:
     """Record that the handlers of held (task, instance, version) start now; return the
     ones still held (the others were taken over and must not run)."""
+    return _stamp(conn, table, held, now, started=True)
+
+
+def _stamp(
+    conn: Connection,
+    table: Table,
+    held: Sequence[tuple[str, str, int]],
+    now: datetime,
+    *,
+    started: bool,
+) -> set[Key]:
+    """Set the start time (``started``) or the heartbeat of each held (task, instance,
+    version) to ``now``; return those still held."""
     if not held:
         return set()
     stmts = _statements(conn, table)
-    rows = conn.execute(stmts.mark_started, {**_key_lists(stmts, held), "now": now})
+    stmt = stmts.mark_started if started else stmts.heartbeat
+    rows = conn.execute(stmt, {**_key_lists(stmts, held), "now": now})
     return {(name, instance) for name, instance in rows}
 
 
