@@ -137,11 +137,27 @@ def _json_row(
     return row
 
 
-def cancel(conn: Connection, table: Table, task_name: str, instance_id: str) -> bool:
-    """Delete an execution that is not running; return whether one was deleted."""
+def _key(task_name: str, instance_id: str, shown_version: int | None) -> dict[str, Any]:
+    """Bind an execution's key, and the version the operator was shown if there is one."""
+    params: dict[str, Any] = {"key_task": task_name, "key_instance": instance_id}
+    if shown_version is not None:
+        params["shown_version"] = shown_version
+    return params
+
+
+def cancel(
+    conn: Connection,
+    table: Table,
+    task_name: str,
+    instance_id: str,
+    *,
+    shown_version: int | None = None,
+) -> bool:
+    """Delete an execution that is not running (and, given ``shown_version``, is still at
+    that version); return whether one was deleted."""
     stmts = _statements(conn, table)
-    result = conn.execute(stmts.cancel, {"key_task": task_name, "key_instance": instance_id})
-    return result.rowcount == 1
+    stmt = stmts.cancel(shown=shown_version is not None)
+    return conn.execute(stmt, _key(task_name, instance_id, shown_version)).rowcount == 1
 
 
 def reschedule(
@@ -152,15 +168,17 @@ def reschedule(
     at: datetime,
     data: Any,
     now: datetime,
+    *,
+    shown_version: int | None = None,
 ) -> bool:
-    """Move an execution that is not running to ``at`` (and a new payload unless KEEP)."""
+    """Move an execution that is not running (and, given ``shown_version``, is still at
+    that version) to ``at``, with the payload ``data`` unless it is KEEP; return whether
+    it moved. Moved to due, it wakes the schedulers on commit."""
     stmts = _statements(conn, table)
-    params: dict[str, Any] = {"key_task": task_name, "key_instance": instance_id, "new_time": at}
-    if data is KEEP:
-        stmt = stmts.reschedule
-    else:
-        stmt = stmts.reschedule_with_data
+    params = {**_key(task_name, instance_id, shown_version), "new_time": at}
+    if data is not KEEP:
         params["new_data"] = data
+    stmt = stmts.reschedule(new_data=data is not KEEP, shown=shown_version is not None)
     moved = conn.execute(stmt, params).scalars().all()
     if moved and at <= now:
         _wake(conn, stmts, {task_name})
@@ -275,26 +293,16 @@ def reschedule_shown(
 ) -> bool:
     """Move an execution to ``at`` if no scheduler holds it and it is still at
     ``shown_version``; return whether it moved."""
-    stmts = _statements(conn, table)
-    params = {
-        "key_task": task_name,
-        "key_instance": instance_id,
-        "shown_version": shown_version,
-        "new_time": at,
-    }
-    moved = conn.execute(stmts.reschedule_shown, params).scalars().all()
-    if moved and at <= now:
-        _wake(conn, stmts, {task_name})
-    return bool(moved)
+    return reschedule(
+        conn, table, task_name, instance_id, at, KEEP, now, shown_version=shown_version
+    )
 
 
 def cancel_shown(
     conn: Connection, table: Table, *, task_name: str, instance_id: str, shown_version: int
 ) -> bool:
     """Delete an execution if no scheduler holds it and it is still at ``shown_version``."""
-    stmts = _statements(conn, table)
-    params = {"key_task": task_name, "key_instance": instance_id, "shown_version": shown_version}
-    return conn.execute(stmts.cancel_shown, params).rowcount == 1
+    return cancel(conn, table, task_name, instance_id, shown_version=shown_version)
 
 
 # --- the runner's operations ---------------------------------------------------------
