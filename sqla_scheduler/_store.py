@@ -6,10 +6,10 @@ Sync callers run these directly; async callers reach them through SQLAlchemy's
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from sqlalchemy import Connection, Table, inspect
 
@@ -20,9 +20,11 @@ from sqla_scheduler.executions import Execution, ExecutionState
 from sqla_scheduler.tasks import KEEP, TaskInstance
 
 Key = tuple[str, str]
+T = TypeVar("T")
 
-#: Keys bound in one statement, well under SQLite's 32,766 bound parameters.
-_KEYS_PER_STATEMENT = 1000
+#: Rows inserted, or keys bound, in one statement: well under SQLite's 32,766 bound
+#: parameters (an inserted row binds seven).
+PER_STATEMENT = 1000
 
 __all__ = [
     "cancel",
@@ -32,6 +34,7 @@ __all__ = [
     "get_execution",
     "insert_instances",
     "list_executions",
+    "one_insert",
     "recurring_executions",
     "reschedule",
     "reschedule_shown",
@@ -42,6 +45,17 @@ __all__ = [
 
 def _statements(conn: Connection, table: Table) -> Statements:
     return statements_for(table, backend_for(conn.dialect))
+
+
+def _chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
+    """``items`` in slices of at most ``PER_STATEMENT``, one for each statement."""
+    for start in range(0, len(items), PER_STATEMENT):
+        yield items[start : start + PER_STATEMENT]
+
+
+def one_insert(instances: Sized) -> bool:
+    """Whether ``insert_instances`` writes ``instances`` with one statement (or none)."""
+    return len(instances) <= PER_STATEMENT
 
 
 def _wake(conn: Connection, stmts: Statements, task_names: set[str]) -> None:
@@ -76,12 +90,27 @@ def insert_instances(
 ) -> int:
     """Insert the executions that do not exist yet; return how many were inserted.
 
-    ``trace_context`` (what the scheduler's interceptors captured, if anything) is stored
-    with each of them. ``on_due`` is called when a due execution was inserted.
+    One statement for each ``PER_STATEMENT`` of them (see ``one_insert``), all in the
+    caller's transaction. ``trace_context`` (what the scheduler's interceptors captured, if
+    anything) is stored with each of them. ``on_due`` is called when a due execution was
+    inserted.
     """
-    if not instances:
-        return 0
     stmts = _statements(conn, table)
+    inserted = 0
+    for chunk in _chunks(instances):
+        inserted += _insert_chunk(conn, stmts, chunk, now, trace_context, on_due)
+    return inserted
+
+
+def _insert_chunk(
+    conn: Connection,
+    stmts: Statements,
+    instances: Sequence[TaskInstance[Any]],
+    now: datetime,
+    trace_context: Mapping[str, str] | None,
+    on_due: Callable[[], None] | None,
+) -> int:
+    """``insert_instances`` for at most ``PER_STATEMENT`` instances, in one statement."""
     if stmts.insert_many is not None and len(instances) > 1:
         now_text = now.isoformat()
         rows = [_json_row(i, now_text, trace_context) for i in instances]
@@ -456,8 +485,7 @@ def revive(
     }
     keys = [(name, instance, version) for (name, instance), (version, *_) in found.items()]
     revived: list[Execution] = []
-    for start in range(0, len(keys), _KEYS_PER_STATEMENT):
-        chunk = keys[start : start + _KEYS_PER_STATEMENT]
+    for chunk in _chunks(keys):
         rows = conn.execute(stmts.revive_found, {**params, **_key_lists(stmts, chunk)})
         for row in rows.mappings():
             execution = Execution.from_row(row)
