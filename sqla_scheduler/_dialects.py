@@ -1,9 +1,9 @@
 """The one seam where PostgreSQL and SQLite differ.
 
 Everything dialect-specific the library does is decided here: which INSERT construct
-gives ``ON CONFLICT DO NOTHING``, whether ``SKIP LOCKED`` and ``NOTIFY`` exist, what
-RETURNING can see, how the scheduler's own transactions begin, and the channel name
-wake-ups use.
+gives ``ON CONFLICT DO NOTHING``, whether ``NOTIFY`` exists, what RETURNING can see, how
+the scheduler's own transactions begin, and the channel name wake-ups use. (``SKIP
+LOCKED`` needs no flag: SQLAlchemy's SQLite compiler leaves ``FOR UPDATE`` out.)
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ class Backend:
 
     name: str
     supports_notify: bool
-    supports_skip_locked: bool
     #: The RETURNING of an ``UPDATE ... FROM`` can name the FROM list's columns
     #: (PostgreSQL). SQLite's RETURNING sees only the updated row, as updated.
     returning_sees_from: bool
@@ -78,7 +77,6 @@ def _begun(begin: str, fn: Callable[[Connection], T], conn: Connection) -> T:
 POSTGRESQL = Backend(
     "postgresql",
     supports_notify=True,
-    supports_skip_locked=True,
     returning_sees_from=True,
     begin=None,
     row_locator="ctid",
@@ -86,7 +84,6 @@ POSTGRESQL = Backend(
 SQLITE = Backend(
     "sqlite",
     supports_notify=False,
-    supports_skip_locked=False,
     returning_sees_from=False,
     begin="BEGIN IMMEDIATE",
     row_locator="rowid",

@@ -137,50 +137,19 @@ class Statements:
             else None
         )
 
-        #: Remove an execution that no scheduler is running.
-        self.cancel: Delete = delete(table).where(self._key, self.unpicked)
-
-        #: Move an unpicked execution to a new time (payload untouched).
-        self.reschedule: Update = (
-            update(table)
-            .where(self._key, self.unpicked)
-            .values(
-                execution_time=bindparam("new_time", type_=c.execution_time.type),
-                version=c.version + 1,
-            )
-            .returning(c.execution_time)
-        )
-        #: Move an unpicked execution to a new time with a new payload.
-        self.reschedule_with_data: Update = (
-            update(table)
-            .where(self._key, self.unpicked)
-            .values(
-                execution_time=bindparam("new_time", type_=c.execution_time.type),
-                task_data=bindparam("new_data", type_=c.task_data.type),
-                version=c.version + 1,
-            )
-            .returning(c.execution_time)
-        )
+        # Built once for each way ``cancel`` and ``reschedule`` are asked for.
+        self._cancels = {shown: self._build_cancel(shown=shown) for shown in (False, True)}
+        self._reschedules = {
+            (new_data, shown): self._build_reschedule(new_data=new_data, shown=shown)
+            for new_data in (False, True)
+            for shown in (False, True)
+        }
 
         #: One execution by its key.
         self.get: Select[Any] = select(table).where(self._key)
 
-        # --- the admin page's statements: counts, and actions checked against the version
-        # the operator was shown
-
-        shown_version = c.version == bindparam("shown_version")
-        #: Move an unpicked execution to ``new_time`` if it is still at ``shown_version``.
-        self.reschedule_shown: Update = (
-            update(table)
-            .where(self._key, self.unpicked, shown_version)
-            .values(
-                execution_time=bindparam("new_time", type_=c.execution_time.type),
-                version=c.version + 1,
-            )
-            .returning(c.execution_time)
-        )
-        #: Remove an unpicked execution if it is still at ``shown_version``.
-        self.cancel_shown: Delete = delete(table).where(self._key, self.unpicked, shown_version)
+        # --- the admin page's statements: counts (its actions are ``cancel`` and
+        # ``reschedule`` checked against the version the operator was shown)
 
         registered = self._one_of(c.task_name, "names")
         due_now = and_(
@@ -244,25 +213,10 @@ class Statements:
             .returning(*table.c)
         )
 
-        #: Mark held executions ``keys`` (task, instance, version) as started, just before
-        #: their handlers run; returns those still held. Like a heartbeat it checks the
-        #: version and does not bump it.
-        self.mark_started: Update = (
-            update(table)
-            .where(self.picked, *self._held_keys())
-            .values(started_at=now)
-            .returning(c.task_name, c.task_instance)
-        )
-
-        #: Refresh the heartbeat of ``keys`` (task, instance, version) still held; returns
-        #: the keys refreshed. A heartbeat does not bump the version: it changes no state
-        #: another writer could be deciding on.
-        self.heartbeat: Update = (
-            update(table)
-            .where(self.picked, *self._held_keys())
-            .values(last_heartbeat=now)
-            .returning(c.task_name, c.task_instance)
-        )
+        #: Mark held executions as started, just before their handlers run (see ``_stamp``).
+        self.mark_started: Update = self._stamp("started_at")
+        #: Refresh the heartbeat of held executions (see ``_stamp``).
+        self.heartbeat: Update = self._stamp("last_heartbeat")
 
         #: Remove a held execution (success of a one-time task, abandon, undecodable row).
         self.remove: Delete = delete(table).where(self._key, version_matches)
@@ -372,6 +326,58 @@ class Statements:
                 "version": c.version + 1,
             },
             where=self.unpicked,
+        )
+
+    def cancel(self, *, shown: bool) -> Delete:
+        """Remove an execution that no scheduler is running (``key_task``,
+        ``key_instance``); if ``shown``, only while it is still at ``shown_version``."""
+        return self._cancels[shown]
+
+    def reschedule(self, *, new_data: bool, shown: bool) -> Update:
+        """Move an unpicked execution to ``new_time``, with the payload ``new_data`` if
+        ``new_data`` (else untouched); if ``shown``, only while it is still at
+        ``shown_version``. Returns the new time of the execution moved."""
+        return self._reschedules[new_data, shown]
+
+    def _unpicked_at_key(self, *, shown: bool) -> tuple[ColumnElement[bool], ...]:
+        """The unpicked execution at the bound key, and at ``shown_version`` if ``shown``
+        (what the admin page checks: the row is as the operator saw it)."""
+        where = (self._key, self.unpicked)
+        if shown:
+            return (*where, self.table.c.version == bindparam("shown_version"))
+        return where
+
+    def _build_cancel(self, *, shown: bool) -> Delete:
+        return delete(self.table).where(*self._unpicked_at_key(shown=shown))
+
+    def _build_reschedule(self, *, new_data: bool, shown: bool) -> Update:
+        c = self.table.c
+        values: dict[str, Any] = {
+            "execution_time": bindparam("new_time", type_=c.execution_time.type),
+            "version": c.version + 1,
+        }
+        if new_data:
+            values["task_data"] = bindparam("new_data", type_=c.task_data.type)
+        return (
+            update(self.table)
+            .where(*self._unpicked_at_key(shown=shown))
+            .values(values)
+            .returning(c.execution_time)
+        )
+
+    def _stamp(self, column: str) -> Update:
+        """Set ``column`` to ``now`` on the held executions ``keys`` (task, instance,
+        version); returns the keys of those still held.
+
+        The version is checked and not bumped: neither a heartbeat nor the start of a
+        handler changes state another writer could be deciding on.
+        """
+        c = self.table.c
+        return (
+            update(self.table)
+            .where(self.picked, *self._held_keys())
+            .values({column: bindparam("now", type_=c.execution_time.type)})
+            .returning(c.task_name, c.task_instance)
         )
 
     def _hand_back(self, **values: Any) -> Update:

@@ -6,10 +6,10 @@ Sync callers run these directly; async callers reach them through SQLAlchemy's
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from sqlalchemy import Connection, Table, inspect
 
@@ -19,9 +19,11 @@ from sqla_scheduler._statements import Statements, statements_for
 from sqla_scheduler.exceptions import MissingTableError
 
 Key = tuple[str, str]
+T = TypeVar("T")
 
-#: Keys bound in one statement, well under SQLite's 32,766 bound parameters.
-_KEYS_PER_STATEMENT = 1000
+#: Rows inserted, or keys bound, in one statement: well under SQLite's 32,766 bound
+#: parameters (an inserted row binds seven).
+PER_STATEMENT = 1000
 
 __all__ = [
     "cancel",
@@ -31,6 +33,7 @@ __all__ = [
     "get_execution",
     "insert_instances",
     "list_executions",
+    "one_insert",
     "recurring_executions",
     "reschedule",
     "reschedule_shown",
@@ -43,10 +46,23 @@ def _statements(conn: Connection, table: Table) -> Statements:
     return statements_for(table, backend_for(conn.dialect))
 
 
+def _chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
+    """``items`` in slices of at most ``PER_STATEMENT``, one for each statement."""
+    for start in range(0, len(items), PER_STATEMENT):
+        yield items[start : start + PER_STATEMENT]
+
+
+def one_insert(instances: Sized) -> bool:
+    """Whether ``insert_instances`` writes ``instances`` with one statement (or none)."""
+    return len(instances) <= PER_STATEMENT
+
+
 def _wake(conn: Connection, stmts: Statements, task_names: set[str]) -> None:
     """NOTIFY in the caller's transaction: delivered on commit, dropped on rollback.
 
-    The payload is the task name, so a scheduler can ignore tasks it does not run.
+    The payload is the task name, so a scheduler can ignore tasks it does not run. For
+    the UPDATEs that make an execution due (reschedule, a recurring task's upsert); an
+    INSERT sends its NOTIFYs from within its own statement.
     """
     if stmts.notify is not None:
         for name in sorted(task_names):
@@ -73,12 +89,27 @@ def insert_instances(
 ) -> int:
     """Insert the executions that do not exist yet; return how many were inserted.
 
-    ``trace_context`` (what the scheduler's interceptors captured, if anything) is stored
-    with each of them. ``on_due`` is called when a due execution was inserted.
+    One statement for each ``PER_STATEMENT`` of them (see ``one_insert``), all in the
+    caller's transaction. ``trace_context`` (what the scheduler's interceptors captured, if
+    anything) is stored with each of them. ``on_due`` is called when a due execution was
+    inserted.
     """
-    if not instances:
-        return 0
     stmts = _statements(conn, table)
+    inserted = 0
+    for chunk in _chunks(instances):
+        inserted += _insert_chunk(conn, stmts, chunk, now, trace_context, on_due)
+    return inserted
+
+
+def _insert_chunk(
+    conn: Connection,
+    stmts: Statements,
+    instances: Sequence[TaskInstance[Any]],
+    now: datetime,
+    trace_context: Mapping[str, str] | None,
+    on_due: Callable[[], None] | None,
+) -> int:
+    """``insert_instances`` for at most ``PER_STATEMENT`` instances, in one statement."""
     if stmts.insert_many is not None and len(instances) > 1:
         now_text = now.isoformat()
         rows = [_json_row(i, now_text, trace_context) for i in instances]
@@ -105,12 +136,11 @@ def insert_instances(
         if on_due is not None and any(sent is not None for sent in notifies):
             on_due()  # NULL: inserted, not due; a NOTIFY's void value: due
         return len(notifies)
+    # Only SQLite gets here (PostgreSQL's statements above send their own NOTIFYs), and it
+    # has no NOTIFY to send: ``on_due`` is its wake-up.
     inserted = conn.execute(stmts.insert, values).all()
-    due = {name for name, execution_time in inserted if execution_time <= now}
-    if due:
-        _wake(conn, stmts, due)
-        if on_due is not None:
-            on_due()
+    if on_due is not None and any(execution_time <= now for _, execution_time in inserted):
+        on_due()
     return len(inserted)
 
 
@@ -135,11 +165,27 @@ def _json_row(
     return row
 
 
-def cancel(conn: Connection, table: Table, task_name: str, instance_id: str) -> bool:
-    """Delete an execution that is not running; return whether one was deleted."""
+def _key(task_name: str, instance_id: str, shown_version: int | None) -> dict[str, Any]:
+    """Bind an execution's key, and the version the operator was shown if there is one."""
+    params: dict[str, Any] = {"key_task": task_name, "key_instance": instance_id}
+    if shown_version is not None:
+        params["shown_version"] = shown_version
+    return params
+
+
+def cancel(
+    conn: Connection,
+    table: Table,
+    task_name: str,
+    instance_id: str,
+    *,
+    shown_version: int | None = None,
+) -> bool:
+    """Delete an execution that is not running (and, given ``shown_version``, is still at
+    that version); return whether one was deleted."""
     stmts = _statements(conn, table)
-    result = conn.execute(stmts.cancel, {"key_task": task_name, "key_instance": instance_id})
-    return result.rowcount == 1
+    stmt = stmts.cancel(shown=shown_version is not None)
+    return conn.execute(stmt, _key(task_name, instance_id, shown_version)).rowcount == 1
 
 
 def reschedule(
@@ -150,15 +196,17 @@ def reschedule(
     at: datetime,
     data: Any,
     now: datetime,
+    *,
+    shown_version: int | None = None,
 ) -> bool:
-    """Move an execution that is not running to ``at`` (and a new payload unless KEEP)."""
+    """Move an execution that is not running (and, given ``shown_version``, is still at
+    that version) to ``at``, with the payload ``data`` unless it is KEEP; return whether
+    it moved. Moved to due, it wakes the schedulers on commit."""
     stmts = _statements(conn, table)
-    params: dict[str, Any] = {"key_task": task_name, "key_instance": instance_id, "new_time": at}
-    if data is KEEP:
-        stmt = stmts.reschedule
-    else:
-        stmt = stmts.reschedule_with_data
+    params = {**_key(task_name, instance_id, shown_version), "new_time": at}
+    if data is not KEEP:
         params["new_data"] = data
+    stmt = stmts.reschedule(new_data=data is not KEEP, shown=shown_version is not None)
     moved = conn.execute(stmt, params).scalars().all()
     if moved and at <= now:
         _wake(conn, stmts, {task_name})
@@ -273,26 +321,16 @@ def reschedule_shown(
 ) -> bool:
     """Move an execution to ``at`` if no scheduler holds it and it is still at
     ``shown_version``; return whether it moved."""
-    stmts = _statements(conn, table)
-    params = {
-        "key_task": task_name,
-        "key_instance": instance_id,
-        "shown_version": shown_version,
-        "new_time": at,
-    }
-    moved = conn.execute(stmts.reschedule_shown, params).scalars().all()
-    if moved and at <= now:
-        _wake(conn, stmts, {task_name})
-    return bool(moved)
+    return reschedule(
+        conn, table, task_name, instance_id, at, KEEP, now, shown_version=shown_version
+    )
 
 
 def cancel_shown(
     conn: Connection, table: Table, *, task_name: str, instance_id: str, shown_version: int
 ) -> bool:
     """Delete an execution if no scheduler holds it and it is still at ``shown_version``."""
-    stmts = _statements(conn, table)
-    params = {"key_task": task_name, "key_instance": instance_id, "shown_version": shown_version}
-    return conn.execute(stmts.cancel_shown, params).rowcount == 1
+    return cancel(conn, table, task_name, instance_id, shown_version=shown_version)
 
 
 # --- the runner's operations ---------------------------------------------------------
@@ -323,11 +361,7 @@ def heartbeat(
     conn: Connection, table: Table, held: Sequence[tuple[str, str, int]], now: datetime
 ) -> set[Key]:
     """Refresh the heartbeat of each held (task, instance, version); return those refreshed."""
-    if not held:
-        return set()
-    stmts = _statements(conn, table)
-    rows = conn.execute(stmts.heartbeat, {**_key_lists(stmts, held), "now": now})
-    return {(name, instance) for name, instance in rows}
+    return _stamp(conn, table, held, now, started=False)
 
 
 def mark_started(
@@ -335,10 +369,24 @@ def mark_started(
 ) -> set[Key]:
     """Record that the handlers of held (task, instance, version) start now; return the
     ones still held (the others were taken over and must not run)."""
+    return _stamp(conn, table, held, now, started=True)
+
+
+def _stamp(
+    conn: Connection,
+    table: Table,
+    held: Sequence[tuple[str, str, int]],
+    now: datetime,
+    *,
+    started: bool,
+) -> set[Key]:
+    """Set the start time (``started``) or the heartbeat of each held (task, instance,
+    version) to ``now``; return those still held."""
     if not held:
         return set()
     stmts = _statements(conn, table)
-    rows = conn.execute(stmts.mark_started, {**_key_lists(stmts, held), "now": now})
+    stmt = stmts.mark_started if started else stmts.heartbeat
+    rows = conn.execute(stmt, {**_key_lists(stmts, held), "now": now})
     return {(name, instance) for name, instance in rows}
 
 
@@ -436,8 +484,7 @@ def revive(
     }
     keys = [(name, instance, version) for (name, instance), (version, *_) in found.items()]
     revived: list[Execution] = []
-    for start in range(0, len(keys), _KEYS_PER_STATEMENT):
-        chunk = keys[start : start + _KEYS_PER_STATEMENT]
+    for chunk in _chunks(keys):
         rows = conn.execute(stmts.revive_found, {**params, **_key_lists(stmts, chunk)})
         for row in rows.mappings():
             execution = Execution.from_row(row)

@@ -38,7 +38,9 @@ from sqla_scheduler.tasks import Task
 
 __all__ = ["Scheduler"]
 
-_BATCH_CHUNK = 1000
+# ``_store.insert_instances`` chunks a batch into statements itself; this name stays only
+# until ``_insert``'s own loop over it goes.
+_BATCH_CHUNK = _store.PER_STATEMENT
 
 
 class Scheduler:
@@ -142,7 +144,7 @@ class Scheduler:
             target,
             self.table,
             partial(self._insert, batch, single=False),
-            one_statement=len(batch) <= _BATCH_CHUNK,
+            one_statement=_store.one_insert(batch),
         )
 
     def _insert(self, batch: Sequence[TaskInstance[Any]], conn: Any, *, single: bool) -> Any:
