@@ -71,7 +71,6 @@ DELETE_SQL = (
     "DELETE FROM scheduled_tasks WHERE (task_name, task_instance) IN"
     " (SELECT * FROM unnest(%s::varchar[], %s::varchar[]))"
 )
-NOTIFY_CHANNEL = "sqla_scheduler.scheduled_tasks"
 
 
 #: Each library figure and the raw floor it is compared with.
