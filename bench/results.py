@@ -1,0 +1,68 @@
+"""The benchmark's settings and results: how much work each scenario does, the figures and
+table statistics a run records, and the error a scenario raises when it cannot produce its
+figure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Counts:
+    """How much work each scenario does."""
+
+    drain_rows: int = 20_000
+    drain_pick: int = 50
+    single_txns: int = 2_000
+    batch_txns: int = 20
+    batch_size: int = 1_000
+    latency_runs: int = 200
+    latency_gap: float = 0.020
+
+    @classmethod
+    def quick(cls) -> Counts:
+        return cls(drain_rows=2_000, single_txns=200, batch_txns=4, latency_runs=30)
+
+
+@dataclass
+class Figure:
+    """One line of the results table."""
+
+    key: str
+    label: str
+    value: float | None
+    unit: str
+    floor: float | None = None
+    floor_key: str | None = None
+    target: str = ""
+    target_ratio: float | None = None
+    met: bool | None = None
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ratio(self) -> float | None:
+        if self.value is None or not self.floor:
+            return None
+        return self.value / self.floor
+
+
+@dataclass
+class TableStats:
+    """``pg_stat_user_tables`` of ``scheduled_tasks`` after a drain."""
+
+    run: str
+    n_dead_tup: int | None
+    n_live_tup: int | None
+    n_tup_ins: int | None
+    n_tup_upd: int | None
+    n_tup_hot_upd: int | None
+    n_tup_del: int | None
+    autovacuum_count: int | None
+    settled: bool
+
+
+class ScenarioError(RuntimeError):
+    """A scenario could not produce its figure."""

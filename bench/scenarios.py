@@ -1,0 +1,234 @@
+"""The library's scenarios: due executions drained by ``bench/worker.py`` processes,
+commit-to-start latency of an idle worker, and ``Scheduler.schedule`` and
+``Scheduler.schedule_batch`` timed on a fresh database each.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+from sqlalchemy import Engine
+
+from bench.harness import Bench
+from bench.results import Figure, ScenarioError
+from bench.workers import Worker, stop_workers
+from sqla_scheduler import Scheduler
+
+# --- drain by worker processes -----------------------------------------------------------
+
+
+def drain(bench: Bench, key: str, label: str, handler: str, processes: int) -> Figure:
+    n = bench.counts.drain_rows
+    db = bench.new_db(key)
+    url = bench.cluster.url(db)
+    workers: list[Worker] = []
+    engine = bench.engine(db)
+    problems: list[str] = []
+    try:
+        for i in range(processes):
+            workers.append(
+                Worker(
+                    url,
+                    f"{key}-w{i}",
+                    handler,
+                    polling_interval=bench.polling_interval,
+                )
+            )
+        for worker in workers:
+            worker.wait_ready(60)
+        client = Scheduler(engine, [bench.task])
+        instances = [bench.task.instance(f"d{i:07d}") for i in range(n)]
+        with engine.connect():
+            pass  # open the pool's connection before the clock starts
+        with bench.connect(db, autocommit=True) as poll:
+            inserted = client.schedule_batch(engine, instances)
+            t0 = time.perf_counter()
+            if inserted != n:
+                raise ScenarioError(f"schedule_batch inserted {inserted} of {n}")
+            t_first: float | None = None
+            last_left, last_progress = n, t0
+            stall = 2 * bench.polling_interval + 10
+            while True:
+                left = bench.count(poll)
+                now = time.perf_counter()
+                if left < n and t_first is None:
+                    t_first = now
+                if left == 0:
+                    t1 = now
+                    break
+                if left < last_left:
+                    last_left, last_progress = left, now
+                elif now - last_progress > stall:
+                    dead = [w.name for w in workers if w.proc.poll() is not None]
+                    raise ScenarioError(
+                        f"no progress for {stall:.0f}s: {left:,} of {n:,} rows left"
+                        f" after {now - t0:.1f}s; exited workers: {dead or 'none'}"
+                    )
+                if now - t0 > 300:
+                    raise ScenarioError(f"{left:,} of {n:,} rows left after 300s")
+                time.sleep(0.01)
+    finally:
+        problems = stop_workers(workers)
+        engine.dispose()
+        bench.problems.extend(f"{label}: {p}" for p in problems)
+    bench.read_table_stats(db, label, n)
+    elapsed = t1 - t0
+    assert t_first is not None
+    steady = n / (t1 - t_first) if t1 > t_first else float("nan")
+    return bench.add(
+        Figure(
+            key,
+            label,
+            n / elapsed,
+            "rows/s",
+            floor_key="floor_drain",
+            notes=(
+                f"{n:,} rows in {elapsed:.2f}s; first row gone after "
+                f"{t_first - t0:.2f}s; {steady:,.0f} rows/s from then"
+            ),
+            extra={"elapsed_s": elapsed, "first_done_s": t_first - t0, "steady": steady},
+        )
+    )
+
+
+# --- commit-to-start latency -------------------------------------------------------------
+
+
+def latency(bench: Bench) -> list[Figure]:
+    n, gap = bench.counts.latency_runs, bench.counts.latency_gap
+    db = bench.new_db("latency")
+    url = bench.cluster.url(db)
+    engine = bench.engine(db)
+    worker = Worker(
+        url,
+        "latency-w0",
+        "async",
+        polling_interval=bench.polling_interval,
+        report_starts=True,
+    )
+    commits: dict[str, float] = {}
+    try:
+        worker.wait_ready(60)
+        client = Scheduler(engine, [bench.task])
+        with engine.connect():
+            pass
+        time.sleep(0.5)  # let the worker's first (empty) poll finish
+        begin = time.perf_counter()
+        for i in range(n):
+            instance = bench.task.instance(f"l{i:05d}")
+            if not client.schedule(engine, instance):
+                raise ScenarioError(f"schedule of {instance.instance_id} inserted nothing")
+            commits[instance.instance_id] = time.time()
+            pause = begin + (i + 1) * gap - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+        deadline = time.monotonic() + bench.polling_interval + 15
+        while time.monotonic() < deadline:
+            with worker.starts_lock:
+                if len(worker.starts) >= n:
+                    break
+            time.sleep(0.02)
+    finally:
+        problems = stop_workers([worker])
+        engine.dispose()
+        bench.problems.extend(f"latency: {p}" for p in problems)
+    with worker.starts_lock:
+        starts = dict(worker.starts)
+    latencies = sorted((starts[k] - commits[k]) * 1000.0 for k in commits if k in starts)
+    missing = n - len(latencies)
+    if len(latencies) < 2:
+        raise ScenarioError(f"only {len(latencies)} of {n} executions started")
+    q = statistics.quantiles(latencies, n=100, method="inclusive")
+    note = f"{len(latencies)} of {n} started; min {latencies[0]:.2f} ms, max {latencies[-1]:.2f} ms"
+    if missing:
+        note += f"; {missing} never started"
+        bench.problems.append(f"latency: {missing} of {n} executions never started")
+    figures = []
+    for key, label, value, target, limit in (
+        ("latency_p50", "commit-to-start latency p50", q[49], "<= 2 ms", 2.0),
+        ("latency_p95", "commit-to-start latency p95", q[94], "", None),
+        ("latency_p99", "commit-to-start latency p99", q[98], "<= 8 ms", 8.0),
+    ):
+        figures.append(
+            bench.add(
+                Figure(
+                    key,
+                    label,
+                    value,
+                    "ms",
+                    target=target,
+                    met=None if limit is None else value <= limit,
+                    notes=note if key == "latency_p50" else "",
+                    extra={"samples": len(latencies), "missing": missing},
+                )
+            )
+        )
+    return figures
+
+
+# --- scheduling, one per transaction and in batches --------------------------------------
+
+
+def _time_scheduling(
+    bench: Bench, label: str, rows: int, work: Callable[[Scheduler, Engine], object]
+) -> float:
+    """Seconds ``work`` takes on a fresh database; fails unless it left ``rows`` rows."""
+    db = bench.new_db(label)
+    engine = bench.engine(db)
+    try:
+        client = Scheduler(engine, [bench.task])
+        with engine.connect():
+            pass  # open the pool's connection before the clock starts
+        t0 = time.perf_counter()
+        work(client, engine)
+        elapsed = time.perf_counter() - t0
+    finally:
+        engine.dispose()
+    with bench.connect(db) as conn:
+        if bench.count(conn) != rows:
+            raise ScenarioError(f"{label}: rows missing")
+    return elapsed
+
+
+def schedule_single(bench: Bench) -> Figure:
+    n = bench.counts.single_txns
+
+    def work(client: Scheduler, engine: Engine) -> None:
+        for i in range(n):
+            client.schedule(engine, bench.task.instance(f"s{i:07d}"))
+
+    elapsed = _time_scheduling(bench, "schedule", n, work)
+    return bench.add(
+        Figure(
+            "schedule",
+            "Scheduler.schedule(engine, instance), one per transaction",
+            n / elapsed,
+            "inserts/s",
+            floor_key="floor_single",
+            notes=f"{n:,} calls in {elapsed:.2f}s",
+        )
+    )
+
+
+def schedule_batch(bench: Bench) -> Figure:
+    txns, size = bench.counts.batch_txns, bench.counts.batch_size
+
+    def work(client: Scheduler, engine: Engine) -> None:
+        for j in range(txns):
+            client.schedule_batch(
+                engine, [bench.task.instance(f"b{j:03d}-{i:07d}") for i in range(size)]
+            )
+
+    elapsed = _time_scheduling(bench, "schedule_batch", txns * size, work)
+    return bench.add(
+        Figure(
+            "schedule_batch",
+            f"Scheduler.schedule_batch(engine, {size:,} instances)",
+            txns * size / elapsed,
+            "rows/s",
+            floor_key="floor_batch",
+            notes=f"{txns} x {size:,} rows in {elapsed:.2f}s",
+        )
+    )

@@ -1,0 +1,88 @@
+"""The suite: which scenarios there are, the order they run in, which raw floor each
+library figure is compared with, and the target each figure is held to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+
+from bench.floors import floor_batch, floor_drain, floor_single
+from bench.harness import Bench
+from bench.results import Figure
+from bench.scenarios import drain, latency, schedule_batch, schedule_single
+
+#: Each library figure and the raw floor it is compared with.
+FLOOR_OF = {
+    "drain_async_1": "floor_drain",
+    "drain_sync_1": "floor_drain",
+    "drain_async_2": "floor_drain",
+    "schedule": "floor_single",
+    "schedule_batch": "floor_batch",
+}
+SCENARIOS = (
+    "floor_drain",
+    "floor_single",
+    "floor_batch",
+    "drain_async_1",
+    "drain_sync_1",
+    "drain_async_2",
+    "latency",
+    "schedule",
+    "schedule_batch",
+)
+
+
+def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
+    """Run every scenario, or those named in ``only`` and the floors they compare with."""
+    bench.prepare_template()
+    wanted = set(only) | {FLOOR_OF[key] for key in only if key in FLOOR_OF}
+
+    def s(key: str, label: str, unit: str, run: Callable[[], Figure], name: str = "") -> None:
+        if not only or (name or key) in wanted:
+            bench.scenario(key, label, unit, run)
+
+    s("floor_drain", "floor (a) drain", "rows/s", partial(floor_drain, bench))
+    s("floor_single", "floor (b) single insert", "inserts/s", partial(floor_single, bench))
+    s("floor_batch", "floor (c) executemany", "rows/s", partial(floor_batch, bench))
+    for key, label, handler, processes in (
+        ("drain_async_1", "drain: 1 process, async handlers", "async", 1),
+        ("drain_sync_1", "drain: 1 process, sync handlers", "sync", 1),
+        ("drain_async_2", "drain: 2 processes, async handlers", "async", 2),
+    ):
+        s(
+            key,
+            label,
+            "rows/s",
+            partial(drain, bench, key, label, handler, processes),
+        )
+    s("latency_p50", "commit-to-start latency", "ms", lambda: latency(bench)[0], "latency")
+    s("schedule", "schedule, one per transaction", "inserts/s", partial(schedule_single, bench))
+    s("schedule_batch", "schedule_batch", "rows/s", partial(schedule_batch, bench))
+    apply_targets(bench)
+
+
+def apply_targets(bench: Bench) -> None:
+    f = bench.figures
+    for key, floor_key in FLOOR_OF.items():
+        if key in f and floor_key in f:
+            f[key].floor_key = floor_key
+            f[key].floor = f[floor_key].value
+    for key, ratio in (
+        ("drain_async_1", 0.35),
+        ("drain_sync_1", 0.20),
+        ("schedule", 0.70),
+        ("schedule_batch", 1.00),
+    ):
+        if key in f:
+            f[key].target = f">= {ratio:.0%} of floor"
+            f[key].target_ratio = ratio
+            r = f[key].ratio
+            f[key].met = None if r is None else r >= ratio
+    if "drain_async_2" in f:
+        two = f["drain_async_2"]
+        one = f.get("drain_async_1")
+        two.target = "> 1 process async"
+        if one is not None and one.value is not None and two.value is not None:
+            two.met = two.value > one.value
+            two.target += f" ({two.value / one.value:.2f}x)"
