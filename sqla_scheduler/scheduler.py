@@ -38,10 +38,6 @@ from sqla_scheduler.tasks import Task
 
 __all__ = ["Scheduler"]
 
-# ``_store.insert_instances`` chunks a batch into statements itself; this name stays only
-# until ``_insert``'s own loop over it goes.
-_BATCH_CHUNK = _store.PER_STATEMENT
-
 
 class Scheduler:
     """A persistent, cluster-safe scheduler over one table.
@@ -158,12 +154,9 @@ class Scheduler:
             if runner is None or runner.listens
             else partial(_after_commit, conn, runner.wake_soon)
         )
-        inserted = 0
-        for start in range(0, len(batch), _BATCH_CHUNK):
-            chunk = batch[start : start + _BATCH_CHUNK]
-            inserted += _store.insert_instances(
-                conn, self.table, chunk, now, trace_context, on_due=on_due
-            )
+        inserted = _store.insert_instances(
+            conn, self.table, batch, now, trace_context, on_due=on_due
+        )
         return inserted == 1 if single else inserted
 
     @overload
