@@ -14,8 +14,15 @@ from typing import Any, Literal, TypeVar
 from sqlalchemy import Connection, Table, inspect
 
 from sqla_scheduler._dialects import backend_for
-from sqla_scheduler._execution import KEEP, Execution, ExecutionState, TaskInstance
-from sqla_scheduler._statements import Statements, statements_for
+from sqla_scheduler._execution import (
+    KEEP,
+    RECURRING_INSTANCE_ID,
+    Execution,
+    ExecutionState,
+    TaskInstance,
+)
+from sqla_scheduler._statements import Scheduling, Statements, statements_for
+from sqla_scheduler._statements.shapes import Shapes
 from sqla_scheduler.exceptions import MissingTableError
 
 Key = tuple[str, str]
@@ -26,6 +33,7 @@ T = TypeVar("T")
 PER_STATEMENT = 1000
 
 __all__ = [
+    "Recurring",
     "cancel",
     "cancel_shown",
     "check_table",
@@ -57,7 +65,7 @@ def one_insert(instances: Sized) -> bool:
     return len(instances) <= PER_STATEMENT
 
 
-def _wake(conn: Connection, stmts: Statements, task_names: set[str]) -> None:
+def _wake(conn: Connection, stmts: Scheduling, task_names: set[str]) -> None:
     """NOTIFY in the caller's transaction: delivered on commit, dropped on rollback.
 
     The payload is the task name, so a scheduler can ignore tasks it does not run. For
@@ -94,7 +102,7 @@ def insert_instances(
     anything) is stored with each of them. ``on_due`` is called when a due execution was
     inserted.
     """
-    stmts = _statements(conn, table)
+    stmts = _statements(conn, table).scheduling
     inserted = 0
     for chunk in _chunks(instances):
         inserted += _insert_chunk(conn, stmts, chunk, now, trace_context, on_due)
@@ -103,7 +111,7 @@ def insert_instances(
 
 def _insert_chunk(
     conn: Connection,
-    stmts: Statements,
+    stmts: Scheduling,
     instances: Sequence[TaskInstance[Any]],
     now: datetime,
     trace_context: Mapping[str, str] | None,
@@ -183,7 +191,7 @@ def cancel(
 ) -> bool:
     """Delete an execution that is not running (and, given ``shown_version``, is still at
     that version); return whether one was deleted."""
-    stmts = _statements(conn, table)
+    stmts = _statements(conn, table).scheduling
     stmt = stmts.cancel(shown=shown_version is not None)
     return conn.execute(stmt, _key(task_name, instance_id, shown_version)).rowcount == 1
 
@@ -202,7 +210,7 @@ def reschedule(
     """Move an execution that is not running (and, given ``shown_version``, is still at
     that version) to ``at``, with the payload ``data`` unless it is KEEP; return whether
     it moved. Moved to due, it wakes the schedulers on commit."""
-    stmts = _statements(conn, table)
+    stmts = _statements(conn, table).scheduling
     params = {**_key(task_name, instance_id, shown_version), "new_time": at}
     if data is not KEEP:
         params["new_data"] = data
@@ -217,7 +225,7 @@ def get_execution(
     conn: Connection, table: Table, task_name: str, instance_id: str
 ) -> Execution | None:
     """One execution by key, or ``None``."""
-    stmts = _statements(conn, table)
+    stmts = _statements(conn, table).scheduling
     row = (
         conn.execute(stmts.get, {"key_task": task_name, "key_instance": instance_id})
         .mappings()
@@ -242,7 +250,7 @@ def list_executions(
 
     ``instance_contains`` keeps those whose instance id contains that text.
     """
-    stmts = _statements(conn, table)
+    stmts = _statements(conn, table).listing
     query = stmts.list_executions(
         state=state,
         task_name=task_name,
@@ -266,7 +274,7 @@ def count_executions(
     now: datetime,
 ) -> int:
     """How many executions ``list_executions`` lists with the same filters."""
-    stmts = _statements(conn, table)
+    stmts = _statements(conn, table).listing
     query = stmts.count_executions(
         state=state,
         task_name=task_name,
@@ -282,7 +290,7 @@ def state_counts(
 ) -> dict[str, int]:
     """How many executions are in each state (keys as in ``ExecutionState``), counted in
     one statement; executions of tasks not in ``known_tasks`` are orphaned."""
-    stmts = _statements(conn, table)
+    stmts = _statements(conn, table).listing
     params = {"names": sorted(known_tasks), "now": now}
     return dict(conn.execute(stmts.state_counts, params).mappings().one())
 
@@ -293,7 +301,7 @@ def task_counts(
     """For each of the tasks ``names`` that has executions, how many are in each state."""
     if not names:
         return {}
-    stmts = _statements(conn, table)
+    stmts = _statements(conn, table).listing
     rows = conn.execute(stmts.task_counts, {"names": list(names), "now": now}).mappings()
     return {row["task_name"]: {k: v for k, v in row.items() if k != "task_name"} for row in rows}
 
@@ -304,7 +312,7 @@ def recurring_executions(
     """The row of each recurring task of ``names`` that has one, by task name."""
     if not names:
         return {}
-    stmts = _statements(conn, table)
+    stmts = _statements(conn, table).listing
     rows = conn.execute(stmts.recurring, {"names": list(names), "instance": instance_id})
     return {e.task_name: e for e in map(Execution.from_row, rows.mappings())}
 
@@ -348,7 +356,7 @@ def pick(
     """Pick up to ``limit`` due executions of ``names``, highest priority and oldest first."""
     if limit <= 0 or not names:
         return []
-    stmts = _statements(conn, table)
+    stmts = _statements(conn, table).running
     rows = conn.execute(
         stmts.pick, {"names": list(names), "limit": limit, "picker": picker, "now": now}
     ).mappings()
@@ -384,14 +392,14 @@ def _stamp(
     version) to ``now``; return those still held."""
     if not held:
         return set()
-    stmts = _statements(conn, table)
+    stmts = _statements(conn, table).running
     stmt = stmts.mark_started if started else stmts.heartbeat
     rows = conn.execute(stmt, {**_key_lists(stmts, held), "now": now})
     return {(name, instance) for name, instance in rows}
 
 
-def _key_lists(stmts: Statements, keys: Sequence[tuple[str, str, int]]) -> dict[str, Any]:
-    """Bind (task, instance, version) keys the way ``Statements._held_keys`` expects."""
+def _key_lists(stmts: Shapes, keys: Sequence[tuple[str, str, int]]) -> dict[str, Any]:
+    """Bind (task, instance, version) keys the way ``Shapes.held_keys`` expects."""
     if stmts.backend.name == "postgresql":
         return {
             "names": [k[0] for k in keys],
@@ -411,7 +419,7 @@ def _key_params(execution: Execution) -> dict[str, Any]:
 
 def remove(conn: Connection, table: Table, execution: Execution) -> bool:
     """Delete a held execution; ``False`` when its version moved (someone else owns it)."""
-    stmts = _statements(conn, table)
+    stmts = _statements(conn, table).running
     return conn.execute(stmts.remove, _key_params(execution)).rowcount == 1
 
 
@@ -438,7 +446,7 @@ def complete(conn: Connection, table: Table, batch: Sequence[Completion]) -> lis
 
     All removals go in one statement; the other outcomes one statement each.
     """
-    stmts = _statements(conn, table)
+    stmts = _statements(conn, table).running
     removes = [c.execution for c in batch if c.kind == "remove"]
     removed: set[Key] = set()
     if removes:
@@ -470,7 +478,7 @@ def revive(
     conn: Connection, table: Table, *, threshold: datetime, now: datetime
 ) -> list[Execution]:
     """Make executions whose heartbeat is older than ``threshold`` due again; return them."""
-    stmts = _statements(conn, table)
+    stmts = _statements(conn, table).running
     params = {"threshold": threshold, "now": now}
     if stmts.revive is not None:
         return [Execution.from_row(row) for row in conn.execute(stmts.revive, params).mappings()]
@@ -499,33 +507,48 @@ def delete_orphans(
     conn: Connection, table: Table, *, known: Sequence[str], threshold: datetime
 ) -> list[tuple[str, str, Any]]:
     """Delete unpicked rows of unknown tasks due before ``threshold``; return what went."""
-    stmts = _statements(conn, table)
+    stmts = _statements(conn, table).running
     rows = conn.execute(stmts.delete_orphans, {"names": list(known), "threshold": threshold})
     return [(name, instance, data) for name, instance, data in rows]
 
 
+@dataclass(frozen=True, slots=True)
+class Recurring:
+    """A recurring task as registered: its first instance, or ``None`` when disabled."""
+
+    task_name: str
+    first: TaskInstance[Any] | None
+    #: Whether the schedule gives the same times wherever it is computed (cron, daily):
+    #: then a changed schedule moves the row's time to the new first one.
+    deterministic: bool
+
+
 def register_recurring(
-    conn: Connection,
-    table: Table,
-    instance: TaskInstance[Any],
-    *,
-    deterministic: bool,
-    now: datetime,
+    conn: Connection, table: Table, tasks: Sequence[Recurring], now: datetime
 ) -> None:
-    """Create or refresh a recurring task's row (see ``Statements.upsert_recurring``)."""
-    stmts = _statements(conn, table)
-    conn.execute(
-        stmts.upsert_recurring,
-        {
-            "task_name": instance.task_name,
-            "task_instance": instance.instance_id,
-            "task_data": instance.data,
-            "execution_time": instance.execution_time or now,
-            "priority": instance.priority,
-            "schedule": instance.schedule,
-            "trace_context": None,
-            "deterministic": deterministic,
-        },
-    )
-    if (instance.execution_time or now) <= now:
-        _wake(conn, stmts, {instance.task_name})
+    """Create or refresh each recurring task's row (see ``Scheduling.upsert_recurring``),
+    or remove it when its schedule is disabled; in the caller's transaction."""
+    stmts = _statements(conn, table).scheduling
+    due: set[str] = set()
+    for task in tasks:
+        instance = task.first
+        if instance is None:
+            cancel(conn, table, task.task_name, RECURRING_INSTANCE_ID)
+            continue
+        at = instance.execution_time or now
+        conn.execute(
+            stmts.upsert_recurring,
+            {
+                "task_name": instance.task_name,
+                "task_instance": instance.instance_id,
+                "task_data": instance.data,
+                "execution_time": at,
+                "priority": instance.priority,
+                "schedule": instance.schedule,
+                "trace_context": None,
+                "deterministic": task.deterministic,
+            },
+        )
+        if at <= now:
+            due.add(instance.task_name)
+    _wake(conn, stmts, due)

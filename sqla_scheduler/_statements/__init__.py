@@ -1,0 +1,40 @@
+"""Every SQL statement the library runs, built with SQLAlchemy Core; no I/O here.
+
+Statements are built once per table and database and cached, in three parts: what the
+application and admin page write (``Scheduling``), what a runner runs (``Running``), and
+what is read to show (``Listing``). "Now" is always a bound parameter, so tests can pin
+time and production binds the scheduler's clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from sqlalchemy import Table
+
+from sqla_scheduler._dialects import Backend
+from sqla_scheduler._statements.listing import Listing
+from sqla_scheduler._statements.running import Running
+from sqla_scheduler._statements.scheduling import Scheduling
+
+__all__ = ["Listing", "Running", "Scheduling", "Statements", "statements_for"]
+
+
+@dataclass(frozen=True)
+class Statements:
+    """The statements for one scheduler table on one kind of database."""
+
+    scheduling: Scheduling
+    running: Running
+    listing: Listing
+
+
+@cache
+def statements_for(table: Table, backend: Backend) -> Statements:
+    """The cached ``Statements`` for ``table`` on ``backend``."""
+    return Statements(
+        scheduling=Scheduling(table, backend),
+        running=Running(table, backend),
+        listing=Listing(table, backend),
+    )

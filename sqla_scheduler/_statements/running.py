@@ -1,0 +1,197 @@
+"""The runner's statements: pick, start, beat, hand back or remove, revive the dead, and
+delete orphans. Every one that changes a row's state checks and bumps its version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    Delete,
+    Select,
+    Table,
+    Update,
+    and_,
+    bindparam,
+    case,
+    delete,
+    literal_column,
+    select,
+    true,
+    update,
+)
+from sqlalchemy.sql.expression import Executable
+
+from sqla_scheduler._dialects import Backend
+from sqla_scheduler._statements.shapes import Shapes
+
+__all__ = ["Running"]
+
+
+class Running(Shapes):
+    """What a runner's services run against the table; ``now`` is always bound."""
+
+    def __init__(self, table: Table, backend: Backend) -> None:
+        super().__init__(table, backend)
+        c = table.c
+        now = self.time("now")
+        seen = c.version == bindparam("seen_version")
+
+        #: Pick up to ``limit`` due executions of ``names`` for ``picker`` (see ``_pick``).
+        self.pick: Update = self._pick()
+        #: Mark held executions as started, just before their handlers run (see ``_stamp``).
+        self.mark_started: Update = self._stamp("started_at")
+        #: Refresh the heartbeat of held executions (see ``_stamp``).
+        self.heartbeat: Update = self._stamp("last_heartbeat")
+
+        #: Remove a held execution (success of a one-time task, abandon, undecodable row).
+        self.remove: Delete = delete(table).where(self.at_key, seen)
+        #: Remove held executions ``keys`` (task, instance, version); returns those removed.
+        self.remove_many: Executable = (
+            delete(table).where(*self.held_keys()).returning(c.task_name, c.task_instance)
+        )
+
+        #: Hand back a held execution to run at ``new_time`` after a success.
+        self.succeed: Update = self._hand_back(
+            execution_time=self.time("new_time"),
+            task_data=bindparam("new_data", type_=c.task_data.type),
+            last_success=now,
+            consecutive_failures=0,
+        )
+        #: Hand back a held execution to retry at ``new_time`` after a failure.
+        self.fail: Update = self._hand_back(
+            execution_time=self.time("new_time"),
+            last_failure=now,
+            consecutive_failures=bindparam("failures"),
+        )
+        #: Hand back a held execution untouched, due as before (a stopping scheduler).
+        self.release: Update = self._hand_back()
+
+        #: Dead executions: picked, with a heartbeat older than ``threshold``.
+        is_dead = and_(self.picked, c.last_heartbeat < self.time("threshold"))
+        revived = {
+            "picked": False,
+            "picked_by": None,
+            "last_heartbeat": None,
+            "execution_time": now,
+            "last_failure": now,
+            # only a started handler's lost attempt counts; a queued one just goes back
+            "consecutive_failures": c.consecutive_failures
+            + case((c.started_at.is_not(None), 1), else_=0),
+            "started_at": None,
+            "version": c.version + 1,
+        }
+        #: Return dead executions to due now, counting a started one's lost attempt as a
+        #: failure, in one statement (see ``_revive``). ``None`` where RETURNING cannot see
+        #: the rows as found (SQLite): there, ``find_dead`` then ``revive_found`` do it.
+        self.revive: Update | None = (
+            self._revive(is_dead, revived) if backend.returning_sees_from else None
+        )
+        #: The dead executions' keys (task, instance, version), picker and last heartbeat.
+        self.find_dead: Select[Any] = select(
+            c.task_name, c.task_instance, c.version, c.picked_by, c.last_heartbeat
+        ).where(is_dead)
+        #: Revive the dead executions ``keys`` (task, instance, version) found by
+        #: ``find_dead``, if they are still dead; returns them as revived.
+        self.revive_found: Update = (
+            update(table).where(is_dead, *self.held_keys()).values(revived).returning(*table.c)
+        )
+
+        #: Delete unpicked rows of task names not in ``names`` due before ``threshold``.
+        self.delete_orphans: Executable = (
+            delete(table)
+            .where(
+                self.unpicked,
+                c.task_name.not_in(bindparam("names", expanding=True)),
+                c.execution_time < self.time("threshold"),
+            )
+            .returning(c.task_name, c.task_instance, c.task_data)
+        )
+
+    def _pick(self) -> Update:
+        """Pick up to ``limit`` due executions of ``names`` in priority order and mark them
+        picked by ``picker``, in one statement. Rows other schedulers hold locked are
+        skipped, not waited for (PostgreSQL). Returns the picked rows, in no order.
+
+        The due rows are found by their physical address (``ctid``, SQLite's ``rowid``),
+        stable while the statement holds their locks, so that updating them is a direct
+        fetch per row rather than a join with the table (which PostgreSQL may plan as a
+        scan of every row).
+        """
+        c = self.table.c
+        now = self.time("now")
+        row: Any = literal_column(self.backend.row_locator)
+        due = (
+            select(row)
+            .where(self.unpicked, c.execution_time <= now, self.one_of(c.task_name, "names"))
+            .order_by(c.priority.desc(), c.execution_time)
+            .limit(bindparam("limit"))
+            .with_for_update(skip_locked=True)
+        )
+        return (
+            update(self.table)
+            .where(self.locator_in(row, due))
+            .values(
+                picked=True,
+                picked_by=bindparam("picker"),
+                last_heartbeat=now,
+                started_at=None,
+                version=c.version + 1,
+            )
+            .returning(*self.table.c)
+        )
+
+    def _revive(self, is_dead: Any, revived: dict[str, Any]) -> Update:
+        """``revived`` applied to the rows ``is_dead`` (skipping those another scheduler
+        holds locked), returning the rows as they were found: who had picked them and when
+        they last beat, which the revived values clear."""
+        c = self.table.c
+        dead = (
+            select(c.task_name, c.task_instance, c.picked_by, c.last_heartbeat)
+            .where(is_dead)
+            .with_for_update(skip_locked=True)
+            .cte("dead")
+        )
+        found = {
+            "picked": true(),
+            "picked_by": dead.c.picked_by,
+            "last_heartbeat": dead.c.last_heartbeat,
+        }
+        return (
+            update(self.table)
+            .where(c.task_name == dead.c.task_name, c.task_instance == dead.c.task_instance)
+            .values(revived)
+            .returning(
+                *(found[col.name].label(col.name) if col.name in found else col for col in c)
+            )
+        )
+
+    def _stamp(self, column: str) -> Update:
+        """Set ``column`` to ``now`` on the held executions ``keys`` (task, instance,
+        version); returns the keys of those still held.
+
+        The version is checked and not bumped: neither a heartbeat nor the start of a
+        handler changes state another writer could be deciding on.
+        """
+        c = self.table.c
+        return (
+            update(self.table)
+            .where(self.picked, *self.held_keys())
+            .values({column: self.time("now")})
+            .returning(c.task_name, c.task_instance)
+        )
+
+    def _hand_back(self, **values: Any) -> Update:
+        """Unpick a held execution (still at the version seen), setting ``values`` too."""
+        c = self.table.c
+        return (
+            update(self.table)
+            .where(self.at_key, c.version == bindparam("seen_version"))
+            .values(
+                picked=False,
+                picked_by=None,
+                last_heartbeat=None,
+                started_at=None,
+                version=c.version + 1,
+                **values,
+            )
+        )

@@ -1,0 +1,189 @@
+"""The statements that put executions in the table and change them from outside a runner:
+insert, cancel, reschedule, a recurring task's row, and the NOTIFY that wakes runners."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    DateTime,
+    Delete,
+    Select,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    Update,
+    and_,
+    bindparam,
+    case,
+    column,
+    delete,
+    func,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.sql.expression import Executable
+
+from sqla_scheduler._dialects import Backend
+from sqla_scheduler._statements.shapes import Shapes
+
+__all__ = ["Scheduling"]
+
+
+class Scheduling(Shapes):
+    """Writes on behalf of the application (``Scheduler.schedule``, ``cancel`` and the
+    rest) and of the admin page, plus the recurring tasks' rows a runner registers."""
+
+    def __init__(self, table: Table, backend: Backend) -> None:
+        super().__init__(table, backend)
+        c = table.c
+        on_key = [c.task_name, c.task_instance]
+
+        #: Insert executions, skipping (task_name, task_instance) pairs that exist; returns
+        #: the task name and execution time of each row actually inserted. Run with a list
+        #: of parameter sets and SQLAlchemy sends them as multi-row statements.
+        self.insert: Executable = (
+            backend.insert(table)
+            .on_conflict_do_nothing(index_elements=on_key)
+            .returning(c.task_name, c.execution_time)
+        )
+        #: Many executions in one statement (PostgreSQL; see ``_insert_many``).
+        self.insert_many: Executable | None = (
+            self._insert_many() if backend.name == "postgresql" else None
+        )
+
+        #: One execution inserted and, when it is due, a NOTIFY sent, in one statement
+        #: (PostgreSQL; saves a round trip on the hot path of ``Scheduler.schedule``).
+        self.insert_one: Executable | None = None
+        if backend.supports_notify:
+            inserted = (
+                self.insert_row()
+                .on_conflict_do_nothing(index_elements=on_key)
+                .returning(c.task_name, c.execution_time)
+                .cte("inserted")
+            )
+            wake = case(
+                (
+                    inserted.c.execution_time <= self.time("now"),
+                    func.pg_notify(bindparam("channel"), inserted.c.task_name),
+                ),
+            )
+            self.insert_one = select(wake)  # a row per inserted execution
+
+        #: Wake schedulers listening on this table's channel (PostgreSQL only).
+        self.notify: Executable | None = (
+            select(func.pg_notify(bindparam("channel"), bindparam("payload")))
+            if backend.supports_notify
+            else None
+        )
+
+        #: One execution by its key.
+        self.get: Select[Any] = select(table).where(self.at_key)
+
+        # Built once for each way ``cancel`` and ``reschedule`` are asked for.
+        self._cancels = {shown: self._build_cancel(shown=shown) for shown in (False, True)}
+        self._reschedules = {
+            (new_data, shown): self._build_reschedule(new_data=new_data, shown=shown)
+            for new_data in (False, True)
+            for shown in (False, True)
+        }
+
+        excluded = backend.insert(table).excluded
+        #: Create a recurring task's row, or update the priority and schedule of an
+        #: unpicked one; its time moves only when a deterministic schedule changed.
+        self.upsert_recurring: Executable = self.insert_row().on_conflict_do_update(
+            index_elements=on_key,
+            set_={
+                "priority": excluded.priority,
+                "schedule": excluded.schedule,
+                "execution_time": case(
+                    (
+                        and_(
+                            bindparam("deterministic", type_=Boolean()),
+                            c.schedule.is_distinct_from(excluded.schedule),
+                        ),
+                        excluded.execution_time,
+                    ),
+                    else_=c.execution_time,
+                ),
+                "version": c.version + 1,
+            },
+            where=self.unpicked,
+        )
+
+    def cancel(self, *, shown: bool) -> Delete:
+        """Remove an execution that no scheduler is running (``key_task``,
+        ``key_instance``); if ``shown``, only while it is still at ``shown_version``."""
+        return self._cancels[shown]
+
+    def reschedule(self, *, new_data: bool, shown: bool) -> Update:
+        """Move an unpicked execution to ``new_time``, with the payload ``new_data`` if
+        ``new_data`` (else untouched); if ``shown``, only while it is still at
+        ``shown_version``. Returns the new time of the execution moved."""
+        return self._reschedules[new_data, shown]
+
+    def _insert_many(self) -> Executable:
+        """Many executions in one statement with one JSON parameter ``rows`` that the server
+        turns into rows: one statement text whatever the batch size, so it is parsed once,
+        and far less to encode than a parameter per value. A key missing from a row's
+        object is NULL. Returns one row: how many were inserted, and how many NOTIFYs went
+        out (one per task name with a due execution among them)."""
+        c = self.table.c
+        new = (
+            func.jsonb_to_recordset(bindparam("rows", type_=JSONB()))
+            .table_valued(
+                column("task_name", String()),
+                column("task_instance", String()),
+                column("task_data", JSONB()),
+                column("execution_time", DateTime(timezone=True)),
+                column("priority", SmallInteger()),
+                column("schedule", Text()),
+                column("trace_context", JSONB()),
+                name="new",
+            )
+            .render_derived(with_types=True)
+        )
+        inserted = (
+            self.backend.insert(self.table)
+            .from_select([col.name for col in new.c], select(new))
+            .on_conflict_do_nothing(index_elements=[c.task_name, c.task_instance])
+            .returning(c.task_name, c.execution_time)
+            .cte("inserted")
+        )
+        due_names = (
+            select(inserted.c.task_name)
+            .where(inserted.c.execution_time <= self.time("now"))
+            .distinct()
+            .subquery("due")
+        )
+        notified = func.count(func.pg_notify(bindparam("channel"), due_names.c.task_name))
+        return select(
+            select(func.count()).select_from(inserted).scalar_subquery(),
+            select(notified).scalar_subquery(),
+        )
+
+    def _unpicked_at_key(self, *, shown: bool) -> tuple[Any, ...]:
+        """The unpicked execution at the bound key, and at ``shown_version`` if ``shown``
+        (what the admin page checks: the row is as the operator saw it)."""
+        where = (self.at_key, self.unpicked)
+        if shown:
+            return (*where, self.table.c.version == bindparam("shown_version"))
+        return where
+
+    def _build_cancel(self, *, shown: bool) -> Delete:
+        return delete(self.table).where(*self._unpicked_at_key(shown=shown))
+
+    def _build_reschedule(self, *, new_data: bool, shown: bool) -> Update:
+        c = self.table.c
+        values: dict[str, Any] = {"execution_time": self.time("new_time"), "version": c.version + 1}
+        if new_data:
+            values["task_data"] = bindparam("new_data", type_=c.task_data.type)
+        return (
+            update(self.table)
+            .where(*self._unpicked_at_key(shown=shown))
+            .values(values)
+            .returning(c.execution_time)
+        )

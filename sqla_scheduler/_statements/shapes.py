@@ -1,0 +1,108 @@
+"""What the statement builders share: the table's predicates and bound-list shapes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    BindParameter,
+    ColumnElement,
+    Select,
+    String,
+    Table,
+    and_,
+    any_,
+    bindparam,
+    false,
+    func,
+    true,
+    tuple_,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
+
+from sqla_scheduler._dialects import Backend, notify_channel
+
+__all__ = ["Shapes"]
+
+
+class Shapes:
+    """One table on one kind of database, and the pieces its statements are built from.
+
+    Every bound name a statement uses is documented where the statement is; these are the
+    pieces more than one kind of statement needs.
+    """
+
+    def __init__(self, table: Table, backend: Backend) -> None:
+        self.table = table
+        self.backend = backend
+        self.channel = notify_channel(table)
+        c = table.c
+        self.unpicked: ColumnElement[bool] = c.picked == false()
+        self.picked: ColumnElement[bool] = c.picked == true()
+        #: The execution at the bound key ``key_task``, ``key_instance``.
+        self.at_key: ColumnElement[bool] = and_(
+            c.task_name == bindparam("key_task"),
+            c.task_instance == bindparam("key_instance"),
+        )
+
+    def time(self, name: str) -> BindParameter[Any]:
+        """A bound timestamp typed as the execution time is (``now``, ``threshold``)."""
+        return bindparam(name, type_=self.table.c.execution_time.type)
+
+    def one_of(self, column: ColumnElement[str], name: str) -> ColumnElement[bool]:
+        """``column`` is one of the list bound as ``name``.
+
+        PostgreSQL gets ``= ANY(array)``, one statement text whatever the list's length
+        (so it can be prepared); elsewhere an expanding ``IN``.
+        """
+        if self.backend.name == "postgresql":
+            return column == any_(bindparam(name, type_=ARRAY(String())))
+        return column.in_(bindparam(name, expanding=True))
+
+    def held_keys(self) -> tuple[ColumnElement[bool], ...]:
+        """Rows whose (task, instance, version) is among the bound keys: the parallel lists
+        ``names``, ``instances`` and ``versions`` on PostgreSQL, one list of tuples ``keys``
+        elsewhere (``_store`` binds them either way)."""
+        c = self.table.c
+        if self.backend.name == "postgresql":
+            keys = (
+                func.unnest(
+                    bindparam("names", type_=ARRAY(String())),
+                    bindparam("instances", type_=ARRAY(String())),
+                    bindparam("versions", type_=ARRAY(BigInteger())),
+                )
+                .table_valued("name", "instance", "version", name="held")
+                .render_derived()
+            )
+            return (
+                c.task_name == keys.c.name,
+                c.task_instance == keys.c.instance,
+                c.version == keys.c.version,
+            )
+        return (
+            tuple_(c.task_name, c.task_instance, c.version).in_(bindparam("keys", expanding=True)),
+        )
+
+    def locator_in(self, row: ColumnElement[Any], rows: Select[Any]) -> ColumnElement[bool]:
+        """``row`` is among the row locators that ``rows`` selects.
+
+        PostgreSQL gets ``ctid = ANY(ARRAY(subquery))``: the subquery runs once and each
+        address is a TID scan; ``IN (subquery)`` may become a join.
+        """
+        if self.backend.name == "postgresql":
+            return row == any_(func.array(rows.scalar_subquery()))
+        return row.in_(rows.scalar_subquery())
+
+    def insert_row(self) -> Any:
+        """An INSERT of one execution, its values bound by column name."""
+        c = self.table.c
+        return self.backend.insert(self.table).values(
+            task_name=bindparam("task_name"),
+            task_instance=bindparam("task_instance"),
+            task_data=bindparam("task_data", type_=c.task_data.type),
+            execution_time=self.time("execution_time"),
+            priority=bindparam("priority"),
+            schedule=bindparam("schedule"),
+            trace_context=bindparam("trace_context", type_=c.trace_context.type),
+        )
