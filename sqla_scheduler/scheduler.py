@@ -8,26 +8,22 @@ execute tasks, run it: ``await scheduler.run()``, ``async with scheduler:``, or
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
-from concurrent.futures import Future
-from contextlib import AbstractContextManager
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
 from types import MappingProxyType
 from typing import Any, overload
-from weakref import WeakKeyDictionary, WeakSet
 
 import anyio
 import anyio.abc
-from anyio.from_thread import BlockingPortal, start_blocking_portal
-from sqlalchemy import Connection, Engine, Table, event
+from sqlalchemy import Engine, Table
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler import _bridge, _store
-from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target, check_backend
+from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
 from sqla_scheduler._execution import KEEP, Execution, ExecutionState, TaskInstance, check_aware
 from sqla_scheduler._payload import codec_for
-from sqla_scheduler._runner import Runner
+from sqla_scheduler._runner import Lifecycle, Runner
 from sqla_scheduler.clock import Clock, DatabaseClock, SystemClock
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.exceptions import TaskDefinitionError, UnknownTaskError
@@ -58,21 +54,10 @@ class Scheduler:
         listeners: Iterable[SchedulerListener] = (),
         interceptors: Iterable[ExecutionInterceptor] = (),
     ) -> None:
-        if not isinstance(engine, (Engine, AsyncEngine)):
-            raise TypeError(
-                f"Scheduler needs a sqlalchemy Engine or AsyncEngine, got {type(engine).__name__}"
-            )
-        self.engine = engine
+        self.engine = _check_engine(engine)
         self.config = config if config is not None else SchedulerConfig()
         self.clock: Clock = clock if clock is not None else _default_clock(engine)
-        registry: dict[str, Task[Any]] = {}
-        for task in tasks:
-            if not isinstance(task, Task):
-                raise TypeError(f"tasks must be task definitions, got {task!r}")
-            if task.name in registry:
-                raise TaskDefinitionError(f"task {task.name!r} is registered twice")
-            registry[task.name] = task
-        self._tasks = registry
+        self._tasks = _registry(tasks)
         self.table: Table = table_for(self.config.table_name, self.config.schema)
         self.listeners: list[SchedulerListener] = list(listeners)
         self.interceptors: list[ExecutionInterceptor] = list(interceptors)
@@ -80,11 +65,7 @@ class Scheduler:
         # Only interceptors that capture a context are asked when scheduling, so that
         # scheduling without them costs nothing.
         self._capturing = [i for i in self.interceptors if captures_context(i)]
-        self._runner: Runner | None = None
-        self._group: anyio.abc.TaskGroup | None = None
-        self._portal: BlockingPortal | None = None
-        self._portal_cm: AbstractContextManager[BlockingPortal] | None = None
-        self._portal_future: Future[None] | None = None
+        self._loop = Lifecycle(self, engine, self._make_runner)
 
     @property
     def tasks(self) -> Mapping[str, Task[Any]]:
@@ -146,14 +127,8 @@ class Scheduler:
     def _insert(self, batch: Sequence[TaskInstance[Any]], conn: Any, *, single: bool) -> Any:
         now = self.clock.now()
         trace_context = capture(self._capturing) if self._capturing else None
-        runner = self._runner
-        # A loop running in this process that hears no NOTIFY (SQLite, or listen=False)
-        # hears of due work from the commit itself rather than at its next poll.
-        on_due = (
-            None
-            if runner is None or runner.listens
-            else partial(_after_commit, conn, runner.wake_soon)
-        )
+        runner = self._loop.runner
+        on_due = None if runner is None else runner.wake_on_commit(conn)
         inserted = _store.insert_instances(
             conn, self.table, batch, now, trace_context, on_due=on_due
         )
@@ -190,7 +165,7 @@ class Scheduler:
         Returns ``False`` when there is no such execution or a scheduler is running it.
         """
         check_aware(at, f"task {task_name!r}: at")
-        data = KEEP if payload is KEEP else self._encode(task_name, payload)
+        data = KEEP if payload is KEEP else _encode(self._tasks, task_name, payload)
         return _bridge.call(
             target,
             self.table,
@@ -270,12 +245,7 @@ class Scheduler:
     ) -> list[Execution] | Coroutine[Any, Any, list[Execution]]:
         """List executions in ``state``: ``all``, ``scheduled``, ``due``, ``running``,
         ``failing`` (latest failure first) or ``orphaned`` (unregistered task names)."""
-        if state not in ("all", "scheduled", "due", "running", "failing", "orphaned"):
-            raise ValueError(f"unknown execution state {state!r}")
-        if limit is not None and limit < 0:
-            raise ValueError(f"limit must be >= 0, got {limit}")
-        if offset < 0:
-            raise ValueError(f"offset must be >= 0, got {offset}")
+        _check_listing(state, limit, offset)
         return _bridge.call(
             target,
             self.table,
@@ -296,7 +266,7 @@ class Scheduler:
     @property
     def running(self) -> bool:
         """Whether this scheduler's loop is running."""
-        return self._runner is not None
+        return self._loop.runner is not None
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -305,65 +275,27 @@ class Scheduler:
 
         Works in any anyio task group: asyncio, or trio with a sync engine.
         """
-        if self._runner is not None:
-            raise RuntimeError(f"{self!r} is already running")
-        runner = self._runner = self._make_runner()
-        try:
-            await runner.run(task_status=task_status)
-        finally:
-            self._runner = None
+        await self._loop.run(task_status=task_status)
 
     def request_stop(self) -> None:
         """Ask a running loop to stop: no new picks, running executions get
         ``shutdown_max_wait`` to finish, what is left is released for other schedulers."""
-        if self._runner is not None:
-            self._runner.request_stop()
+        self._loop.request_stop()
 
     async def __aenter__(self) -> Scheduler:
-        group = anyio.create_task_group()
-        await group.__aenter__()
-        try:
-            await group.start(self._run_in_group)
-        except BaseException as exc:
-            await group.__aexit__(type(exc), exc, exc.__traceback__)
-            raise
-        self._group = group
+        await self._loop.enter()
         return self
 
-    async def _run_in_group(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        await self.run(task_status=task_status)
-
     async def __aexit__(self, *exc_info: Any) -> bool | None:
-        group, self._group = self._group, None
-        self.request_stop()
-        assert group is not None
-        return await group.__aexit__(*exc_info)
+        return await self._loop.exit(*exc_info)
 
     def start(self, *, backend: str = "asyncio") -> None:
         """Run the loop on a background thread (for sync applications); returns once it runs."""
-        if self._portal is not None:
-            raise RuntimeError(f"{self!r} was already started")
-        check_backend(self.engine, backend)
-        self._portal_cm = start_blocking_portal(backend)
-        self._portal = self._portal_cm.__enter__()
-        try:
-            self._portal_future, _ = self._portal.start_task(self._run_in_group)
-        except BaseException:
-            self._portal_cm.__exit__(None, None, None)
-            self._portal = self._portal_cm = None
-            raise
+        self._loop.start(backend)
 
     def stop(self) -> None:
         """Stop a loop started with [`start`][], waiting for it to wind down."""
-        portal, cm, future = self._portal, self._portal_cm, self._portal_future
-        if portal is None or cm is None or future is None:
-            return
-        try:
-            portal.call(self.request_stop)
-            future.result()
-        finally:
-            self._portal = self._portal_cm = self._portal_future = None
-            cm.__exit__(None, None, None)
+        self._loop.stop()
 
     # --- maintenance and testing ----------------------------------------------------
 
@@ -394,11 +326,6 @@ class Scheduler:
             interceptors=self.interceptors,
         )
 
-    def _encode(self, task_name: str, payload: Any) -> Any:
-        task = self._tasks.get(task_name)
-        codec = task.codec if task is not None else codec_for(task_name, None)
-        return codec.encode(payload)
-
     def __repr__(self) -> str:
         return (
             f"<Scheduler {self.config.scheduler_name!r} table={self.table.fullname!r} "
@@ -406,38 +333,40 @@ class Scheduler:
         )
 
 
-#: What to call when a connection's transaction commits: the wake-ups of the schedulers
-#: (in this process) whose due work it inserted. Cleared by the commit or a rollback.
-_on_commit: WeakKeyDictionary[Connection, set[Callable[[], None]]] = WeakKeyDictionary()
-#: Connections that carry this module's commit and rollback listeners (once each).
-_listening: WeakSet[Connection] = WeakSet()
+def _check_engine(engine: object) -> Engine | AsyncEngine:
+    if not isinstance(engine, (Engine, AsyncEngine)):
+        raise TypeError(
+            f"Scheduler needs a sqlalchemy Engine or AsyncEngine, got {type(engine).__name__}"
+        )
+    return engine
 
 
-def _after_commit(conn: Connection, fn: Callable[[], None]) -> None:
-    """Call ``fn`` when ``conn``'s transaction commits (nothing happens on a rollback).
-
-    SQLAlchemy fires the event just before the driver's COMMIT; a picker woken that early
-    on SQLite waits for the write lock that COMMIT releases, and then sees the rows. A
-    connection gets the listeners once, however many transactions it runs. On an
-    autocommit connection the statement has committed already: ``fn`` is called now.
-    """
-    if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
-        fn()
-        return
-    _on_commit.setdefault(conn, set()).add(fn)
-    if conn not in _listening:
-        _listening.add(conn)
-        event.listen(conn, "commit", _committed)
-        event.listen(conn, "rollback", _rolled_back)
+def _encode(tasks: Mapping[str, Task[Any]], task_name: str, payload: Any) -> Any:
+    """``payload`` as stored for ``task_name`` (the default codec for an unknown task)."""
+    task = tasks.get(task_name)
+    codec = task.codec if task is not None else codec_for(task_name, None)
+    return codec.encode(payload)
 
 
-def _committed(conn: Connection) -> None:
-    for fn in _on_commit.pop(conn, ()):
-        fn()
+def _registry(tasks: Iterable[Task[Any]]) -> dict[str, Task[Any]]:
+    """The tasks by name; each must be a task definition, and each name used once."""
+    registry: dict[str, Task[Any]] = {}
+    for task in tasks:
+        if not isinstance(task, Task):
+            raise TypeError(f"tasks must be task definitions, got {task!r}")
+        if task.name in registry:
+            raise TaskDefinitionError(f"task {task.name!r} is registered twice")
+        registry[task.name] = task
+    return registry
 
 
-def _rolled_back(conn: Connection) -> None:
-    _on_commit.pop(conn, None)
+def _check_listing(state: str, limit: int | None, offset: int) -> None:
+    if state not in ("all", "scheduled", "due", "running", "failing", "orphaned"):
+        raise ValueError(f"unknown execution state {state!r}")
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0, got {limit}")
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0, got {offset}")
 
 
 def _check_instance(instance: object) -> None:

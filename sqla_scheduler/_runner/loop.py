@@ -13,30 +13,26 @@ held after that is released for other schedulers, and every outcome is committed
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectSendStream
 from sqlalchemy import Connection, Engine, Table
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sqla_scheduler import _store
 from sqla_scheduler._bridge import Database, check_backend
 from sqla_scheduler._dialects import backend_for
-from sqla_scheduler._execution import RECURRING_INSTANCE_ID, Execution
-from sqla_scheduler._runner import outcomes
+from sqla_scheduler._execution import Execution
 from sqla_scheduler._runner.completer import Completer
 from sqla_scheduler._runner.executor import Executor
 from sqla_scheduler._runner.heartbeater import Heartbeater
-from sqla_scheduler._runner.held import Held, HeldSet
+from sqla_scheduler._runner.held import HeldSet
 from sqla_scheduler._runner.maintenance import Maintenance
-from sqla_scheduler._runner.outcomes import Outcome
 from sqla_scheduler._runner.picker import Picker
-from sqla_scheduler._runner.waker import Listener, Waker
+from sqla_scheduler._runner.waker import Listener, Waker, after_commit
+from sqla_scheduler._runner.workers import Workers
 from sqla_scheduler._threads import HandlerThreads
 from sqla_scheduler.clock import Clock
 from sqla_scheduler.config import SchedulerConfig
@@ -109,6 +105,7 @@ class Runner:
             table=table,
             clock=clock,
             names=names,
+            recurring=[t for t in self.tasks.values() if isinstance(t, RecurringTask)],
             config=config,
             waker=waker,
             listeners=listeners,
@@ -124,18 +121,25 @@ class Runner:
                 polling_interval=config.polling_interval,
                 prepared_statements=config.prepared_statements,
             )
+        self.workers = Workers(
+            held=held,
+            executor=self.executor,
+            completer=self.completer,
+            picker=self.picker,
+            waker=waker,
+            clock=clock,
+            shutdown=self.shutdown,
+            grace=config.shutdown_max_wait,
+        )
         self._stop = anyio.Event()
-        self._idle = anyio.Event()
-        self._send: MemoryObjectSendStream[Held] | None = None
 
-    @property
-    def listens(self) -> bool:
-        """Whether this loop hears NOTIFY wake-ups."""
-        return self.listener is not None
-
-    def wake_soon(self) -> None:
-        """Wake the picker, from any thread: due work was committed in this process."""
-        self.waker.wake_soon()
+    def wake_on_commit(self, conn: Connection) -> Callable[[], None] | None:
+        """What an insert on ``conn`` calls when it inserted due work: wake this loop when
+        that transaction commits, rather than at its next poll. ``None`` when this loop
+        listens, since a NOTIFY will wake it then anyway."""
+        if self.listener is not None:
+            return None
+        return partial(after_commit, conn, self.waker.wake_soon)
 
     def request_stop(self) -> None:
         """Stop picking, signal handlers, and let ``run`` wind down."""
@@ -157,164 +161,46 @@ class Runner:
         check_backend(self.db.engine)
         self.waker.bind()
         await self.maintenance.sync_clock()
-        await self.register_recurring()
+        await self.maintenance.register_recurring()
         log.info(
             "scheduler %r started: %d task(s), concurrency %d",
             self.config.scheduler_name,
             len(self.tasks),
             self.config.concurrency,
         )
-        self._send, receive = anyio.create_memory_object_stream[Held](math.inf)
         try:
-            async with anyio.create_task_group() as services, receive:
+            async with anyio.create_task_group() as services:
                 services.start_soon(self.completer.run)
-                async with anyio.create_task_group() as workers:
-                    for _ in range(self.config.concurrency):
-                        workers.start_soon(self._worker, receive.clone())
-                    services.start_soon(self.picker.run, self._deliver, self._stopping)
-                    services.start_soon(self.heartbeater.run)
-                    services.start_soon(self.maintenance.run)
-                    if self.listener is not None:
-                        services.start_soon(self.listener.run)
-                    task_status.started()
-                    graceful = False
-                    try:
-                        await self._stop.wait()
-                        graceful = True
-                    finally:
-                        self.shutdown.set()
-                        self._send.close()
-                        await self._wind_down(workers.cancel_scope, graceful=graceful)
-                await self._release_untaken()
+                services.start_soon(self.picker.run, self.workers.deliver, self._stopping)
+                services.start_soon(self.heartbeater.run)
+                services.start_soon(self.maintenance.run)
+                if self.listener is not None:
+                    services.start_soon(self.listener.run)
+                await self.workers.run(
+                    self.config.concurrency, until=self._stop, task_status=task_status
+                )
                 await self.completer.flush()
                 services.cancel_scope.cancel()
         finally:
             if self.listener is not None:
                 self.listener.stop()
-            self._send.close()
+            self.workers.close()
             await self.close()
         log.info("scheduler %r stopped", self.config.scheduler_name)
 
-    async def _deliver(self, picked: list[Held]) -> None:
-        """Queue picked executions for the workers; hand them back once stopped."""
-        assert self._send is not None
-        for held in picked:
-            try:
-                self._send.send_nowait(held)
-            except anyio.ClosedResourceError:  # stopped while picking
-                self.held.outstanding -= 1
-                await self._finish(self._release(held))
-
-    async def _worker(self, queue: anyio.abc.ObjectReceiveStream[Held]) -> None:
-        async with queue:
-            async for held in queue:
-                if self._stopping():
-                    self.held.outstanding -= 1
-                    await self._finish(self._release(held))
-                    continue
-                await self._work(held)
-
-    async def _work(self, held: Held) -> None:
-        """Run one held execution and hand its outcome on: the loop's and ``run_due``'s."""
-        self.held.running += 1
-        held.taken = True
-        try:
-            await self._finish(await self.executor.run_once(held))
-        except anyio.get_cancelled_exc_class():
-            if not held.completing:  # cancelled by the wind-down: hand it back now
-                self.completer.submit(self._release(held))
-                with anyio.CancelScope(shield=True):
-                    await self.completer.run_once()
-            raise
-        except Exception:
-            log.exception("unexpected error running %s; it will be revived", held.label)
-            self.held.let_go(held)
-        finally:
-            self.held.running -= 1
-            self.held.outstanding -= 1
-            if self._stopping() and not self.held.running:
-                self._idle.set()
-            if self.picker.wants_more():
-                self.waker.wake()
-
-    async def _finish(self, outcome: Outcome) -> None:
-        """Hand ``outcome`` to the completer; commit it now when the completer's loop
-        does not run (``run_due``, or after the wind-down)."""
-        self.completer.submit(outcome)
-        if not self.completer.batching:
-            await self.completer.flush()
-
-    def _release(self, held: Held) -> Outcome:
-        return Outcome(held=held, decision=outcomes.release(held.execution, self.clock.now()))
-
-    async def _wind_down(self, workers: anyio.CancelScope, *, graceful: bool) -> None:
-        """Give running handlers up to ``shutdown_max_wait``, then cancel the workers.
-
-        A cancelled worker hands its execution back before it ends (see ``_work``);
-        executions still queued are handed back by ``_release_untaken``.
-        """
-        with anyio.CancelScope(shield=True):
-            grace = self.config.shutdown_max_wait.total_seconds() if graceful else 0
-            if self.held.running and grace:
-                log.info("waiting up to %ss for %d execution(s)", grace, self.held.running)
-                with anyio.move_on_after(grace):
-                    await self._idle.wait()
-            if not self.held.running:
-                return  # the workers hand back what is queued and end by themselves
-            for held in self.held:
-                if held.taken and not held.completing:
-                    log.warning("releasing %s: still running after shutdown_max_wait", held.label)
-            workers.cancel()
-
-    async def _release_untaken(self) -> None:
-        """Hand back the executions that were still queued when the workers were cancelled."""
-        for held in self.held:
-            if not held.taken and not held.completing:
-                self.completer.submit(self._release(held))
-
     # --- before the loop, and without it --------------------------------------------
-
-    async def register_recurring(self) -> None:
-        """Upsert each recurring task's row; remove those whose schedule is disabled."""
-        now = self.clock.now()
-        work: list[Callable[[Connection], Any]] = []
-        for task in self.tasks.values():
-            if not isinstance(task, RecurringTask):
-                continue
-            first = task.first_instance(now)
-            if first is None:
-                work.append(
-                    partial(
-                        _store.cancel,
-                        table=self.table,
-                        task_name=task.name,
-                        instance_id=RECURRING_INSTANCE_ID,
-                    )
-                )
-            else:
-                work.append(
-                    partial(
-                        _store.register_recurring,
-                        table=self.table,
-                        instance=first,
-                        deterministic=task.schedule.deterministic,
-                        now=now,
-                    )
-                )
-        if work:
-            await self.db.shielded(lambda conn: [fn(conn) for fn in work])
 
     async def run_due(self, *, max_executions: int = 10_000) -> int:
         """Run every due execution to completion, in pick order, and return how many ran."""
         try:
-            await self.register_recurring()
+            await self.maintenance.register_recurring()
             ran = 0
             while True:
                 batch = await self.picker.run_once(self.config.concurrency)
                 if not batch:
                     return ran
                 for held in batch:
-                    await self._work(held)
+                    await self.workers.work(held)
                 ran += len(batch)
                 if ran > max_executions:
                     raise RuntimeError(

@@ -1,6 +1,7 @@
 """Maintenance: the cluster's housekeeping, run by every scheduler.
 
-Every ``revive_interval`` one pass (``run_once``) measures the database clock's offset
+Before a loop starts, ``register_recurring`` creates or refreshes the recurring tasks'
+rows. Every ``revive_interval`` one pass (``run_once``) measures the database clock's offset
 (``sync_clock``), makes dead executions due again (``revive_once``) and deletes old rows
 of tasks nobody registers (``delete_orphans_once``). Each step is safe to run from many
 schedulers at once.
@@ -25,6 +26,7 @@ from sqla_scheduler._runner.waker import Waker
 from sqla_scheduler.clock import Clock, DatabaseClock
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.listeners import SchedulerListener, dispatch
+from sqla_scheduler.tasks import RecurringTask
 
 __all__ = ["Maintenance"]
 
@@ -40,6 +42,7 @@ class Maintenance:
         db: Database,
         table: Table,
         names: Sequence[str],
+        recurring: Sequence[RecurringTask[Any]] = (),
         config: SchedulerConfig,
         clock: Clock,
         waker: Waker,
@@ -48,10 +51,26 @@ class Maintenance:
         self.db = db
         self.table = table
         self.names = names
+        self.recurring = recurring
         self.config = config
         self.clock = clock
         self.waker = waker
         self.listeners = listeners
+
+    async def register_recurring(self) -> None:
+        """Upsert each recurring task's row; remove those whose schedule is disabled.
+
+        Run once before a loop starts (and by ``run_due``), in one transaction.
+        """
+        now = self.clock.now()
+        plan = [
+            _store.Recurring(task.name, task.first_instance(now), task.schedule.deterministic)
+            for task in self.recurring
+        ]
+        if plan:
+            await self.db.shielded(
+                partial(_store.register_recurring, table=self.table, tasks=plan, now=now)
+            )
 
     async def run(self) -> None:
         """A pass every ``revive_interval`` until cancelled; a failed pass is retried."""
