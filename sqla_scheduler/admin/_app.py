@@ -1,25 +1,20 @@
 """The admin page: routes, page rendering and actions over one ``Scheduler``.
 
-Every request reads the table in one transaction, on a worker thread for a sync engine
-and through ``run_sync`` for an async one (both through ``_bridge.Database``). Links are built
-from the ASGI ``root_path``, so the app works wherever it is mounted.
+Every request reads the table in one transaction (see ``_reads``). Links are built from
+the ASGI ``root_path``, so the app works wherever it is mounted.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import secrets
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import datetime, timezone
-from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import jinja2
-from sqlalchemy import Connection
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -29,8 +24,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from sqla_scheduler import _store
-from sqla_scheduler._bridge import Database
+from sqla_scheduler.admin._reads import Listing, Reads
 from sqla_scheduler.admin._security import (
     USER_KEY,
     AllowedMethods,
@@ -41,17 +35,12 @@ from sqla_scheduler.admin._security import (
 )
 from sqla_scheduler.admin._views import (
     STATES,
-    ExecutionView,
     relative,
-    view_execution,
-    view_recurring,
-    view_tasks,
 )
 from sqla_scheduler.exceptions import ConfigurationError
-from sqla_scheduler.executions import Execution, ExecutionState
+from sqla_scheduler.executions import Execution
 from sqla_scheduler.models import MAX_INSTANCE_ID_LENGTH, MAX_TASK_NAME_LENGTH
 from sqla_scheduler.scheduler import Scheduler
-from sqla_scheduler.tasks import RECURRING_INSTANCE_ID
 
 __all__ = ["create_app"]
 
@@ -60,8 +49,6 @@ logger = logging.getLogger("sqla_scheduler.admin")
 T = TypeVar("T")
 
 _HERE = Path(__file__).parent
-#: How many rows of each section the overview shows; the listings page through the rest.
-_SECTION_ROWS = 10
 _MAX_PAGE_SIZE = 500
 _MAX_FORM_BYTES = 16 * 1024
 _REFRESH_RANGE = (2, 3600)
@@ -145,31 +132,6 @@ def create_app(
     return SecurityHeaders(app)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Listing:
-    """A listing request: which executions, which page."""
-
-    state: ExecutionState
-    task: str | None
-    instance: str | None
-    page: int
-    per_page: int
-
-    @property
-    def offset(self) -> int:
-        return (self.page - 1) * self.per_page
-
-    def query(self, **changes: Any) -> dict[str, Any]:
-        params = {
-            "state": self.state,
-            "task": self.task,
-            "instance": self.instance,
-            "page": self.page,
-        }
-        params.update(changes)
-        return params
-
-
 class _Admin:
     """The request handlers of one admin app."""
 
@@ -177,7 +139,7 @@ class _Admin:
         self, scheduler: Scheduler, *, actions: bool, secret: bytes, page_size: int
     ) -> None:
         self.scheduler = scheduler
-        self.db = Database(scheduler.engine)
+        self.reads = Reads(scheduler)
         self.actions = actions
         self.secret = secret
         self.page_size = page_size
@@ -192,141 +154,7 @@ class _Admin:
         self.templates.filters["relative"] = relative
         self.templates.filters["number"] = "{:,}".format
 
-    # --- database -------------------------------------------------------------------
-
-    async def _db(self, fn: Callable[[Connection], T], *, read_only: bool = True) -> T:
-        """Run ``fn`` in a transaction of the scheduler's engine, without blocking the loop."""
-        return await self.db.run(fn, read_only=read_only)
-
-    @property
-    def _known(self) -> frozenset[str]:
-        return frozenset(self.scheduler.tasks)
-
-    def _view(self, execution: Execution, now: datetime) -> ExecutionView:
-        return view_execution(
-            execution, now=now, config=self.scheduler.config, tasks=self.scheduler.tasks
-        )
-
-    def _counts(self, conn: Connection, now: datetime) -> dict[str, int]:
-        return _store.state_counts(conn, self.scheduler.table, known_tasks=self._known, now=now)
-
-    async def _summary(self) -> dict[str, Any]:
-        now = self.scheduler.clock.now()
-        table, known = self.scheduler.table, self._known
-        recurring_names = [
-            name for name, task in self.scheduler.tasks.items() if task.kind == "recurring"
-        ]
-        section = partial(
-            _store.list_executions,
-            table=table,
-            task_name=None,
-            known_tasks=known,
-            limit=_SECTION_ROWS,
-            offset=0,
-            now=now,
-        )
-
-        def read(conn: Connection) -> dict[str, Any]:
-            return {
-                "counts": self._counts(conn, now),
-                "task_counts": _store.task_counts(conn, table, names=sorted(known), now=now),
-                "recurring": _store.recurring_executions(
-                    conn, table, names=recurring_names, instance_id=RECURRING_INSTANCE_ID
-                ),
-                "running": section(conn, state="running"),
-                "failing": section(conn, state="failing"),
-                "orphaned": section(conn, state="orphaned"),
-            }
-
-        found = await self._db(read)
-        tasks = self.scheduler.tasks
-        return {
-            "now": now,
-            "counts": found["counts"],
-            "tasks": view_tasks(tasks, found["task_counts"]),
-            "recurring": view_recurring(
-                tasks, {name: self._view(e, now) for name, e in found["recurring"].items()}
-            ),
-            "running": [self._view(e, now) for e in found["running"]],
-            "failing": [self._view(e, now) for e in found["failing"]],
-            "orphaned": [self._view(e, now) for e in found["orphaned"]],
-        }
-
-    async def _listing(self, listing: _Listing) -> dict[str, Any]:
-        now = self.scheduler.clock.now()
-        table, known = self.scheduler.table, self._known
-        filters: dict[str, Any] = {
-            "state": listing.state,
-            "task_name": listing.task,
-            "instance_contains": listing.instance,
-            "known_tasks": known,
-            "now": now,
-        }
-
-        def read(conn: Connection) -> tuple[dict[str, int], int, list[Execution]]:
-            counts = self._counts(conn, now)
-            total = _store.count_executions(conn, table, **filters)
-            rows = (
-                _store.list_executions(
-                    conn, table, limit=listing.per_page, offset=listing.offset, **filters
-                )
-                if listing.offset < total
-                else []
-            )
-            return counts, total, rows
-
-        counts, total, rows = await self._db(read)
-        return {
-            "now": now,
-            "counts": counts,
-            "total": total,
-            "pages": max(1, math.ceil(total / listing.per_page)),
-            "executions": [self._view(e, now) for e in rows],
-        }
-
-    async def _one(self, task: str, instance: str) -> tuple[datetime, dict[str, int], Any]:
-        now = self.scheduler.clock.now()
-        table = self.scheduler.table
-
-        def read(conn: Connection) -> tuple[dict[str, int], Execution | None]:
-            counts = self._counts(conn, now)
-            return counts, _store.get_execution(conn, table, task, instance)
-
-        counts, found = await self._db(read)
-        return now, counts, None if found is None else self._view(found, now)
-
     # --- requests -------------------------------------------------------------------
-
-    def _listing_params(self, request: Request) -> _Listing:
-        q = request.query_params
-        state = q.get("state") or "all"
-        if state not in STATES:
-            raise HTTPException(400, f"state must be one of {', '.join(STATES)}")
-        task = q.get("task") or None
-        if task is not None and len(task) > MAX_TASK_NAME_LENGTH:
-            raise HTTPException(400, f"task is longer than {MAX_TASK_NAME_LENGTH} characters")
-        instance = q.get("instance") or None
-        if instance is not None and len(instance) > MAX_INSTANCE_ID_LENGTH:
-            raise HTTPException(400, f"instance is longer than {MAX_INSTANCE_ID_LENGTH} characters")
-        page = _positive_int(q.get("page"), "page", default=1)
-        per_page = _positive_int(q.get("per_page"), "per_page", default=self.page_size)
-        if per_page > _MAX_PAGE_SIZE:
-            raise HTTPException(400, f"per_page must be at most {_MAX_PAGE_SIZE}")
-        return _Listing(
-            state=state,  # type: ignore[arg-type]  # checked against STATES above
-            task=task,
-            instance=instance,
-            page=page,
-            per_page=per_page,
-        )
-
-    @staticmethod
-    def _key_params(request: Request) -> tuple[str, str]:
-        task = request.query_params.get("task")
-        instance = request.query_params.get("instance")
-        if not task or instance is None:
-            raise HTTPException(400, "task and instance are required")
-        return task, instance
 
     def _render(
         self, request: Request, template: str, context: Mapping[str, Any], status: int = 200
@@ -377,13 +205,13 @@ class _Admin:
     async def overview(self, request: Request) -> Response:
         """The overview: counts, tasks by kind, recurring tasks, and the first rows of the
         running, failing and orphaned executions."""
-        summary = await self._summary()
+        summary = await self.reads.summary()
         return self._render(request, "overview.html", {**summary, "page_name": "overview"})
 
     async def executions(self, request: Request) -> Response:
         """One page of executions in a state, filtered by task name and instance id."""
-        listing = self._listing_params(request)
-        found = await self._listing(listing)
+        listing = _listing_params(request, self.page_size)
+        found = await self.reads.listing(listing)
         return self._render(
             request,
             "executions.html",
@@ -398,15 +226,15 @@ class _Admin:
 
     async def execution(self, request: Request) -> Response:
         """One execution, its payload in full."""
-        task, instance = self._key_params(request)
-        now, counts, view = await self._one(task, instance)
+        task, instance = _key_params(request)
+        now, counts, view = await self.reads.one(task, instance)
         if view is None:
             raise HTTPException(404, "There is no such execution (it may have completed).")
         return self._render(request, "execution.html", {"now": now, "counts": counts, "e": view})
 
     async def api_summary(self, request: Request) -> Response:
         """The overview as JSON."""
-        s = await self._summary()
+        s = await self.reads.summary()
         return JSONResponse(
             {
                 "now": s["now"].isoformat(),
@@ -423,8 +251,8 @@ class _Admin:
 
     async def api_executions(self, request: Request) -> Response:
         """One page of a listing as JSON."""
-        listing = self._listing_params(request)
-        found = await self._listing(listing)
+        listing = _listing_params(request, self.page_size)
+        found = await self.reads.listing(listing)
         return JSONResponse(
             {
                 "state": listing.state,
@@ -440,8 +268,8 @@ class _Admin:
 
     async def api_execution(self, request: Request) -> Response:
         """One execution as JSON."""
-        task, instance = self._key_params(request)
-        _, _, view = await self._one(task, instance)
+        task, instance = _key_params(request)
+        _, _, view = await self.reads.one(task, instance)
         if view is None:
             raise HTTPException(404, "There is no such execution (it may have completed).")
         return JSONResponse(view.to_json())
@@ -461,27 +289,7 @@ class _Admin:
             raise HTTPException(400, "task and instance are required")
         shown = _positive_int(form.get("version"), "version", default=None)
         back = _safe_back(form.get("back"))
-        now = self.scheduler.clock.now()
-        table = self.scheduler.table
-
-        def write(conn: Connection) -> tuple[bool, Execution | None]:
-            if action == "delete":
-                done = _store.cancel_shown(
-                    conn, table, task_name=task, instance_id=instance, shown_version=shown
-                )
-            else:
-                done = _store.reschedule_shown(
-                    conn,
-                    table,
-                    task_name=task,
-                    instance_id=instance,
-                    shown_version=shown,
-                    at=now,
-                    now=now,
-                )
-            return done, None if done else _store.get_execution(conn, table, task, instance)
-
-        done, current = await self._db(write, read_only=False)
+        done, current = await self.reads.act(action, task, instance, shown)
         outcome = _ACTIONS[action] if done else "refused: " + _why_not(current, shown)
         logger.info(
             "%s by %r on %r / %r (shown version %d): %s",
@@ -519,6 +327,40 @@ class _Admin:
             {"status": exc.status_code, "message": exc.detail, "counts": None},
             status=exc.status_code,
         )
+
+
+def _listing_params(request: Request, page_size: int) -> Listing:
+    """The listing a request asks for; a 400 naming the parameter when it is wrong."""
+    q = request.query_params
+    state = q.get("state") or "all"
+    if state not in STATES:
+        raise HTTPException(400, f"state must be one of {', '.join(STATES)}")
+    task = q.get("task") or None
+    if task is not None and len(task) > MAX_TASK_NAME_LENGTH:
+        raise HTTPException(400, f"task is longer than {MAX_TASK_NAME_LENGTH} characters")
+    instance = q.get("instance") or None
+    if instance is not None and len(instance) > MAX_INSTANCE_ID_LENGTH:
+        raise HTTPException(400, f"instance is longer than {MAX_INSTANCE_ID_LENGTH} characters")
+    page = _positive_int(q.get("page"), "page", default=1)
+    per_page = _positive_int(q.get("per_page"), "per_page", default=page_size)
+    if per_page > _MAX_PAGE_SIZE:
+        raise HTTPException(400, f"per_page must be at most {_MAX_PAGE_SIZE}")
+    return Listing(
+        state=state,  # type: ignore[arg-type]  # checked against STATES above
+        task=task,
+        instance=instance,
+        page=page,
+        per_page=per_page,
+    )
+
+
+def _key_params(request: Request) -> tuple[str, str]:
+    """The task name and instance id of a request for one execution."""
+    task = request.query_params.get("task")
+    instance = request.query_params.get("instance")
+    if not task or instance is None:
+        raise HTTPException(400, "task and instance are required")
+    return task, instance
 
 
 def _why_not(current: Execution | None, shown: int) -> str:

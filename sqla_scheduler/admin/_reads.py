@@ -1,0 +1,192 @@
+"""What the admin page reads and writes: each page's rows in one transaction, as views.
+
+Every call runs on the scheduler's engine through ``_bridge.Database``: on a worker thread
+for a sync engine and through ``run_sync`` for an async one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+from sqlalchemy import Connection
+
+from sqla_scheduler import _store
+from sqla_scheduler._bridge import Database
+from sqla_scheduler.admin._views import (
+    ExecutionView,
+    view_execution,
+    view_recurring,
+    view_tasks,
+)
+from sqla_scheduler.executions import Execution, ExecutionState
+from sqla_scheduler.scheduler import Scheduler
+from sqla_scheduler.tasks import RECURRING_INSTANCE_ID
+
+__all__ = ["Listing", "Reads"]
+
+#: How many rows of each section the overview shows; the listings page through the rest.
+SECTION_ROWS = 10
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Listing:
+    """A listing request: which executions, which page."""
+
+    state: ExecutionState
+    task: str | None
+    instance: str | None
+    page: int
+    per_page: int
+
+    @property
+    def offset(self) -> int:
+        return (self.page - 1) * self.per_page
+
+    def query(self, **changes: Any) -> dict[str, Any]:
+        params = {
+            "state": self.state,
+            "task": self.task,
+            "instance": self.instance,
+            "page": self.page,
+        }
+        params.update(changes)
+        return params
+
+
+class Reads:
+    """The admin page's transactions on one scheduler's table."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+        self.db = Database(scheduler.engine)
+
+    @property
+    def _known(self) -> frozenset[str]:
+        return frozenset(self.scheduler.tasks)
+
+    def _view(self, execution: Execution, now: datetime) -> ExecutionView:
+        return view_execution(
+            execution, now=now, config=self.scheduler.config, tasks=self.scheduler.tasks
+        )
+
+    def _counts(self, conn: Connection, now: datetime) -> dict[str, int]:
+        return _store.state_counts(conn, self.scheduler.table, known_tasks=self._known, now=now)
+
+    async def summary(self) -> dict[str, Any]:
+        """The overview: counts, tasks, recurring tasks, and the first rows of the running,
+        failing and orphaned executions."""
+        now = self.scheduler.clock.now()
+        table, known = self.scheduler.table, self._known
+        recurring_names = [
+            name for name, task in self.scheduler.tasks.items() if task.kind == "recurring"
+        ]
+        section = partial(
+            _store.list_executions,
+            table=table,
+            task_name=None,
+            known_tasks=known,
+            limit=SECTION_ROWS,
+            offset=0,
+            now=now,
+        )
+
+        def read(conn: Connection) -> dict[str, Any]:
+            return {
+                "counts": self._counts(conn, now),
+                "task_counts": _store.task_counts(conn, table, names=sorted(known), now=now),
+                "recurring": _store.recurring_executions(
+                    conn, table, names=recurring_names, instance_id=RECURRING_INSTANCE_ID
+                ),
+                "running": section(conn, state="running"),
+                "failing": section(conn, state="failing"),
+                "orphaned": section(conn, state="orphaned"),
+            }
+
+        found = await self.db.run(read, read_only=True)
+        tasks = self.scheduler.tasks
+        return {
+            "now": now,
+            "counts": found["counts"],
+            "tasks": view_tasks(tasks, found["task_counts"]),
+            "recurring": view_recurring(
+                tasks, {name: self._view(e, now) for name, e in found["recurring"].items()}
+            ),
+            "running": [self._view(e, now) for e in found["running"]],
+            "failing": [self._view(e, now) for e in found["failing"]],
+            "orphaned": [self._view(e, now) for e in found["orphaned"]],
+        }
+
+    async def listing(self, listing: Listing) -> dict[str, Any]:
+        """One page of a listing, with the counts and how many pages there are."""
+        now = self.scheduler.clock.now()
+        table = self.scheduler.table
+        filters: dict[str, Any] = {
+            "state": listing.state,
+            "task_name": listing.task,
+            "instance_contains": listing.instance,
+            "known_tasks": self._known,
+            "now": now,
+        }
+
+        def read(conn: Connection) -> tuple[dict[str, int], int, list[Execution]]:
+            counts = self._counts(conn, now)
+            total = _store.count_executions(conn, table, **filters)
+            rows = (
+                _store.list_executions(
+                    conn, table, limit=listing.per_page, offset=listing.offset, **filters
+                )
+                if listing.offset < total
+                else []
+            )
+            return counts, total, rows
+
+        counts, total, rows = await self.db.run(read, read_only=True)
+        return {
+            "now": now,
+            "counts": counts,
+            "total": total,
+            "pages": max(1, math.ceil(total / listing.per_page)),
+            "executions": [self._view(e, now) for e in rows],
+        }
+
+    async def one(self, task: str, instance: str) -> tuple[datetime, dict[str, int], Any]:
+        """The time, the counts and the view of one execution (``None`` if there is none)."""
+        now = self.scheduler.clock.now()
+        table = self.scheduler.table
+
+        def read(conn: Connection) -> tuple[dict[str, int], Execution | None]:
+            return self._counts(conn, now), _store.get_execution(conn, table, task, instance)
+
+        counts, found = await self.db.run(read, read_only=True)
+        return now, counts, None if found is None else self._view(found, now)
+
+    async def act(
+        self, action: str, task: str, instance: str, shown: int
+    ) -> tuple[bool, Execution | None]:
+        """Delete (``delete``) or make due now (the others) one execution, if it is still at
+        version ``shown``; whether it was done, and the execution as it is when not."""
+        now = self.scheduler.clock.now()
+        table = self.scheduler.table
+
+        def write(conn: Connection) -> tuple[bool, Execution | None]:
+            if action == "delete":
+                done = _store.cancel_shown(
+                    conn, table, task_name=task, instance_id=instance, shown_version=shown
+                )
+            else:
+                done = _store.reschedule_shown(
+                    conn,
+                    table,
+                    task_name=task,
+                    instance_id=instance,
+                    shown_version=shown,
+                    at=now,
+                    now=now,
+                )
+            return done, None if done else _store.get_execution(conn, table, task, instance)
+
+        return await self.db.run(write, read_only=False)
