@@ -65,7 +65,7 @@ def one_insert(instances: Sized) -> bool:
     return len(instances) <= PER_STATEMENT
 
 
-def _wake(conn: Connection, stmts: Scheduling, task_names: set[str]) -> None:
+def _notify(conn: Connection, stmts: Scheduling, task_names: set[str]) -> None:
     """NOTIFY in the caller's transaction: delivered on commit, dropped on rollback.
 
     The payload is the task name, so a scheduler can ignore tasks it does not run. For
@@ -209,7 +209,7 @@ def reschedule(
 ) -> bool:
     """Move an execution that is not running (and, given ``shown_version``, is still at
     that version) to ``at``, with the payload ``data`` unless it is KEEP; return whether
-    it moved. Moved to due, it wakes the schedulers on commit."""
+    it moved. Moved to due, it notifies the schedulers on commit."""
     stmts = _statements(conn, table).scheduling
     params = {**_key(task_name, instance_id, shown_version), "new_time": at}
     if data is not KEEP:
@@ -217,7 +217,7 @@ def reschedule(
     stmt = stmts.reschedule(new_data=data is not KEEP, shown=shown_version is not None)
     moved = conn.execute(stmt, params).scalars().all()
     if moved and at <= now:
-        _wake(conn, stmts, {task_name})
+        _notify(conn, stmts, {task_name})
     return bool(moved)
 
 
@@ -551,4 +551,4 @@ def register_recurring(
         )
         if at <= now:
             due.add(instance.task_name)
-    _wake(conn, stmts, due)
+    _notify(conn, stmts, due)

@@ -83,9 +83,11 @@ class SchedulerConfig:
     """Whether the scheduler's connections may use server-side prepared statements (turn
     off behind PgBouncer in transaction mode)."""
     pick_lower_fraction: float = 0.5
-    """Refill picks when free permits reach this fraction of ``concurrency`` (more than 0)."""
+    """Pick again when the executions in hand (picked or running) fall to this fraction of
+    ``concurrency`` (more than 0)."""
     pick_upper_fraction: float = 3.0
-    """Fraction of ``concurrency`` to hold picked at most (at least ``pick_lower_fraction``)."""
+    """Hold at most this fraction of ``concurrency`` in hand, picked or running (at least
+    ``pick_lower_fraction``)."""
 
     def __post_init__(self) -> None:
         """Check every field's type and limits, then the rules that relate fields."""

@@ -216,9 +216,15 @@ class Runner:
         await self.db.close()
 
     async def revive_once(self) -> list[Execution]:
-        """One revival pass (see ``Maintenance.revive_once``)."""
-        return await self.maintenance.revive_once()
+        """One revival pass (see ``Maintenance.revive_once``), then close."""
+        try:
+            return await self.maintenance.revive_once()
+        finally:
+            await self.close()
 
     async def delete_orphans_once(self) -> list[tuple[str, str, Any]]:
-        """One orphan deletion pass (see ``Maintenance.delete_orphans_once``)."""
-        return await self.maintenance.delete_orphans_once()
+        """One orphan deletion pass (see ``Maintenance.delete_orphans_once``), then close."""
+        try:
+            return await self.maintenance.delete_orphans_once()
+        finally:
+            await self.close()

@@ -1,5 +1,5 @@
 """The statements that put executions in the table and change them from outside a runner:
-insert, cancel, reschedule, a recurring task's row, and the NOTIFY that wakes runners."""
+insert, cancel, reschedule, a recurring task's row, and the NOTIFY for listening schedulers."""
 
 from __future__ import annotations
 
@@ -65,13 +65,13 @@ class Scheduling(Shapes):
                 .returning(c.task_name, c.execution_time)
                 .cte("inserted")
             )
-            wake = case(
+            notify = case(
                 (
                     inserted.c.execution_time <= self.time("now"),
                     func.pg_notify(bindparam("channel"), inserted.c.task_name),
                 ),
             )
-            self.insert_one = select(wake)  # a row per inserted execution
+            self.insert_one = select(notify)  # a row per inserted execution
 
         #: Wake schedulers listening on this table's channel (PostgreSQL only).
         self.notify: Executable | None = (
