@@ -52,23 +52,7 @@ def render(console: Console, bench: Bench, meta: dict[str, Any]) -> None:
     table.add_column("Target")
     table.add_column("Met", justify="center")
     table.add_column("Notes", overflow="fold")
-    order = [
-        "floor_drain",
-        "floor_single",
-        "floor_batch",
-        "drain_async_1",
-        "drain_sync_1",
-        "drain_async_2",
-        "latency_p50",
-        "latency_p95",
-        "latency_p99",
-        "schedule",
-        "schedule_batch",
-    ]
-    for key in order:
-        fig = bench.figures.get(key)
-        if fig is None:
-            continue
+    for key, fig in bench.figures.items():  # in the order the suite ran them
         floor = (
             f"{_fmt(fig.floor, fig.unit)} {FLOOR_SHORT.get(fig.floor_key or '', '')}".strip()
             if fig.floor_key
