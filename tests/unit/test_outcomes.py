@@ -1,0 +1,159 @@
+"""The outcome policy, without a database: a handler's result or error -> what to record."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from sqla_scheduler import (
+    KEEP,
+    Disabled,
+    Execution,
+    FixedDelay,
+    NextAt,
+    SchedulerConfig,
+    custom,
+    one_time,
+    recurring,
+)
+from sqla_scheduler._runner import outcomes
+from sqla_scheduler._runner.outcomes import Abandon
+from sqla_scheduler.models import INT_MAX
+
+NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
+CONFIG = SchedulerConfig(
+    retry_base_delay=timedelta(seconds=30),
+    retry_backoff_rate=2.0,
+    retry_max_delay=timedelta(hours=1),
+    max_retries=3,
+)
+
+
+def execution(task: str = "job", *, failures: int = 0, data: Any = None) -> Execution:
+    return Execution(
+        task_name=task,
+        instance_id="i",
+        data=data,
+        execution_time=NOW - timedelta(seconds=5),
+        picked=True,
+        picked_by="me",
+        last_heartbeat=NOW,
+        last_success=None,
+        last_failure=None,
+        consecutive_failures=failures,
+        version=2,
+        priority=0,
+        schedule=None,
+    )
+
+
+def noop(ctx: Any) -> None: ...
+
+
+ONE_TIME = one_time("job")(noop)
+CUSTOM = custom("job")(noop)
+HOURLY = recurring("job", FixedDelay(timedelta(hours=1)))(noop)
+DISABLED = recurring("job", Disabled())(noop)
+
+
+def test_a_one_time_success_removes_the_row() -> None:
+    done = outcomes.succeeded(ONE_TIME, execution(), None, now=NOW)
+    assert (done.kind, done.now) == ("remove", NOW)
+
+
+def test_a_recurring_success_hands_the_row_back_at_its_next_run() -> None:
+    done = outcomes.succeeded(HOURLY, execution(data={"n": 1}), None, now=NOW)
+    assert (done.kind, done.at, done.data) == ("succeed", NOW + timedelta(hours=1), {"n": 1})
+    kept = outcomes.succeeded(HOURLY, execution(data={"n": 1}), {"n": 2}, now=NOW)
+    assert kept.data == {"n": 2}, "a recurring handler's return value is its next payload"
+
+
+def test_a_disabled_recurring_success_removes_the_row() -> None:
+    assert outcomes.succeeded(DISABLED, execution(), None, now=NOW).kind == "remove"
+
+
+def test_a_custom_task_decides_its_next_run() -> None:
+    at = NOW + timedelta(minutes=5)
+    again = outcomes.succeeded(CUSTOM, execution(data=[1]), NextAt(at, KEEP), now=NOW)
+    assert (again.kind, again.at, again.data) == ("succeed", at, [1])
+    moved = outcomes.succeeded(CUSTOM, execution(data=[1]), NextAt(at, [2]), now=NOW)
+    assert moved.data == [2]
+    assert outcomes.succeeded(CUSTOM, execution(), None, now=NOW).kind == "remove"
+
+
+@pytest.mark.parametrize(
+    ("task", "result", "message"),
+    [
+        (CUSTOM, "soon", "return NextAt"),
+        (ONE_TIME, NextAt(NOW), "only custom tasks reschedule"),
+    ],
+)
+def test_results_a_kind_cannot_return_are_refused(task: Any, result: Any, message: str) -> None:
+    with pytest.raises(TypeError, match=message):
+        outcomes.succeeded(task, execution(), result, now=NOW)
+
+
+def test_a_failure_retries_with_backoff() -> None:
+    first = outcomes.failed(ONE_TIME, execution(), RuntimeError(), now=NOW, config=CONFIG)
+    assert not isinstance(first, Abandon)
+    assert (first.kind, first.failures, first.at) == ("fail", 1, NOW + timedelta(seconds=30))
+    third = outcomes.failed(ONE_TIME, execution(failures=2), RuntimeError(), now=NOW, config=CONFIG)
+    assert not isinstance(third, Abandon)
+    assert (third.failures, third.at) == (3, NOW + timedelta(seconds=120))
+
+
+def test_a_failure_past_max_retries_is_abandoned() -> None:
+    error = RuntimeError("last")
+    gone = outcomes.failed(ONE_TIME, execution(failures=3), error, now=NOW, config=CONFIG)
+    assert isinstance(gone, Abandon)
+    assert (gone.failures, gone.error) == (4, error)
+
+
+def test_a_recurring_retry_waits_no_longer_than_its_next_run() -> None:
+    minutely = recurring("job", FixedDelay(timedelta(minutes=1)))(noop)
+    retry = outcomes.failed(
+        minutely, execution(failures=10), RuntimeError(), now=NOW, config=CONFIG
+    )
+    assert not isinstance(retry, Abandon), "a recurring task is never abandoned"
+    assert retry.at == NOW + timedelta(minutes=1)
+
+
+def test_a_disabled_recurring_failure_is_abandoned() -> None:
+    assert isinstance(
+        outcomes.failed(DISABLED, execution(), RuntimeError(), now=NOW, config=CONFIG), Abandon
+    )
+
+
+def test_spent_executions_are_abandoned_before_they_run() -> None:
+    assert outcomes.spent(ONE_TIME, execution(failures=3), CONFIG) is None
+    spent = outcomes.spent(ONE_TIME, execution(failures=4), CONFIG)
+    assert spent is not None
+    assert spent.error is None
+    assert outcomes.spent(HOURLY, execution(failures=99), CONFIG) is None
+
+
+def test_a_failed_abandon_is_kept_and_counted() -> None:
+    abandon = Abandon(execution=execution(failures=3), failures=4)
+    kept = outcomes.abandon_failed(abandon, now=NOW, config=CONFIG)
+    assert (kept.kind, kept.failures) == ("fail", 5)
+
+
+@pytest.mark.parametrize(
+    ("stored", "counted"),
+    [(-5, 1), (-1, 1), (0, 1), (7, 8), (INT_MAX - 1, INT_MAX), (INT_MAX, INT_MAX)],
+)
+def test_failure_counts_stay_within_the_column(stored: int, counted: int) -> None:
+    failed = outcomes.failed(
+        HOURLY, execution(failures=stored), RuntimeError(), now=NOW, config=CONFIG
+    )
+    assert not isinstance(failed, Abandon)
+    assert failed.failures == counted
+
+
+def test_undecodable_and_released_executions() -> None:
+    assert outcomes.undecodable(execution(), NOW).kind == "remove"
+    released = outcomes.release(replace(execution(), version=9), NOW)
+    assert (released.kind, released.execution.version) == ("release", 9)
