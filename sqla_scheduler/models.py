@@ -34,7 +34,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped
 from sqla_scheduler._types import JSONOrNull, JSONPayload, UTCDateTime
 
 __all__ = [
+    "BIGINT_MAX",
     "DEFAULT_TABLE_NAME",
+    "INT_MAX",
     "MAX_INSTANCE_ID_LENGTH",
     "MAX_TASK_NAME_LENGTH",
     "ScheduledTask",
@@ -48,6 +50,10 @@ MAX_TASK_NAME_LENGTH = 100
 """Longest task name the table holds."""
 MAX_INSTANCE_ID_LENGTH = 255
 """Longest instance id the table holds."""
+INT_MAX = 2**31 - 1
+"""Largest ``consecutive_failures`` the table holds; the count stays there."""
+BIGINT_MAX = 2**63 - 1
+"""Largest ``version`` the table holds; the next version after it is 1."""
 
 NAMING_CONVENTION: dict[str, str] = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",

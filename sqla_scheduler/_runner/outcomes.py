@@ -18,6 +18,7 @@ from sqla_scheduler._runner.held import Held
 from sqla_scheduler._store import Completion
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.context import ExecutionContext
+from sqla_scheduler.models import INT_MAX
 from sqla_scheduler.schedules import Disabled
 from sqla_scheduler.tasks import RecurringTask, Task
 
@@ -58,6 +59,12 @@ class Outcome:
     on_abandon: Callable[[ExecutionContext[Any], Any], Any] | None = None
     #: Called once the decision is committed (listeners, logs).
     on_recorded: Callable[[], None] | None = None
+
+
+def one_more_failure(failures: int) -> int:
+    """The failure count after one more failure: counted from 0 when the row held a
+    negative count, and staying at the column's largest value once there."""
+    return min(max(failures, 0) + 1, INT_MAX)
 
 
 def retry_limit(task: Task[Any], config: SchedulerConfig) -> int | None:
@@ -141,7 +148,7 @@ def failed(
     regular run. A recurring task whose schedule is disabled has nothing to retry into
     and is abandoned (removed).
     """
-    failures = execution.consecutive_failures + 1
+    failures = one_more_failure(execution.consecutive_failures)
     limit = retry_limit(task, config)
     retry_at = now + config.retry_delay(failures)
     if isinstance(task, RecurringTask):
@@ -162,7 +169,7 @@ def abandon_failed(abandon: Abandon, *, now: datetime, config: SchedulerConfig) 
 
     Each failed attempt counts as a failure, so the retries back off further.
     """
-    failures = abandon.failures + 1
+    failures = one_more_failure(abandon.failures)
     return Completion(
         execution=abandon.execution,
         kind="fail",

@@ -15,6 +15,7 @@ from sqlalchemy import (
     case,
     delete,
     literal_column,
+    or_,
     select,
     true,
     update,
@@ -67,7 +68,11 @@ class Running(Shapes):
         self.release: Update = self._hand_back()
 
         #: Dead executions: picked, with a heartbeat older than ``threshold``.
-        is_dead = and_(self.picked, c.last_heartbeat < self.time("threshold"))
+        #: (No heartbeat at all counts as a stale one: the pick always sets one.)
+        is_dead = and_(
+            self.picked,
+            or_(c.last_heartbeat < self.time("threshold"), c.last_heartbeat.is_(None)),
+        )
         revived = {
             "picked": False,
             "picked_by": None,
@@ -75,10 +80,13 @@ class Running(Shapes):
             "execution_time": now,
             "last_failure": now,
             # only a started handler's lost attempt counts; a queued one just goes back
-            "consecutive_failures": c.consecutive_failures
-            + case((c.started_at.is_not(None), 1), else_=0),
+            "consecutive_failures": case(
+                (c.started_at.is_not(None), self.counted_failure()),
+                (c.consecutive_failures < 0, 0),
+                else_=c.consecutive_failures,
+            ),
             "started_at": None,
-            "version": c.version + 1,
+            "version": self.next_version(),
         }
         #: Return dead executions to due now, counting a started one's lost attempt as a
         #: failure, in one statement (see ``_revive``). ``None`` where RETURNING cannot see
@@ -135,7 +143,7 @@ class Running(Shapes):
                 picked_by=bindparam("picker"),
                 last_heartbeat=now,
                 started_at=None,
-                version=c.version + 1,
+                version=self.next_version(),
             )
             .returning(*self.table.c)
         )
@@ -191,7 +199,7 @@ class Running(Shapes):
                 picked_by=None,
                 last_heartbeat=None,
                 started_at=None,
-                version=c.version + 1,
+                version=self.next_version(),
                 **values,
             )
         )

@@ -109,7 +109,7 @@ class Scheduling(Shapes):
                     ),
                     else_=c.execution_time,
                 ),
-                "version": c.version + 1,
+                "version": self.next_version(),
             },
             where=self.unpicked,
         )
@@ -178,7 +178,10 @@ class Scheduling(Shapes):
 
     def _build_reschedule(self, *, new_data: bool, shown: bool) -> Update:
         c = self.table.c
-        values: dict[str, Any] = {"execution_time": self.time("new_time"), "version": c.version + 1}
+        values: dict[str, Any] = {
+            "execution_time": self.time("new_time"),
+            "version": self.next_version(),
+        }
         if new_data:
             values["task_data"] = bindparam("new_data", type_=c.task_data.type)
         return (

@@ -14,6 +14,7 @@ from sqlalchemy import (
     and_,
     any_,
     bindparam,
+    case,
     false,
     func,
     true,
@@ -22,6 +23,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from sqla_scheduler._dialects import Backend, notify_channel
+from sqla_scheduler.models import BIGINT_MAX, INT_MAX
 
 __all__ = ["Shapes"]
 
@@ -45,6 +47,18 @@ class Shapes:
             c.task_name == bindparam("key_task"),
             c.task_instance == bindparam("key_instance"),
         )
+
+    def next_version(self) -> ColumnElement[int]:
+        """The version after the row's own: one more, or 1 after the column's largest value,
+        so that no row's version can make a statement fail."""
+        version = self.table.c.version
+        return case((version >= BIGINT_MAX, 1), else_=version + 1)
+
+    def counted_failure(self) -> ColumnElement[int]:
+        """The row's failure count with one more failure, from 0 if it was negative and
+        staying at the column's largest value once there."""
+        failures = self.table.c.consecutive_failures
+        return case((failures < 0, 1), (failures >= INT_MAX, INT_MAX), else_=failures + 1)
 
     def time(self, name: str) -> BindParameter[Any]:
         """A bound timestamp typed as the execution time is (``now``, ``threshold``)."""
