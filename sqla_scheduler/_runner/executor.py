@@ -106,7 +106,9 @@ class Executor:
                 result = await run_chain(self.interceptors, context, call)
             else:
                 result = await self._call(task, context)
-        except Exception as exc:
+        except anyio.get_cancelled_exc_class():
+            raise  # the loop is stopping: the execution is released, not failed
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt too: only a stop stops us
             error = exc
         duration = timedelta(seconds=time.monotonic() - started)
         now = self.clock.now()

@@ -1,0 +1,54 @@
+"""Whatever a handler raises is a failure of that execution, ``BaseException`` subclasses
+included; only stopping the scheduler stops it (issue 13, defect 6)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from sqla_scheduler import one_time
+from tests.conftest import Harness, wait_for
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+class Custom(BaseException):
+    """Neither an Exception nor one of the interpreter's own."""
+
+
+RAISED = [SystemExit(0), SystemExit(3), KeyboardInterrupt(), Custom("odd")]
+
+
+@pytest.mark.parametrize("raised", RAISED, ids=lambda e: f"{type(e).__name__}{e.args}")
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_a_base_exception_from_a_handler_is_a_failure(
+    db: Harness, raised: BaseException, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    ran: list[str] = []
+
+    def sync_bad(ctx: Any) -> None:
+        raise raised
+
+    async def async_bad(ctx: Any) -> None:
+        raise raised
+
+    bad = one_time("bad", priority=10)(sync_bad if kind == "sync" else async_bad)
+    good = one_time("good")(lambda ctx: ran.append(ctx.instance_id))
+    scheduler = db.scheduler([bad, good], concurrency=1)
+    await db.resolve(scheduler.schedule_batch(db.engine, [bad.instance("b"), good.instance("g")]))
+    with caplog.at_level(logging.ERROR, logger="sqla_scheduler"):
+        async with scheduler:
+            await wait_for(lambda: ran == ["g"])
+            assert scheduler.running
+    failed = db.row("bad", "b")
+    assert failed is not None
+    assert (failed["picked"], failed["consecutive_failures"]) == (False, 1)
+    assert "execution bad/b failed (consecutive failures: 1)" in caplog.text
+    assert type(raised).__name__ in caplog.text
