@@ -17,6 +17,13 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from sqlalchemy.engine import RowMapping
 
+from sqla_scheduler._checks import (
+    check_aware,
+    check_instance_id,
+    check_priority,
+    check_task_name,
+)
+from sqla_scheduler._payload import normalize_json
 from sqla_scheduler.exceptions import TaskDefinitionError
 
 __all__ = [
@@ -91,6 +98,20 @@ class TaskInstance(Generic[P]):
     priority: int
     schedule: str | None = None
     """The text form of a recurring schedule, ``None`` for one-time and custom tasks."""
+
+    def __post_init__(self) -> None:
+        """Check every field, however the instance was made, and store the payload as the
+        database gives it back (``PayloadError``, ``TaskDefinitionError``)."""
+        check_task_name(self.task_name)
+        check_instance_id(self.task_name, self.instance_id)
+        if self.execution_time is not None:
+            check_aware(self.execution_time, f"task {self.task_name!r}: at")
+        check_priority(self.task_name, "priority", self.priority)
+        if self.schedule is not None and not isinstance(self.schedule, str):
+            raise TaskDefinitionError(
+                f"task {self.task_name!r}: schedule must be its text form, got {self.schedule!r}"
+            )
+        object.__setattr__(self, "data", normalize_json(self.task_name, self.data))
 
 
 ExecutionState = Literal["all", "scheduled", "due", "running", "failing", "orphaned"]
@@ -175,13 +196,3 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.astimezone(timezone.utc).isoformat()
     return value
-
-
-def check_aware(value: object, what: str) -> None:
-    if not isinstance(value, datetime):
-        raise TaskDefinitionError(f"{what} must be a datetime, got {value!r}")
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise TaskDefinitionError(
-            f"{what} must be timezone-aware, got naive {value.isoformat()!r} "
-            "(use datetime.now(timezone.utc) or attach a tzinfo)"
-        )

@@ -13,7 +13,7 @@ from typing import Any, Generic, TypeVar, cast, get_origin
 
 from sqla_scheduler.exceptions import PayloadError
 
-__all__ = ["PayloadCodec", "codec_for"]
+__all__ = ["PayloadCodec", "codec_for", "normalize_json"]
 
 P = TypeVar("P")
 
@@ -25,14 +25,59 @@ def _short(value: object) -> str:
     return text if len(text) <= _REPR_LIMIT else text[: _REPR_LIMIT - 3] + "..."
 
 
-def _normalize_json(task_name: str, value: object) -> Any:
-    """Return ``value`` as the database will give it back (tuples become lists, etc.)."""
+def normalize_json(task_name: str, value: object) -> Any:
+    """Return ``value`` as the database will give it back (tuples become lists, etc.).
+
+    ``PayloadError`` when a supported database cannot store it exactly: not JSON, nested
+    too deeply to read back, or a string (key or value) with a NUL character or a lone
+    surrogate (PostgreSQL refuses both; SQLite would store what PostgreSQL refuses).
+    """
     try:
-        return json.loads(json.dumps(value, allow_nan=False))
+        text = json.dumps(value, allow_nan=False)
+        normalized = json.loads(text)
+    except RecursionError:
+        raise PayloadError(f"task {task_name!r}: payload is nested too deeply to store") from None
     except (TypeError, ValueError) as exc:
         raise PayloadError(
             f"task {task_name!r}: payload {_short(value)} is not JSON-serializable: {exc}"
         ) from exc
+    # ``json.dumps`` escapes every character outside ASCII, so these two cover each string
+    # that may hold a NUL or a surrogate; only then is the payload walked for its path.
+    if "\\u0000" in text or "\\ud" in text:
+        try:
+            problem = _unstorable(normalized, "payload")
+        except RecursionError:
+            problem = "payload is nested too deeply to store"
+        if problem is not None:
+            raise PayloadError(f"task {task_name!r}: {problem}")
+    return normalized
+
+
+def _unstorable(value: Any, path: str) -> str | None:
+    """What in ``value`` (a JSON value) a database cannot store, and where; ``None``: nothing."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return f"{path} contains a NUL character: {_short(value)}"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{path} contains a lone surrogate (not valid Unicode): {_short(value)}"
+        return None
+    if isinstance(value, list):
+        items: Any = enumerate(value)
+    elif isinstance(value, dict):
+        for key in value:
+            problem = _unstorable(key, f"{path} key {_short(key)}")
+            if problem is not None:
+                return problem
+        items = value.items()
+    else:
+        return None
+    for key, item in items:
+        problem = _unstorable(item, f"{path}[{key!r}]")
+        if problem is not None:
+            return problem
+    return None
 
 
 class PayloadCodec(Generic[P]):
@@ -46,7 +91,12 @@ class PayloadCodec(Generic[P]):
             self._adapter = _type_adapter(task_name, payload_type)
 
     def encode(self, value: P) -> Any:
-        """Return the JSON form of ``value``; ``PayloadError`` when it has none."""
+        """Return the JSON form of ``value`` as stored; ``PayloadError`` when it has none
+        or a database cannot store it (see ``normalize_json``)."""
+        return normalize_json(self.task_name, self.dump(value))
+
+    def dump(self, value: P) -> Any:
+        """The JSON form of ``value`` before it is checked and normalized."""
         if value is None:
             return None
         pt = self.payload_type
@@ -67,7 +117,7 @@ class PayloadCodec(Generic[P]):
             raise PayloadError(
                 f"task {self.task_name!r}: payload {_short(value)} cannot be encoded: {exc}"
             ) from exc
-        return _normalize_json(self.task_name, raw)
+        return raw
 
     def decode(self, data: Any) -> P:
         """Rebuild a payload from its stored JSON form; ``PayloadError`` on mismatch."""

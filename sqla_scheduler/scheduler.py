@@ -21,7 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler import _bridge, _store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
-from sqla_scheduler._execution import KEEP, Execution, ExecutionState, TaskInstance, check_aware
+from sqla_scheduler._checks import check_aware
+from sqla_scheduler._execution import KEEP, Execution, ExecutionState, TaskInstance
 from sqla_scheduler._payload import codec_for
 from sqla_scheduler._runner import Lifecycle, Runner
 from sqla_scheduler.clock import Clock, DatabaseClock, SystemClock

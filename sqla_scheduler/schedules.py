@@ -431,6 +431,10 @@ def _tz_suffix(tz: str) -> str:
     return "" if tz == _UTC_NAME else f"|{tz}"
 
 
+_MAX_DURATION = timedelta(days=36_525)
+"""The longest interval a schedule takes: 100 years keeps every run within year 9999."""
+
+
 def _duration(value: object, field: str, *, allow_zero: bool) -> timedelta:
     requirement = "zero or more" if allow_zero else "positive"
     if isinstance(value, timedelta):
@@ -438,11 +442,14 @@ def _duration(value: object, field: str, *, allow_zero: bool) -> timedelta:
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         if not math.isfinite(value):
             raise InvalidScheduleError(f"{field} must be a {requirement} duration, got {value!r}")
-        result = timedelta(seconds=value)
+        try:
+            result = timedelta(seconds=value)
+        except OverflowError:
+            result = _MAX_DURATION * 2  # refused below, as any duration past the limit
     elif isinstance(value, str):
         try:
             result = parse_duration(value)
-        except ValueError as exc:
+        except (ValueError, OverflowError) as exc:
             raise InvalidScheduleError(
                 f"{field} must be a {requirement} duration, got {value!r} ({exc})"
             ) from exc
@@ -451,9 +458,13 @@ def _duration(value: object, field: str, *, allow_zero: bool) -> timedelta:
             f"{field} must be a timedelta, a duration string such as '30s' or a number of "
             f"seconds, got {value!r}"
         )
+    shown = str(value) if isinstance(value, timedelta) else repr(value)
     if result < _ZERO or (result == _ZERO and not allow_zero):
-        shown = str(value) if isinstance(value, timedelta) else repr(value)
         raise InvalidScheduleError(f"{field} must be {requirement}, got {shown}")
+    if result > _MAX_DURATION:
+        raise InvalidScheduleError(
+            f"{field} must be at most {_MAX_DURATION.days} days (100 years), got {shown}"
+        )
     return result
 
 

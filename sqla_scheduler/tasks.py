@@ -15,16 +15,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, overload
 
-from sqla_scheduler._execution import (
-    KEEP,
-    RECURRING_INSTANCE_ID,
-    NextAt,
-    TaskInstance,
-    check_aware,
-)
+from sqla_scheduler._checks import check_priority, check_task_name, is_int
+from sqla_scheduler._execution import KEEP, RECURRING_INSTANCE_ID, NextAt, TaskInstance
 from sqla_scheduler._payload import PayloadCodec, codec_for
 from sqla_scheduler.exceptions import InvalidScheduleError, TaskDefinitionError
-from sqla_scheduler.models import MAX_INSTANCE_ID_LENGTH, MAX_TASK_NAME_LENGTH
 from sqla_scheduler.schedules import Schedule, parse_schedule
 
 if TYPE_CHECKING:
@@ -48,7 +42,6 @@ __all__ = [
 P = TypeVar("P")
 TaskKind = Literal["recurring", "one_time", "custom"]
 
-SMALLINT_MIN, SMALLINT_MAX = -32768, 32767
 
 Handler = Callable[["ExecutionContext[P]"], Any]
 AbandonHook = Callable[["ExecutionContext[Any]", Any], Any]
@@ -70,12 +63,12 @@ class Task(Generic[P]):
     is_async: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        _check_task_name(self.name)
+        check_task_name(self.name)
         _check_callable(self.name, "handler", self.handler, arity=1)
         if self.on_abandon is not None:
             _check_callable(self.name, "on_abandon", self.on_abandon, arity=2)
-        _check_priority(self.name, "priority", self.priority)
-        if self.max_retries is not None and (not _is_int(self.max_retries) or self.max_retries < 0):
+        check_priority(self.name, "priority", self.priority)
+        if self.max_retries is not None and (not is_int(self.max_retries) or self.max_retries < 0):
             raise TaskDefinitionError(
                 f"task {self.name!r}: max_retries must be an int >= 0 or None, "
                 f"got {self.max_retries!r}"
@@ -109,19 +102,13 @@ class OneTimeTask(Task[P]):
         ``at`` must be timezone-aware (``None``: due now); ``priority`` defaults to the
         task's. The payload is encoded now, so an unserializable one fails here.
         """
-        _check_instance_id(self.name, instance_id)
-        if at is not None:
-            check_aware(at, f"task {self.name!r}: at")
-        if priority is None:
-            priority = self.priority
-        else:
-            _check_priority(self.name, "priority", priority)
+        # TaskInstance checks every field and stores the payload as the database returns it
         return TaskInstance(
             task_name=self.name,
             instance_id=instance_id,
-            data=self.codec.encode(payload),  # type: ignore[arg-type]
+            data=self.codec.dump(payload),  # type: ignore[arg-type]
             execution_time=at,
-            priority=priority,
+            priority=self.priority if priority is None else priority,
         )
 
 
@@ -304,55 +291,6 @@ def _decorator(cls: type[TaskT], **fields: Any) -> Callable[[Handler[Any]], Task
 
 
 # --- checks -------------------------------------------------------------------------------
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _check_text_key(value: object, what: str | Callable[[], str], limit: int) -> None:
-    """Fail unless ``value`` is a usable key; ``what`` names it (built only on failure)."""
-    if (
-        isinstance(value, str)
-        and 0 < len(value) <= limit
-        and value.isascii()
-        and value == value.strip()
-        and "\x00" not in value
-    ):
-        return  # the common case, with nothing to encode or name
-    name = what if isinstance(what, str) else what()
-    if not isinstance(value, str):
-        raise TaskDefinitionError(f"{name} must be a str, got {value!r}")
-    if not value:
-        raise TaskDefinitionError(f"{name} must not be empty")
-    if value != value.strip():
-        raise TaskDefinitionError(f"{name} {value!r} has leading or trailing white space")
-    if "\x00" in value:
-        raise TaskDefinitionError(f"{name} {value!r} contains a NUL character")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise TaskDefinitionError(f"{name} {value!r} is not valid Unicode: {exc}") from exc
-    if len(value) > limit:
-        raise TaskDefinitionError(
-            f"{name} {value[:40]!r}... is {len(value)} characters long; the limit is {limit}"
-        )
-
-
-def _check_task_name(name: object) -> None:
-    _check_text_key(name, "task name", MAX_TASK_NAME_LENGTH)
-
-
-def _check_instance_id(task_name: str, instance_id: object) -> None:
-    _check_text_key(instance_id, lambda: f"task {task_name!r}: instance id", MAX_INSTANCE_ID_LENGTH)
-
-
-def _check_priority(task_name: str, field_name: str, value: object) -> None:
-    if not _is_int(value) or not SMALLINT_MIN <= value <= SMALLINT_MAX:  # type: ignore[operator]
-        raise TaskDefinitionError(
-            f"task {task_name!r}: {field_name} must be an int from {SMALLINT_MIN} to "
-            f"{SMALLINT_MAX}, got {value!r}"
-        )
 
 
 def _check_callable(task_name: str, field_name: str, fn: object, *, arity: int) -> None:

@@ -1,0 +1,95 @@
+"""The checks every value passes on its way into the table, each naming what it checks.
+
+A value a supported database cannot store exactly is refused here, before any statement
+runs, so that the library never aborts the caller's transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+from sqla_scheduler.exceptions import TaskDefinitionError
+from sqla_scheduler.models import MAX_INSTANCE_ID_LENGTH, MAX_TASK_NAME_LENGTH
+
+__all__ = [
+    "SMALLINT_MAX",
+    "SMALLINT_MIN",
+    "check_aware",
+    "check_instance_id",
+    "check_priority",
+    "check_task_name",
+    "is_int",
+]
+
+SMALLINT_MIN, SMALLINT_MAX = -32768, 32767
+
+
+def is_int(value: object) -> bool:
+    """An ``int`` that is not a ``bool``."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_aware(value: object, what: str) -> None:
+    """Fail unless ``value`` is a timezone-aware datetime within years 1-9999 in UTC."""
+    if not isinstance(value, datetime):
+        raise TaskDefinitionError(f"{what} must be a datetime, got {value!r}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise TaskDefinitionError(
+            f"{what} must be timezone-aware, got naive {value.isoformat()!r} "
+            "(use datetime.now(timezone.utc) or attach a tzinfo)"
+        )
+    try:
+        value.astimezone(timezone.utc)
+    except OverflowError:
+        raise TaskDefinitionError(
+            f"{what} {value.isoformat()!r} is outside years 1-9999 in UTC"
+        ) from None
+
+
+def check_text_key(value: object, what: str | Callable[[], str], limit: int) -> None:
+    """Fail unless ``value`` is a usable key; ``what`` names it (built only on failure)."""
+    if (
+        isinstance(value, str)
+        and 0 < len(value) <= limit
+        and value.isascii()
+        and value == value.strip()
+        and "\x00" not in value
+    ):
+        return  # the common case, with nothing to encode or name
+    name = what if isinstance(what, str) else what()
+    if not isinstance(value, str):
+        raise TaskDefinitionError(f"{name} must be a str, got {value!r}")
+    if not value:
+        raise TaskDefinitionError(f"{name} must not be empty")
+    if value != value.strip():
+        raise TaskDefinitionError(f"{name} {value!r} has leading or trailing white space")
+    if "\x00" in value:
+        raise TaskDefinitionError(f"{name} {value!r} contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise TaskDefinitionError(f"{name} {value!r} is not valid Unicode: {exc}") from exc
+    if len(value) > limit:
+        raise TaskDefinitionError(
+            f"{name} {value[:40]!r}... is {len(value)} characters long; the limit is {limit}"
+        )
+
+
+def check_task_name(name: object) -> None:
+    """Fail unless ``name`` is a usable task name."""
+    check_text_key(name, "task name", MAX_TASK_NAME_LENGTH)
+
+
+def check_instance_id(task_name: str, instance_id: object) -> None:
+    """Fail unless ``instance_id`` is a usable instance id of ``task_name``."""
+    check_text_key(instance_id, lambda: f"task {task_name!r}: instance id", MAX_INSTANCE_ID_LENGTH)
+
+
+def check_priority(task_name: str, field_name: str, value: object) -> None:
+    """Fail unless ``value`` is a priority the column holds (a smallint)."""
+    if not is_int(value) or not SMALLINT_MIN <= value <= SMALLINT_MAX:  # type: ignore[operator]
+        raise TaskDefinitionError(
+            f"task {task_name!r}: {field_name} must be an int from {SMALLINT_MIN} to "
+            f"{SMALLINT_MAX}, got {value!r}"
+        )

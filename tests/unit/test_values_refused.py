@@ -1,0 +1,108 @@
+"""Values no supported database can store exactly are refused before any statement runs,
+naming the task and the field (issue 13, defects 2, 5 and 10). No database needed."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from sqla_scheduler import (
+    FixedRate,
+    InvalidScheduleError,
+    NextAt,
+    PayloadError,
+    TaskDefinitionError,
+    TaskInstance,
+    one_time,
+    recurring,
+)
+
+job = one_time("job")(lambda ctx: None)
+EAST = timezone(timedelta(hours=5))
+WEST = timezone(timedelta(hours=-5))
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ({"note": "a\x00b"}, r"payload\['note'\] contains a NUL character"),
+        ({"a\x00": 1}, r"payload key 'a\\x00' contains a NUL character"),
+        ([1, ["\ud800"]], r"payload\[1\]\[0\] contains a lone surrogate"),
+        ("\udfff", "payload contains a lone surrogate"),
+    ],
+)
+def test_strings_postgresql_cannot_store_are_refused(payload: Any, message: str) -> None:
+    with pytest.raises(PayloadError, match=r"task 'job': " + message):
+        job.instance("i", payload)
+
+
+def test_text_that_only_looks_like_an_escape_is_kept() -> None:
+    payload = {"raw": "\\u0000 and \\ud800", "emoji": "\U0001f600"}
+    assert job.instance("i", payload).data == payload
+
+
+def test_a_payload_nested_too_deeply_is_refused() -> None:
+    deep: Any = 0
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(PayloadError, match="task 'job': payload is nested too deeply"):
+        job.instance("i", deep)
+
+
+def test_a_recurring_task_checks_its_initial_payload() -> None:
+    with pytest.raises(PayloadError, match="NUL"):
+        recurring("tick", "FIXED_DELAY|1h", initial_payload={"x": "\x00"})(lambda ctx: None)
+
+
+@pytest.mark.parametrize(
+    "at",
+    [datetime(1, 1, 1, 2, tzinfo=EAST), datetime(9999, 12, 31, 22, tzinfo=WEST)],
+    ids=["before-year-1", "after-9999"],
+)
+def test_times_outside_years_1_to_9999_utc_are_refused(at: datetime) -> None:
+    with pytest.raises(TaskDefinitionError, match=r"task 'job': at .* outside years 1-9999"):
+        job.instance("i", at=at)
+    with pytest.raises(TaskDefinitionError, match=r"NextAt\.at .* outside years 1-9999"):
+        NextAt(at)
+
+
+def test_the_last_representable_times_are_accepted() -> None:
+    assert job.instance("i", at=datetime(1, 1, 1, tzinfo=WEST)).execution_time is not None
+    assert job.instance("j", at=datetime(9999, 12, 31, 23, tzinfo=timezone.utc))
+
+
+@pytest.mark.parametrize(
+    ("fields", "error", "message"),
+    [
+        ({"execution_time": datetime(2030, 1, 1)}, TaskDefinitionError, "timezone-aware"),
+        ({"instance_id": "x" * 256}, TaskDefinitionError, "instance id .* limit is 255"),
+        ({"task_name": ""}, TaskDefinitionError, "task name must not be empty"),
+        ({"priority": 40_000}, TaskDefinitionError, "priority must be an int"),
+        ({"data": {"k": "\x00"}}, PayloadError, "NUL"),
+        ({"data": (1, 2)}, None, None),
+    ],
+)
+def test_a_task_instance_built_directly_is_checked(
+    fields: dict[str, Any], error: type[Exception] | None, message: str | None
+) -> None:
+    values: dict[str, Any] = {
+        "task_name": "job",
+        "instance_id": "i",
+        "data": None,
+        "execution_time": None,
+        "priority": 0,
+        **fields,
+    }
+    if error is None:
+        assert TaskInstance(**values).data == [1, 2], "stored as the database gives it back"
+        return
+    with pytest.raises(error, match=message):
+        TaskInstance(**values)
+
+
+@pytest.mark.parametrize("every", [1e20, 10**30, timedelta(days=999_999_000)])
+def test_intervals_past_100_years_are_refused(every: Any) -> None:
+    with pytest.raises(InvalidScheduleError, match=r"FixedRate\.every must be at most 36525 days"):
+        FixedRate(every)
