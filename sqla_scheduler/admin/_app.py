@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
@@ -105,16 +105,16 @@ def create_app(
     )
     methods = ["GET", "HEAD", "POST"] if actions else ["GET", "HEAD"]
     routes = [
-        Route("/", admin.overview, methods=["GET"]),
-        Route("/executions", admin.executions, methods=["GET"]),
-        Route("/execution", admin.execution, methods=["GET"]),
-        Route("/api/summary", admin.api_summary, methods=["GET"]),
-        Route("/api/executions", admin.api_executions, methods=["GET"]),
-        Route("/api/execution", admin.api_execution, methods=["GET"]),
+        Route("/", _refusing_nul(admin.overview), methods=["GET"]),
+        Route("/executions", _refusing_nul(admin.executions), methods=["GET"]),
+        Route("/execution", _refusing_nul(admin.execution), methods=["GET"]),
+        Route("/api/summary", _refusing_nul(admin.api_summary), methods=["GET"]),
+        Route("/api/executions", _refusing_nul(admin.api_executions), methods=["GET"]),
+        Route("/api/execution", _refusing_nul(admin.api_execution), methods=["GET"]),
         Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
     ]
     if actions:
-        routes.append(Route("/actions/{action}", admin.act, methods=["POST"]))
+        routes.append(Route("/actions/{action}", _refusing_nul(admin.act), methods=["POST"]))
     app = Starlette(
         routes=routes,
         middleware=[
@@ -431,6 +431,20 @@ def _with_done(back: str, action: str) -> str:
     return parts.path + "?" + urlencode(query)
 
 
+def _refusing_nul(
+    endpoint: Callable[[Request], Awaitable[Response]],
+) -> Callable[[Request], Awaitable[Response]]:
+    """``endpoint``, answering 400 to a query with a NUL character (no database stores one
+    in text, so no execution can match it)."""
+
+    async def checked(request: Request) -> Response:
+        if any("\x00" in k or "\x00" in v for k, v in request.query_params.multi_items()):
+            raise HTTPException(400, "A query parameter contains a NUL character.")
+        return await endpoint(request)
+
+    return checked
+
+
 async def _read_form(request: Request) -> dict[str, str]:
     """An url-encoded form body, at most 16 KiB (the action forms are a few hundred bytes)."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -445,4 +459,7 @@ async def _read_form(request: Request) -> dict[str, str]:
         text = body.decode()
     except UnicodeDecodeError:
         raise HTTPException(400, "The form is not UTF-8.") from None
-    return dict(parse_qsl(text, keep_blank_values=True))
+    form = dict(parse_qsl(text, keep_blank_values=True))
+    if any("\x00" in k or "\x00" in v for k, v in form.items()):
+        raise HTTPException(400, "A form field contains a NUL character.")
+    return form

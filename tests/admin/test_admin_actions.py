@@ -222,3 +222,9 @@ async def test_actions_redirect_within_the_mount_point(
         )
     assert response.status_code == 303
     assert response.headers["location"] == "/admin/jobs/executions?state=failing&done=retry"
+
+
+async def test_a_nul_in_a_form_is_a_400(actions: httpx.AsyncClient, seeded: Harness) -> None:
+    response = await actions.post("/actions/retry", data=form("send-email", "a\x00b", 1))
+    assert response.status_code == 400, response.text
+    assert "NUL character" in response.text

@@ -255,6 +255,25 @@ async def test_hostile_search_text_is_escaped(seeded: Harness, client: httpx.Asy
     assert 'value="&#34;&gt;&lt;script&gt;alert(4)&lt;/script&gt;"' in html
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/executions?task=a%00b",
+        "/executions?instance=%00",
+        "/execution?task=send-email&instance=x%00",
+        "/api/executions?task=%00",
+        "/api/execution?task=%00&instance=i",
+        "/?refresh=%00",
+    ],
+)
+async def test_a_nul_in_a_query_is_a_400(
+    seeded: Harness, client: httpx.AsyncClient, path: str
+) -> None:
+    response = await client.get(path)
+    assert response.status_code == 400, response.text
+    assert "NUL character" in response.text
+
+
 # --- sections --------------------------------------------------------------------------
 
 
