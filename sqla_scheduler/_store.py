@@ -6,12 +6,13 @@ Sync callers run these directly; async callers reach them through SQLAlchemy's
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
-from sqlalchemy import Connection, Table, inspect
+from sqlalchemy import Connection, RowMapping, Table, inspect
+from sqlalchemy.sql.expression import Executable
 
 from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._execution import (
@@ -250,8 +251,7 @@ def list_executions(
 
     ``instance_contains`` keeps those whose instance id contains that text.
     """
-    stmts = _statements(conn, table).listing
-    query = stmts.list_executions(
+    query = _statements(conn, table).listing.list_executions(
         state=state,
         task_name=task_name,
         known_tasks=known_tasks,
@@ -259,8 +259,43 @@ def list_executions(
         offset=offset,
         instance_contains=instance_contains,
     )
-    params = {"now": now} if state == "due" else {}
-    return [Execution.from_row(row) for row in conn.execute(query, params).mappings()]
+    return [Execution.from_row(row) for row in _listing_rows(conn, query, state, now)]
+
+
+def list_previews(
+    conn: Connection,
+    table: Table,
+    *,
+    state: ExecutionState,
+    task_name: str | None,
+    known_tasks: frozenset[str],
+    limit: int | None,
+    offset: int,
+    now: datetime,
+    preview: int,
+    instance_contains: str | None = None,
+) -> list[tuple[Execution, str | None]]:
+    """``list_executions`` without the payloads: each execution (its ``data`` ``None``)
+    with the first ``preview`` characters of its payload's JSON text."""
+    query = _statements(conn, table).listing.list_executions(
+        state=state,
+        task_name=task_name,
+        known_tasks=known_tasks,
+        limit=limit,
+        offset=offset,
+        instance_contains=instance_contains,
+        preview=preview,
+    )
+    return [
+        (Execution.from_row(row), row["task_data_preview"])
+        for row in _listing_rows(conn, query, state, now)
+    ]
+
+
+def _listing_rows(
+    conn: Connection, query: Executable, state: ExecutionState, now: datetime
+) -> Iterable[RowMapping]:
+    return conn.execute(query, {"now": now} if state == "due" else {}).mappings()
 
 
 def count_executions(

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, Table, and_, bindparam, func, not_, select
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    Table,
+    Text,
+    and_,
+    bindparam,
+    cast,
+    func,
+    not_,
+    null,
+    select,
+)
 from sqlalchemy.sql.expression import Executable
 
 from sqla_scheduler._dialects import Backend
@@ -52,26 +64,33 @@ class Listing(Shapes):
         limit: int | None,
         offset: int,
         instance_contains: str | None = None,
+        preview: int | None = None,
     ) -> Select[Any]:
         """Executions in ``state``, in pick order (the failing ones: latest failure first).
 
         ``instance_contains`` keeps the executions whose instance id contains that text.
+        With ``preview``, the payload is not read: ``task_data`` is ``NULL`` and
+        ``task_data_preview`` holds the first ``preview`` characters of its JSON text, so
+        a page costs the same whatever the payloads' size.
         """
         c = self.table.c
-        query = select(self.table).where(
-            *self._filters(state, task_name, instance_contains, known_tasks)
+        query = (
+            select(self.table)
+            .where(*self._filters(state, task_name, instance_contains, known_tasks))
+            .order_by(*_order(c, state))
         )
-        if state == "failing":
-            query = query.order_by(c.last_failure.desc(), c.task_name, c.task_instance)
-        else:
-            query = query.order_by(
-                c.priority.desc(), c.execution_time, c.task_name, c.task_instance
-            )
         if limit is not None:
             query = query.limit(limit)
         if offset:
             query = query.offset(offset)
-        return query
+        if preview is None:
+            return query
+        # The preview is cut from the page's rows only: computed in the query that pages,
+        # it would be computed for every row the OFFSET skips as well.
+        page = query.subquery("page")
+        columns = [null().label("task_data") if col.name == "task_data" else col for col in page.c]
+        cut = func.substr(cast(page.c.task_data, Text), 1, preview).label("task_data_preview")
+        return select(*columns, cut).order_by(*_order(page.c, state))
 
     def count_executions(
         self,
@@ -114,3 +133,10 @@ class Listing(Shapes):
             # A bound pattern with LIKE's wildcards escaped: the text matches as written.
             where.append(c.task_instance.contains(instance_contains, autoescape=True))
         return where
+
+
+def _order(c: Any, state: ExecutionState) -> list[Any]:
+    """A listing's order over the columns ``c``: pick order, the failing latest first."""
+    if state == "failing":
+        return [c.last_failure.desc(), c.task_name, c.task_instance]
+    return [c.priority.desc(), c.execution_time, c.task_name, c.task_instance]

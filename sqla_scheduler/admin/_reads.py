@@ -17,6 +17,7 @@ from sqlalchemy import Connection
 from sqla_scheduler import _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler.admin._views import (
+    PREVIEW_CHARS,
     ExecutionView,
     view_execution,
     view_recurring,
@@ -68,10 +69,22 @@ class Reads:
     def _known(self) -> frozenset[str]:
         return frozenset(self.scheduler.tasks)
 
-    def _view(self, execution: Execution, now: datetime) -> ExecutionView:
+    def _view(
+        self, execution: Execution, now: datetime, preview: str | None = None
+    ) -> ExecutionView:
         return view_execution(
-            execution, now=now, config=self.scheduler.config, tasks=self.scheduler.tasks
+            execution,
+            now=now,
+            config=self.scheduler.config,
+            tasks=self.scheduler.tasks,
+            preview=preview,
         )
+
+    def _views(
+        self, found: list[tuple[Execution, str | None]], now: datetime
+    ) -> list[ExecutionView]:
+        # a NULL payload has no JSON text: its preview is that of None
+        return [self._view(e, now, "null" if p is None else p) for e, p in found]
 
     def _counts(self, conn: Connection, now: datetime) -> dict[str, int]:
         return _store.state_counts(conn, self.scheduler.table, known_tasks=self._known, now=now)
@@ -85,7 +98,8 @@ class Reads:
             name for name, task in self.scheduler.tasks.items() if task.kind == "recurring"
         ]
         section = partial(
-            _store.list_executions,
+            _store.list_previews,
+            preview=PREVIEW_CHARS,
             table=table,
             task_name=None,
             known_tasks=known,
@@ -115,9 +129,9 @@ class Reads:
             "recurring": view_recurring(
                 tasks, {name: self._view(e, now) for name, e in found["recurring"].items()}
             ),
-            "running": [self._view(e, now) for e in found["running"]],
-            "failing": [self._view(e, now) for e in found["failing"]],
-            "orphaned": [self._view(e, now) for e in found["orphaned"]],
+            "running": self._views(found["running"], now),
+            "failing": self._views(found["failing"], now),
+            "orphaned": self._views(found["orphaned"], now),
         }
 
     async def listing(self, listing: Listing) -> dict[str, Any]:
@@ -132,12 +146,19 @@ class Reads:
             "now": now,
         }
 
-        def read(conn: Connection) -> tuple[dict[str, int], int, list[Execution]]:
+        def read(
+            conn: Connection,
+        ) -> tuple[dict[str, int], int, list[tuple[Execution, str | None]]]:
             counts = self._counts(conn, now)
             total = _store.count_executions(conn, table, **filters)
             rows = (
-                _store.list_executions(
-                    conn, table, limit=listing.per_page, offset=listing.offset, **filters
+                _store.list_previews(
+                    conn,
+                    table,
+                    limit=listing.per_page,
+                    offset=listing.offset,
+                    preview=PREVIEW_CHARS,
+                    **filters,
                 )
                 if listing.offset < total
                 else []
@@ -150,7 +171,7 @@ class Reads:
             "counts": counts,
             "total": total,
             "pages": max(1, math.ceil(total / listing.per_page)),
-            "executions": [self._view(e, now) for e in rows],
+            "executions": self._views(rows, now),
         }
 
     async def one(self, task: str, instance: str) -> tuple[datetime, dict[str, int], Any]:

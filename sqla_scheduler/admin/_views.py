@@ -28,6 +28,7 @@ from sqla_scheduler.schedules import (
 from sqla_scheduler.tasks import RecurringTask, Task, TaskKind
 
 __all__ = [
+    "PREVIEW_CHARS",
     "STATES",
     "ExecutionView",
     "RecurringView",
@@ -156,8 +157,16 @@ def _pretty(data: Any) -> str:
 
 
 def _preview(data: Any) -> str:
-    text = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
+    return _shorten(json.dumps(data, sort_keys=True, ensure_ascii=False, default=str))
+
+
+def _shorten(text: str) -> str:
     return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+
+
+#: How many characters of a payload's JSON text a listing reads: one more than a preview
+#: shows, so that a longer payload is seen to be cut.
+PREVIEW_CHARS = _PREVIEW + 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -173,8 +182,9 @@ class ExecutionView:
     health: Health | None
     #: How far the execution time is from now (negative: in the past).
     due_in: timedelta
-    #: The payload as indented JSON text, and a one-line preview of it.
-    payload: str
+    #: The payload as indented JSON text (``None`` in listings, which read only a
+    #: preview), and a one-line preview of it.
+    payload: str | None
     payload_preview: str
 
     @property
@@ -205,7 +215,8 @@ class ExecutionView:
             "consecutive_failures": e.consecutive_failures,
             "version": e.version,
             "schedule": e.schedule,
-            "data": e.data,
+            "data_preview": self.payload_preview,
+            **({} if self.payload is None else {"data": e.data}),
         }
 
 
@@ -215,8 +226,13 @@ def view_execution(
     now: datetime,
     config: SchedulerConfig,
     tasks: Mapping[str, Task[Any]],
+    preview: str | None = None,
 ) -> ExecutionView:
-    """Build the ``ExecutionView`` of ``execution`` as of ``now``."""
+    """Build the ``ExecutionView`` of ``execution`` as of ``now``.
+
+    With ``preview`` (the start of the payload's JSON text, from a listing), the
+    execution's ``data`` was not read and the view has no full payload.
+    """
     task = tasks.get(execution.task_name)
     beat = execution.last_heartbeat if execution.picked else None
     return ExecutionView(
@@ -226,8 +242,8 @@ def view_execution(
         heartbeat_age=None if beat is None else now - beat,
         health=heartbeat_health(beat, now, config),
         due_in=execution.execution_time - now,
-        payload=_pretty(execution.data),
-        payload_preview=_preview(execution.data),
+        payload=None if preview is not None else _pretty(execution.data),
+        payload_preview=_preview(execution.data) if preview is None else _shorten(preview),
     )
 
 

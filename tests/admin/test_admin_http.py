@@ -398,6 +398,35 @@ async def test_api_summary_mirrors_the_overview(seeded: Harness, client: httpx.A
     assert all(e["orphaned"] for e in summary["orphaned"])
 
 
+async def test_listings_read_bounded_previews_not_whole_payloads(
+    db: Harness, client: httpx.AsyncClient
+) -> None:
+    big = {"blob": "x" * 1_000_000, "id": 1}
+    with db.sync_engine.begin() as conn:
+        conn.execute(
+            insert(table_for()),
+            [
+                row("send-email", f"big-{i}", NOW, data=big, consecutive_failures=1)
+                for i in range(30)
+            ],
+        )
+    response = await client.get("/api/executions", params={"per_page": 500})
+    assert response.status_code == 200
+    assert len(response.content) < 100_000, "a page of 30 one-megabyte payloads"
+    listed = response.json()["executions"]
+    assert len(listed) == 30
+    assert all("data" not in e for e in listed)
+    assert all(len(e["data_preview"]) == 80 and e["data_preview"].endswith("…") for e in listed)
+    summary = (await client.get("/api/summary")).json()
+    assert all("data" not in e for e in summary["failing"])
+    page = await client.get("/executions", params={"per_page": 500})
+    assert len(page.content) < 200_000
+    one = (
+        await client.get("/api/execution", params={"task": "send-email", "instance": "big-0"})
+    ).json()
+    assert one["data"] == big, "one execution's page has its payload in full"
+
+
 async def test_api_executions_filters_and_pages(seeded: Harness, client: httpx.AsyncClient) -> None:
     async def get(**params: Any) -> dict[str, Any]:
         response = await client.get("/api/executions", params=params)
