@@ -20,6 +20,7 @@ __all__ = [
     "check_priority",
     "check_task_name",
     "is_int",
+    "text_problem",
 ]
 
 SMALLINT_MIN, SMALLINT_MAX = -32768, 32767
@@ -47,6 +48,18 @@ def check_aware(value: object, what: str) -> None:
         ) from None
 
 
+def text_problem(value: str) -> str | None:
+    """What in ``value`` a database cannot store as text (PostgreSQL refuses a NUL and a
+    lone surrogate), or ``None``."""
+    if "\x00" in value:
+        return "contains a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone surrogate (not valid Unicode)"
+    return None
+
+
 def check_text_key(value: object, what: str | Callable[[], str], limit: int) -> None:
     """Fail unless ``value`` is a usable key; ``what`` names it (built only on failure)."""
     if (
@@ -64,12 +77,9 @@ def check_text_key(value: object, what: str | Callable[[], str], limit: int) -> 
         raise TaskDefinitionError(f"{name} must not be empty")
     if value != value.strip():
         raise TaskDefinitionError(f"{name} {value!r} has leading or trailing white space")
-    if "\x00" in value:
-        raise TaskDefinitionError(f"{name} {value!r} contains a NUL character")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise TaskDefinitionError(f"{name} {value!r} is not valid Unicode: {exc}") from exc
+    problem = text_problem(value)
+    if problem is not None:
+        raise TaskDefinitionError(f"{name} {value!r} {problem}")
     if len(value) > limit:
         raise TaskDefinitionError(
             f"{name} {value[:40]!r}... is {len(value)} characters long; the limit is {limit}"

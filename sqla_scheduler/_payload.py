@@ -11,6 +11,7 @@ import dataclasses
 import json
 from typing import Any, Generic, TypeVar, cast, get_origin
 
+from sqla_scheduler._checks import text_problem
 from sqla_scheduler.exceptions import PayloadError
 
 __all__ = ["PayloadCodec", "codec_for", "normalize_json"]
@@ -56,13 +57,8 @@ def normalize_json(task_name: str, value: object) -> Any:
 def _unstorable(value: Any, path: str) -> str | None:
     """What in ``value`` (a JSON value) a database cannot store, and where; ``None``: nothing."""
     if isinstance(value, str):
-        if "\x00" in value:
-            return f"{path} contains a NUL character: {_short(value)}"
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return f"{path} contains a lone surrogate (not valid Unicode): {_short(value)}"
-        return None
+        problem = text_problem(value)
+        return None if problem is None else f"{path} {problem}: {_short(value)}"
     if isinstance(value, list):
         items: Any = enumerate(value)
     elif isinstance(value, dict):

@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from sqlalchemy import Connection, RowMapping, Table, inspect
-from sqlalchemy.sql.expression import Executable
 
 from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._execution import (
@@ -251,15 +250,10 @@ def list_executions(
 
     ``instance_contains`` keeps those whose instance id contains that text.
     """
-    query = _statements(conn, table).listing.list_executions(
-        state=state,
-        task_name=task_name,
-        known_tasks=known_tasks,
-        limit=limit,
-        offset=offset,
-        instance_contains=instance_contains,
+    rows = _listing_rows(
+        conn, table, state, task_name, known_tasks, limit, offset, now, instance_contains, None
     )
-    return [Execution.from_row(row) for row in _listing_rows(conn, query, state, now)]
+    return [Execution.from_row(row) for row in rows]
 
 
 def list_previews(
@@ -277,6 +271,25 @@ def list_previews(
 ) -> list[tuple[Execution, str | None]]:
     """``list_executions`` without the payloads: each execution (its ``data`` ``None``)
     with the first ``preview`` characters of its payload's JSON text."""
+    rows = _listing_rows(
+        conn, table, state, task_name, known_tasks, limit, offset, now, instance_contains, preview
+    )
+    return [(Execution.from_row(row), row["task_data_preview"]) for row in rows]
+
+
+def _listing_rows(
+    conn: Connection,
+    table: Table,
+    state: ExecutionState,
+    task_name: str | None,
+    known_tasks: frozenset[str],
+    limit: int | None,
+    offset: int,
+    now: datetime,
+    instance_contains: str | None,
+    preview: int | None,
+) -> Iterable[RowMapping]:
+    """The rows of one listing (see ``Listing.list_executions``)."""
     query = _statements(conn, table).listing.list_executions(
         state=state,
         task_name=task_name,
@@ -286,15 +299,6 @@ def list_previews(
         instance_contains=instance_contains,
         preview=preview,
     )
-    return [
-        (Execution.from_row(row), row["task_data_preview"])
-        for row in _listing_rows(conn, query, state, now)
-    ]
-
-
-def _listing_rows(
-    conn: Connection, query: Executable, state: ExecutionState, now: datetime
-) -> Iterable[RowMapping]:
     return conn.execute(query, {"now": now} if state == "due" else {}).mappings()
 
 
