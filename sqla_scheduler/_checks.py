@@ -7,12 +7,14 @@ runs, so that the library never aborts the caller's transaction.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from sqla_scheduler.exceptions import TaskDefinitionError
 from sqla_scheduler.models import MAX_INSTANCE_ID_LENGTH, MAX_TASK_NAME_LENGTH
 
 __all__ = [
+    "EARLIEST",
+    "LATEST",
     "SMALLINT_MAX",
     "SMALLINT_MIN",
     "check_aware",
@@ -25,6 +27,12 @@ __all__ = [
 
 SMALLINT_MIN, SMALLINT_MAX = -32768, 32767
 
+#: The earliest and latest times the scheduler stores: Python's years 1-9999 less a day
+#: at each end, so that PostgreSQL can hand any of them back in any session time zone.
+EARLIEST = datetime(1, 1, 2, tzinfo=timezone.utc)
+LATEST = datetime(9999, 12, 31, tzinfo=timezone.utc) - timedelta(microseconds=1)
+_RANGE = f"{EARLIEST.date().isoformat()} to {LATEST.date().isoformat()} UTC"
+
 
 def is_int(value: object) -> bool:
     """An ``int`` that is not a ``bool``."""
@@ -32,7 +40,7 @@ def is_int(value: object) -> bool:
 
 
 def check_aware(value: object, what: str) -> None:
-    """Fail unless ``value`` is a timezone-aware datetime within years 1-9999 in UTC."""
+    """Fail unless ``value`` is a timezone-aware datetime from ``EARLIEST`` to ``LATEST``."""
     if not isinstance(value, datetime):
         raise TaskDefinitionError(f"{what} must be a datetime, got {value!r}")
     if value.tzinfo is None or value.utcoffset() is None:
@@ -41,11 +49,14 @@ def check_aware(value: object, what: str) -> None:
             "(use datetime.now(timezone.utc) or attach a tzinfo)"
         )
     try:
-        value.astimezone(timezone.utc)
+        within = EARLIEST <= value.astimezone(timezone.utc) <= LATEST
     except OverflowError:
+        within = False
+    if not within:
         raise TaskDefinitionError(
-            f"{what} {value.isoformat()!r} is outside years 1-9999 in UTC"
-        ) from None
+            f"{what} {value.isoformat()!r} is outside {_RANGE}, the times every database "
+            "reads back in any time zone"
+        )
 
 
 def text_problem(value: str) -> str | None:

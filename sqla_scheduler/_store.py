@@ -542,6 +542,19 @@ def revive(
     return revived
 
 
+def find_unreadable(
+    conn: Connection, table: Table, *, now: datetime, limit: int
+) -> list[tuple[Any, Any, list[str]]]:
+    """Rows due or picked that no scheduler can load, at most ``limit``: each one's task
+    name, instance id and the columns whose values cannot be read."""
+    stmts = _statements(conn, table).running
+    rows = conn.execute(stmts.find_unreadable, {"now": now, "limit": limit}).mappings()
+    return [
+        (row["task_name"], row["task_instance"], [n for n in stmts.readable if not row[f"ok_{n}"]])
+        for row in rows
+    ]
+
+
 def delete_orphans(
     conn: Connection, table: Table, *, known: Sequence[str], threshold: datetime
 ) -> list[tuple[str, str, Any]]:

@@ -2,9 +2,9 @@
 
 Before a loop starts, ``register_recurring`` creates or refreshes the recurring tasks'
 rows. Every ``revive_interval`` one pass (``run_once``) measures the database clock's offset
-(``sync_clock``), makes dead executions due again (``revive_once``) and deletes old rows
-of tasks nobody registers (``delete_orphans_once``). Each step is safe to run from many
-schedulers at once.
+(``sync_clock``), makes dead executions due again (``revive_once``), names the rows no
+scheduler can read (``report_unreadable_once``) and deletes old rows of tasks nobody
+registers (``delete_orphans_once``). Each step is safe to run from many schedulers at once.
 """
 
 from __future__ import annotations
@@ -32,6 +32,10 @@ __all__ = ["Maintenance"]
 
 log = logging.getLogger("sqla_scheduler")
 
+#: How many unreadable rows one pass names, and how many it remembers having named.
+_UNREADABLE_PER_PASS = 100
+_UNREADABLE_REMEMBERED = 10_000
+
 
 class Maintenance:
     """Clock sync, revival of dead executions and orphan deletion."""
@@ -56,6 +60,7 @@ class Maintenance:
         self.clock = clock
         self.waker = waker
         self.listeners = listeners
+        self._reported: set[tuple[Any, Any, tuple[str, ...]]] = set()
 
     async def register_recurring(self) -> None:
         """Upsert each recurring task's row; remove those whose schedule is disabled.
@@ -85,6 +90,7 @@ class Maintenance:
         """One pass: clock sync, revival, and orphan deletion when tasks are registered."""
         await self.sync_clock()
         await self.revive_once()
+        await self.report_unreadable_once()
         if self.names:  # with no tasks, every row would look orphaned
             await self.delete_orphans_once()
 
@@ -120,6 +126,35 @@ class Maintenance:
         if revived:
             self.waker.wake()
         return revived
+
+    async def report_unreadable_once(self) -> None:
+        """Log each row due or picked that no scheduler can load, once per process and
+        problem: picks, revivals and listings leave such rows out, so this log is how
+        anyone learns of them."""
+        found = await self.db.shielded(
+            partial(
+                _store.find_unreadable,
+                table=self.table,
+                now=self.clock.now(),
+                limit=_UNREADABLE_PER_PASS,
+            ),
+            autocommit=True,
+        )
+        if len(self._reported) > _UNREADABLE_REMEMBERED:
+            self._reported.clear()
+        for name, instance, columns in found:
+            key = (name, instance, tuple(columns))
+            if key in self._reported:
+                continue
+            self._reported.add(key)
+            log.error(
+                "cannot read %s/%s: %s %s not what the scheduler writes there; the row is "
+                "not picked, revived or listed until it is fixed or cancelled",
+                name,
+                instance,
+                ", ".join(columns),
+                "holds a value" if len(columns) == 1 else "hold values",
+            )
 
     async def delete_orphans_once(self) -> list[tuple[str, str, Any]]:
         """Delete rows of unknown tasks older than ``delete_unresolved_after``."""

@@ -52,7 +52,7 @@ class Listing(Shapes):
         )
         #: The rows of the recurring tasks ``names`` (each has one, ``instance``).
         self.recurring: Select[Any] = select(table).where(
-            c.task_instance == bindparam("instance"), registered
+            c.task_instance == bindparam("instance"), registered, self.loadable
         )
 
     def list_executions(
@@ -116,7 +116,7 @@ class Listing(Shapes):
     ) -> list[ColumnElement[bool]]:
         """The WHERE clauses of a listing."""
         c = self.table.c
-        where: list[ColumnElement[bool]] = []
+        where: list[ColumnElement[bool]] = [self.loadable]
         if state == "scheduled":
             where.append(self.unpicked)
         elif state == "due":

@@ -18,6 +18,7 @@ from sqlalchemy import (
     or_,
     select,
     true,
+    union_all,
     update,
 )
 from sqlalchemy.sql.expression import Executable
@@ -72,6 +73,7 @@ class Running(Shapes):
         is_dead = and_(
             self.picked,
             or_(c.last_heartbeat < self.time("threshold"), c.last_heartbeat.is_(None)),
+            self.loadable,
         )
         revived = {
             "picked": False,
@@ -104,6 +106,11 @@ class Running(Shapes):
             update(table).where(is_dead, *self.held_keys()).values(revived).returning(*table.c)
         )
 
+        #: Rows that cannot be loaded among those a pick or revival would act on (due or
+        #: picked), at most ``limit``: their keys and, for each check in ``readable``,
+        #: whether the row passes it (``ok_<column>``).
+        self.find_unreadable: Executable = self._find_unreadable()
+
         #: Delete unpicked rows of task names not in ``names`` due before ``threshold``.
         self.delete_orphans: Executable = (
             delete(table)
@@ -111,6 +118,7 @@ class Running(Shapes):
                 self.unpicked,
                 c.task_name.not_in(bindparam("names", expanding=True)),
                 c.execution_time < self.time("threshold"),
+                self.loadable,
             )
             .returning(c.task_name, c.task_instance, c.task_data)
         )
@@ -130,7 +138,12 @@ class Running(Shapes):
         row: Any = literal_column(self.backend.row_locator)
         due = (
             select(row)
-            .where(self.unpicked, c.execution_time <= now, self.one_of(c.task_name, "names"))
+            .where(
+                self.unpicked,
+                c.execution_time <= now,
+                self.one_of(c.task_name, "names"),
+                self.loadable,
+            )
             .order_by(c.priority.desc(), c.execution_time)
             .limit(bindparam("limit"))
             .with_for_update(skip_locked=True)
@@ -147,6 +160,18 @@ class Running(Shapes):
             )
             .returning(*self.table.c)
         )
+
+    def _find_unreadable(self) -> Executable:
+        c = self.table.c
+        columns: list[Any] = [c.task_name, c.task_instance]
+        columns += [check.label(f"ok_{name}") for name, check in self.readable.items()]
+        bad = self.loadable.is_not(true())  # a check on a malformed value may be NULL
+        due = select(*columns).where(self.unpicked, c.execution_time <= self.time("now"), bad)
+        held = select(*columns).where(self.picked, bad)
+        branches = [due, held]
+        if "picked" in self.readable:  # SQLite: neither picked nor unpicked (a scan)
+            branches.append(select(*columns).where(self.readable["picked"].is_not(true())))
+        return union_all(*branches).limit(bindparam("limit"))
 
     def _revive(self, is_dead: Any, revived: dict[str, Any]) -> Update:
         """``revived`` applied to the rows ``is_dead`` (skipping those another scheduler

@@ -80,8 +80,8 @@ class Scheduling(Shapes):
             else None
         )
 
-        #: One execution by its key.
-        self.get: Select[Any] = select(table).where(self.at_key)
+        #: One execution by its key, if it can be loaded.
+        self.get: Select[Any] = select(table).where(self.at_key, self.loadable)
 
         # Built once for each way ``cancel`` and ``reschedule`` are asked for.
         self._cancels = {shown: self._build_cancel(shown=shown) for shown in (False, True)}

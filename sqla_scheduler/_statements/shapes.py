@@ -23,6 +23,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from sqla_scheduler._dialects import Backend, notify_channel
+from sqla_scheduler._statements.readable import readable_columns
 from sqla_scheduler.models import BIGINT_MAX, INT_MAX
 
 __all__ = ["Shapes"]
@@ -47,6 +48,12 @@ class Shapes:
             c.task_name == bindparam("key_task"),
             c.task_instance == bindparam("key_instance"),
         )
+        #: For each column that can hold a value no scheduler can load, the condition
+        #: that this row's does not (see ``readable``).
+        self.readable: dict[str, ColumnElement[bool]] = readable_columns(table, backend)
+        #: The row can be loaded: every statement that loads rows to act on or show them
+        #: leaves the others out, so that one bad row affects itself alone.
+        self.loadable: ColumnElement[bool] = and_(*self.readable.values())
 
     def next_version(self) -> ColumnElement[int]:
         """The version after the row's own: one more, or 1 after the column's largest value,

@@ -23,7 +23,7 @@ async def test_the_callers_transaction_survives_a_refused_value(db: Harness) -> 
         await db.resolve(scheduler.schedule(session, job.instance("kept")))
         with pytest.raises(PayloadError, match="task 'job': payload\\['x'\\] contains a NUL"):
             await db.resolve(scheduler.schedule(session, job.instance("bad", {"x": "\x00"})))
-        with pytest.raises(TaskDefinitionError, match="outside years 1-9999"):
+        with pytest.raises(TaskDefinitionError, match="outside 0001-01-02 to 9999-12-30 UTC"):
             await db.resolve(
                 scheduler.reschedule(
                     session, "job", "kept", datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=3)))

@@ -58,19 +58,27 @@ def test_a_recurring_task_checks_its_initial_payload() -> None:
 
 @pytest.mark.parametrize(
     "at",
-    [datetime(1, 1, 1, 2, tzinfo=EAST), datetime(9999, 12, 31, 22, tzinfo=WEST)],
-    ids=["before-year-1", "after-9999"],
+    [
+        datetime(1, 1, 1, 2, tzinfo=EAST),
+        datetime(1, 1, 1, 23, tzinfo=timezone.utc),
+        datetime(9999, 12, 31, 0, tzinfo=timezone.utc),
+        datetime(9999, 12, 31, 22, tzinfo=WEST),
+    ],
+    ids=["before-year-1", "first-day", "last-day", "after-9999"],
 )
-def test_times_outside_years_1_to_9999_utc_are_refused(at: datetime) -> None:
-    with pytest.raises(TaskDefinitionError, match=r"task 'job': at .* outside years 1-9999"):
+def test_times_outside_what_every_database_reads_back_are_refused(at: datetime) -> None:
+    """Years 1-9999 less a day at each end: PostgreSQL hands a timestamp back in the
+    session's time zone, and a day either way covers every zone."""
+    outside = "outside 0001-01-02 to 9999-12-30 UTC"
+    with pytest.raises(TaskDefinitionError, match=rf"task 'job': at .* {outside}"):
         job.instance("i", at=at)
-    with pytest.raises(TaskDefinitionError, match=r"NextAt\.at .* outside years 1-9999"):
+    with pytest.raises(TaskDefinitionError, match=rf"NextAt\.at .* {outside}"):
         NextAt(at)
 
 
 def test_the_last_representable_times_are_accepted() -> None:
-    assert job.instance("i", at=datetime(1, 1, 1, tzinfo=WEST)).execution_time is not None
-    assert job.instance("j", at=datetime(9999, 12, 31, 23, tzinfo=timezone.utc))
+    assert job.instance("i", at=datetime(1, 1, 1, 19, tzinfo=WEST)).execution_time is not None
+    assert job.instance("j", at=datetime(9999, 12, 30, 23, 59, 59, 999999, tzinfo=timezone.utc))
 
 
 @pytest.mark.parametrize(

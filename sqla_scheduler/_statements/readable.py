@@ -1,0 +1,113 @@
+"""Which rows the scheduler can read: one SQL condition per column that can hold a value
+no scheduler could load, so that such a row is left out of picks, revivals and listings
+instead of failing them.
+
+The scheduler never writes such values; a person, an older version or a bug can. On
+PostgreSQL only timestamps can be out of Python's range (``timestamptz`` reaches 4713 BC
+and 294276 AD; psycopg reads years 1-9999, in the session's time zone). On SQLite a
+column holds any value of any type, so every column is checked for what the scheduler
+writes there.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Table,
+    Text,
+    and_,
+    case,
+    func,
+    literal_column,
+    or_,
+    type_coerce,
+)
+
+from sqla_scheduler._checks import EARLIEST, LATEST
+from sqla_scheduler._dialects import Backend
+
+__all__ = ["readable_columns"]
+
+_TIMESTAMPS = ("execution_time", "last_heartbeat", "last_success", "last_failure", "started_at")
+_INTEGERS = ("consecutive_failures", "version", "priority")
+_TEXTS = ("task_name", "task_instance", "picked_by", "schedule")
+_JSON = ("task_data", "trace_context")
+
+
+def readable_columns(table: Table, backend: Backend) -> dict[str, ColumnElement[bool]]:
+    """For each column that can hold an unreadable value: the condition that it does not."""
+    if backend.name == "sqlite":
+        return _sqlite(table)
+    return _postgresql(table)
+
+
+def _postgresql(table: Table) -> dict[str, ColumnElement[bool]]:
+    c = table.c
+    checks: dict[str, ColumnElement[bool]] = {}
+    for name in _TIMESTAMPS:
+        column = c[name]
+        within = and_(
+            type_coerce(column, Text) >= _const(f"{_text(EARLIEST)}+00"),
+            type_coerce(column, Text) <= _const(f"{_text(LATEST)}+00"),
+        )
+        checks[name] = within if not column.nullable else or_(column.is_(None), within)
+    context = type_coerce(c.trace_context, Text)
+    is_object = func.jsonb_typeof(c.trace_context) == _const("object")
+    checks["trace_context"] = or_(context.is_(None), is_object)
+    return checks
+
+
+def _sqlite(table: Table) -> dict[str, ColumnElement[bool]]:
+    """SQLite stores what it is given; each column is checked for its own kind of value.
+
+    Timestamps are text as SQLAlchemy writes them (``YYYY-MM-DD HH:MM:SS.ffffff``), in
+    range, and a real date: normalizing it (the ``+0 days`` modifier) leaves it unchanged.
+    """
+    c = table.c
+    checks: dict[str, ColumnElement[bool]] = {}
+
+    def typed(name: str, kinds: tuple[str, ...], also: ColumnElement[bool] | None = None) -> None:
+        raw = type_coerce(c[name], Text)
+        kind = func.typeof(raw).in_([_const(k) for k in kinds])
+        check = kind if also is None else and_(kind, also)
+        checks[name] = check if not c[name].nullable else or_(raw.is_(None), check)
+
+    for name in _TIMESTAMPS:
+        raw = type_coerce(c[name], Text)
+        typed(
+            name,
+            ("text",),
+            and_(
+                func.substr(raw, _const(1), _const(19)) == func.datetime(raw, _const("+0 days")),
+                raw >= _const(_text(EARLIEST)),
+                raw <= _const(_text(LATEST)),
+            ),
+        )
+    for name in _INTEGERS:
+        typed(name, ("integer",))
+    for name in _TEXTS:
+        typed(name, ("text",))
+    typed("picked", ("integer",), type_coerce(c.picked, Integer).in_([_const(0), _const(1)]))
+    json_kinds = ("text", "integer", "real")  # SQLite gives a top-level number its own type
+    data = type_coerce(c.task_data, Text)
+    typed("task_data", json_kinds, func.json_valid(data) == _const(1))
+    # json_type() fails on malformed JSON, and SQLite may evaluate an AND in any order
+    context = type_coerce(c.trace_context, Text)
+    kind = case((func.json_valid(context) == _const(1), func.json_type(context)))
+    typed("trace_context", ("text",), kind == _const("object"))
+    return checks
+
+
+def _const(value: str | int) -> ColumnElement[Any]:
+    """A constant of ours written into the statement, not bound: the checks run on every
+    row a pick considers, and binding fifty constants per statement costs time."""
+    return literal_column(str(value) if isinstance(value, int) else f"'{value}'")
+
+
+def _text(value: datetime) -> str:
+    """``value`` as SQLAlchemy writes a UTC timestamp on SQLite."""
+    return value.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
