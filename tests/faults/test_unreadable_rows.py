@@ -10,11 +10,12 @@ import logging
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import anyio
 import pytest
 from sqlalchemy import text, update
 
 from sqla_scheduler import ManualClock, one_time
-from tests.conftest import Harness, services
+from tests.conftest import Harness, services, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -123,3 +124,28 @@ async def test_dead_bad_rows_do_not_stop_revivals(db: Harness, clock: ManualCloc
     revived = await scheduler.revive_dead_executions()
     assert sorted(e.instance_id for e in revived) == sorted(good)
     assert await scheduler.run_due() == 20
+
+
+def app_write(db: Harness) -> None:
+    with db.sync_engine.begin() as conn:
+        conn.execute(text("create table app_write (x integer)"))
+
+
+async def test_the_running_loop_leaves_the_database_writable(db: Harness) -> None:
+    """Beside bad rows the loop runs the good ones and holds no lock that keeps the
+    application from writing (on SQLite, a failing pick had kept the file locked)."""
+    ran: list[str] = []
+    task = one_time("job")(lambda ctx: ran.append(ctx.instance_id))
+    scheduler = db.scheduler([task], polling_interval=timedelta(milliseconds=50))
+    bad = [f"bad-{i}" for i in range(len(bad_values(db)))]
+    await db.resolve(scheduler.schedule_batch(db.engine, [task.instance(i) for i in bad]))
+    for instance, (column, value) in zip(bad, bad_values(db), strict=True):
+        spoil(db, instance, column, value)
+    async with scheduler:
+        await db.resolve(scheduler.schedule(db.engine, task.instance("first")))
+        await wait_for(lambda: ran == ["first"])
+        await anyio.to_thread.run_sync(app_write, db)  # off the loop the scheduler runs on
+        await db.resolve(scheduler.schedule(db.engine, task.instance("second")))
+        await wait_for(lambda: ran == ["first", "second"])
+        assert scheduler.running
+    assert db.count() == len(bad)
