@@ -2,18 +2,91 @@
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import JSON, DateTime
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-__all__ = ["JSONOrNull", "JSONPayload", "UTCDateTime"]
+__all__ = ["JSONOrNull", "JSONPayload", "PayloadJSON", "UTCDateTime", "dumps_payload"]
 
-#: JSON on every database, ``jsonb`` on PostgreSQL.
-JSONPayload: TypeEngine[Any] = JSON().with_variant(JSONB(), "postgresql")
+_WHOLE = re.compile(r'"\\u0000(\d+)"')
+
+
+def dumps_payload(value: Any) -> str:
+    """The JSON text of a payload, each number written so that both databases give back
+    the type it was.
+
+    PostgreSQL's jsonb keeps a number as ``numeric`` and writes ``1e+20`` back as
+    ``100000000000000000000``, an int to whoever reads it. A float with a positive
+    exponent (every one of them a whole number) is written out in full with ``.0``.
+    """
+    text = json.dumps(value)
+    if "e+" not in text:  # the common case: nothing to rewrite, one pass
+        return text
+    wholes: list[str] = []
+
+    def mark(item: Any) -> Any:
+        # A NUL never occurs in a stored string (it is refused on the way in), so the
+        # escaped NUL of a marker can only be one of ours.
+        if isinstance(item, float) and "e+" in repr(item):
+            wholes.append(f"{int(item)}.0")
+            return f"\x00{len(wholes) - 1}"
+        if isinstance(item, list):
+            return [mark(x) for x in item]
+        if isinstance(item, dict):
+            return {key: mark(x) for key, x in item.items()}
+        return item
+
+    try:
+        marked = json.dumps(mark(value))
+    except RecursionError:  # deeper than the walk can go: as json writes it
+        return text
+    return _WHOLE.sub(lambda found: wholes[int(found.group(1))], marked)
+
+
+class _JSONText(sqlite.JSON):
+    """SQLite's JSON declared ``TEXT``: a column declared ``JSON`` has numeric affinity,
+    and SQLite would store a top-level number's text as an integer or a real."""
+
+
+@compiles(_JSONText, "sqlite")
+def _declare_text(type_: _JSONText, compiler: Any, **kw: Any) -> str:
+    return "TEXT"
+
+
+class PayloadJSON(TypeDecorator[Any]):
+    """A payload column: ``jsonb`` on PostgreSQL, JSON text in a ``TEXT`` column on SQLite,
+    written by ``dumps_payload`` whatever serializer the engine has, so that the payload
+    comes back as it was given. Python's ``None`` is JSON ``null``."""
+
+    impl = JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(JSONB())
+        if dialect.name == "sqlite":
+            return _JSONText()  # as is: the dialect would adapt it to its own JSON
+        return dialect.type_descriptor(JSON())
+
+    def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
+        if dialect.name == "postgresql" and dialect.driver == "psycopg":
+            from psycopg.types.json import Jsonb
+
+            return lambda value: Jsonb(value, dumps=dumps_payload)
+        return dumps_payload
+
+
+#: The payload column's type (see ``PayloadJSON``).
+JSONPayload: TypeEngine[Any] = PayloadJSON()
 #: The same, storing Python's ``None`` as SQL ``NULL`` (not JSON ``null``), for a column
 #: that is absent more often than not.
 JSONOrNull: TypeEngine[Any] = JSON(none_as_null=True).with_variant(

@@ -29,6 +29,7 @@ from sqlalchemy.sql.expression import Executable
 
 from sqla_scheduler._dialects import Backend
 from sqla_scheduler._statements.shapes import Shapes
+from sqla_scheduler._types import PayloadJSON
 
 __all__ = ["Scheduling"]
 
@@ -126,14 +127,15 @@ class Scheduling(Shapes):
         return self._reschedules[new_data, shown]
 
     def _insert_many(self) -> Executable:
-        """Many executions in one statement with one JSON parameter ``rows`` that the server
-        turns into rows: one statement text whatever the batch size, so it is parsed once,
-        and far less to encode than a parameter per value. A key missing from a row's
-        object is NULL. Returns one row: how many were inserted, and how many NOTIFYs went
-        out (one per task name with a due execution among them)."""
+        """Many executions in one statement with one JSON parameter ``rows`` (written as
+        payloads are, see ``PayloadJSON``) that the server turns into rows: one statement
+        text whatever the batch size, so it is parsed once, and far less to encode than a
+        parameter per value. A key missing from a row's object is NULL. Returns one row:
+        how many were inserted, and how many NOTIFYs went out (one per task name with a
+        due execution among them)."""
         c = self.table.c
         new = (
-            func.jsonb_to_recordset(bindparam("rows", type_=JSONB()))
+            func.jsonb_to_recordset(bindparam("rows", type_=PayloadJSON()))
             .table_valued(
                 column("task_name", String()),
                 column("task_instance", String()),

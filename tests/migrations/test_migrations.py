@@ -250,3 +250,36 @@ def test_db_upgrade_reports_an_unreachable_database() -> None:
     )
     assert done.returncode == 1
     assert one_error_line(done.stderr).startswith("sqla-scheduler: cannot reach the database")
+
+
+def test_the_payload_revision_keeps_each_payload(engine: Engine) -> None:
+    """Revision e5a0c4b8f1d2 rebuilds SQLite's payload column as TEXT: payloads stored
+    before it read back as they did (numbers SQLite had already turned into numbers stay
+    those numbers), and so they do after a downgrade; PostgreSQL is untouched."""
+    migrate.upgrade(engine, "d81f2b6a9c30")
+    payloads = ['{"a": [1, 2.5, "x"]}', '"text"', "1.0", "12", "1e400", "-1e400", "null"]
+    with engine.begin() as conn:
+        for i, payload in enumerate(payloads):
+            conn.execute(
+                text(
+                    "insert into scheduled_tasks (task_name, task_instance, task_data, "
+                    "execution_time, picked, consecutive_failures, version, priority) "
+                    "values ('t', :i, :d, '2030-01-01 00:00:00', false, 0, 1, 0)"
+                ),
+                {"i": str(i), "d": payload},
+            )
+    table = metadata.tables["scheduled_tasks"]
+
+    def stored() -> list[Any]:
+        with engine.connect() as conn:
+            rows = conn.execute(table.select().order_by(table.c.task_instance)).mappings()
+            return [row["task_data"] for row in rows]
+
+    before = stored()
+    if engine.dialect.name == "sqlite":  # the numbers as SQLite's numeric affinity made them
+        assert before[2:6] == [1, 12, float("inf"), float("-inf")]
+    assert before[:2] == [{"a": [1, 2.5, "x"]}, "text"]
+    migrate.upgrade(engine)
+    assert stored() == before
+    migrate.downgrade(engine, "d81f2b6a9c30")
+    assert stored() == before
