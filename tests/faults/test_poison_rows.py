@@ -1,0 +1,150 @@
+"""Random poison rows, written by raw SQL within each column's database type, beside good
+rows: the good rows all run, exactly once, and picks, revivals, maintenance and listings
+go on (issue 13, property tests).
+
+On PostgreSQL a value of the column's own type (a timestamp in 4713 BC, a version at
+bigint's limit, any JSON); on SQLite, whose columns hold any value, anything SQLite
+stores: integers, reals, text, blobs and NULLs.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import delete, text
+
+from sqla_scheduler import ManualClock, one_time
+from tests.conftest import Harness, services
+
+pytestmark = pytest.mark.anyio
+
+NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
+GOOD = [f"ok-{i}" for i in range(10)]
+
+#: The columns a poison row may spoil (not its key), with their PostgreSQL types.
+POSTGRES_TYPES = {
+    "task_data": "jsonb",
+    "execution_time": "timestamptz",
+    "picked": "boolean",
+    "picked_by": "text",
+    "last_heartbeat": "timestamptz",
+    "last_success": "timestamptz",
+    "last_failure": "timestamptz",
+    "consecutive_failures": "integer",
+    "version": "bigint",
+    "priority": "smallint",
+    "schedule": "text",
+    "trace_context": "jsonb",
+    "started_at": "timestamptz",
+}
+NOT_NULL = {"execution_time", "picked", "consecutive_failures", "version", "priority"}
+
+storable_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
+# JSON that Python reads back: shallow, and no integer longer than int() parses from text.
+json_text = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**30), 10**30)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | storable_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(storable_text, inner, max_size=3),
+    max_leaves=8,
+).map(json.dumps)
+# Years PostgreSQL's timestamptz holds: 4713 BC to 294276 AD.
+year = st.one_of(
+    st.tuples(
+        st.sampled_from([1, 2, 2029, 2030, 9999, 10000]) | st.integers(1, 294275), st.just("")
+    ),
+    st.tuples(st.integers(1, 4713), st.just(" BC")),
+)
+timestamp_text = st.builds(
+    lambda year, month, day, hour: (
+        f"{year[0]:04d}-{month:02d}-{day:02d} {hour:02d}:00:00+00{year[1]}"
+    ),
+    year,
+    st.integers(1, 12),
+    st.integers(1, 28),
+    st.integers(0, 23),
+)
+POSTGRES_VALUES: dict[str, Any] = {
+    "jsonb": json_text,
+    "timestamptz": timestamp_text,
+    "boolean": st.sampled_from(["true", "false"]),
+    "text": storable_text,
+    "integer": st.integers(-(2**31), 2**31 - 1).map(str),
+    "bigint": st.integers(-(2**63), 2**63 - 1).map(str),
+    "smallint": st.integers(-(2**15), 2**15 - 1).map(str),
+}
+sqlite_value = st.one_of(
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=False),
+    st.text(st.characters(blacklist_categories=("Cs",))),
+    st.binary(max_size=8),
+    timestamp_text.map(lambda t: t.removesuffix("+00").removesuffix(" BC")),
+    json_text,
+)
+
+
+@st.composite
+def poison(draw: st.DrawFn) -> dict[str, tuple[Any, Any]]:
+    """The spoiled columns of one poison row and their raw values, for PostgreSQL and for
+    SQLite (``None``: NULL)."""
+    columns = draw(st.lists(st.sampled_from(sorted(POSTGRES_TYPES)), min_size=1, max_size=3))
+    spoiled: dict[str, tuple[Any, Any]] = {}
+    for column in columns:
+        postgres = POSTGRES_VALUES[POSTGRES_TYPES[column]]
+        sqlite = sqlite_value
+        if column not in NOT_NULL:
+            postgres, sqlite = st.none() | postgres, st.none() | sqlite
+        spoiled[column] = (draw(postgres), draw(sqlite))
+    return spoiled
+
+
+def spoil(db: Harness, instance: str, column: str, value: Any) -> None:
+    if db.is_sqlite:
+        sql = f"update scheduled_tasks set {column} = :v where task_instance = :i"
+    else:
+        cast = POSTGRES_TYPES[column]
+        sql = f"update scheduled_tasks set {column} = cast(:v as {cast}) where task_instance = :i"
+    with db.sync_engine.begin() as conn:
+        conn.execute(text(sql), {"v": value, "i": instance})
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(rows=st.lists(poison(), min_size=1, max_size=4))
+async def test_good_rows_run_beside_random_poison_rows(
+    db: Harness, rows: list[dict[str, tuple[Any, Any]]]
+) -> None:
+    with db.sync_engine.begin() as conn:
+        conn.execute(delete(db.table))
+    ran: list[str] = []
+    task = one_time("job")(lambda ctx: ran.append(ctx.instance_id))
+    clock = ManualClock(NOW)
+    scheduler = db.scheduler([task], clock)
+    bad = [f"bad-{i}" for i in range(len(rows))]
+    due = NOW - timedelta(minutes=1)
+    instances = [task.instance(i, at=due) for i in GOOD + bad]
+    await db.resolve(scheduler.schedule_batch(db.engine, instances))
+    for instance, spoiled in zip(bad, rows, strict=True):
+        for column, (postgres, sqlite) in spoiled.items():
+            spoil(db, instance, column, sqlite if db.is_sqlite else postgres)
+
+    await db.resolve(scheduler.executions(db.engine))
+    async with services(scheduler) as runner:
+        await runner.maintenance.run_once()
+    await scheduler.run_due()
+    assert sorted(i for i in ran if i.startswith("ok-")) == sorted(GOOD)
+    clock.advance(timedelta(days=1))
+    await scheduler.revive_dead_executions()
+    await scheduler.run_due()
+    await db.resolve(scheduler.executions(db.engine))
+    assert sorted(i for i in ran if i.startswith("ok-")) == sorted(GOOD), "each ran once"
