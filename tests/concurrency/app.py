@@ -12,7 +12,9 @@ transaction of its own, so a test can see every execution from outside the worke
 - ``fault``: a row with phase ``started``, an optional pause (``FAULT_SLEEP_MS``), a row
   with phase ``finished`` (the fault tests: a re-run must follow a start by a killed pid).
 - ``poison``: an instance whose id starts with ``die`` kills the worker process
-  (``os._exit``); any other records phase ``done``.
+  (``os._exit``); one whose id starts with ``exit`` raises ``SystemExit(0)`` and one
+  starting ``interrupt`` ``KeyboardInterrupt`` (each recording phase ``raised`` first);
+  any other records phase ``done``.
 
 ``SKEW_S`` simulates a machine clock that many seconds off: the scheduler's clock is then
 a :class:`DatabaseClock` over a skewed base (``DB_CLOCK=0`` leaves the skew uncorrected).
@@ -132,6 +134,9 @@ def build_scheduler(
         if ctx.instance_id.startswith("die"):
             log_run("poison", ctx.instance_id, "crashed")
             os._exit(7)
+        if ctx.instance_id.startswith(("exit", "interrupt")):
+            log_run("poison", ctx.instance_id, "raised")
+            raise SystemExit(0) if ctx.instance_id.startswith("exit") else KeyboardInterrupt
         log_run("poison", ctx.instance_id, "done")
 
     config = SchedulerConfig(
