@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import create_engine, insert
+from sqlalchemy import text as sql
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
@@ -524,3 +525,27 @@ async def test_pages_stay_fast_with_100_000_rows(db: Harness, client: httpx.Asyn
     assert "Page 2,000 of 2,000" in html
     assert 'rel="prev" href="/executions?state=all&amp;page=1999"' in html
     assert 'rel="next"' not in html
+
+
+async def test_a_row_no_scheduler_can_read_leaves_every_page_working(
+    seeded: Harness, client: httpx.AsyncClient
+) -> None:
+    """A row written by hand with a time psycopg cannot load (issue 13, defect 2) is left
+    out of the listings and its page is a 404; every other row is listed as before."""
+    before = (await client.get("/api/executions", params={"per_page": 500})).json()
+    with seeded.sync_engine.begin() as conn:
+        conn.execute(insert(table_for()), [row("send-email", "bad-time", NOW)])
+        conn.execute(
+            sql(
+                "update scheduled_tasks set execution_time = '4000-01-01 00:00:00+00 BC', "
+                "consecutive_failures = 1 where task_instance = 'bad-time'"
+            )
+        )
+    for page in [*PAGES, "/api/executions", "/executions?state=due"]:
+        response = await client.get(page)
+        assert response.status_code == 200, page
+        assert "bad-time" not in response.text, page
+    after = (await client.get("/api/executions", params={"per_page": 500})).json()
+    assert after["executions"] == before["executions"]
+    one = await client.get("/execution", params={"task": "send-email", "instance": "bad-time"})
+    assert one.status_code == 404

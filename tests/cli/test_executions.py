@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from sqlalchemy import Engine, create_engine, update
+from sqlalchemy import Engine, create_engine, text, update
 
 from sqla_scheduler import Execution, MissingTableError, Scheduler, migrate, one_time
 from sqla_scheduler.executions import list_executions
@@ -243,3 +243,22 @@ def test_list_executions_on_a_database_without_the_table(tmp_path: Path) -> None
         MissingTableError, match=r"the table 'scheduled_tasks' does not exist .*db upgrade"
     ):
         list_executions(f"sqlite:///{empty}")
+
+
+def test_a_row_no_scheduler_can_read_is_left_out(seeded: Seeded) -> None:
+    """A row written by hand that cannot be loaded (issue 13, defects 2 and 3) does not
+    stop the listing: the other rows are listed as before."""
+    engine = create_engine(seeded.url)
+    bad = "'4000-01-01 00:00:00+00 BC'" if engine.dialect.name == "postgresql" else "'0000-xx'"
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text(f"update scheduled_tasks set execution_time = {bad} where task_instance = :i"),
+                {"i": "welcome-1"},
+            )
+    finally:
+        engine.dispose()
+    done = run("executions", "--url", seeded.url, "--json")
+    assert done.returncode == 0, done.stderr
+    listed = {e["instance_id"] for e in json.loads(done.stdout)}
+    assert listed == {"reminder-1", "order-7", "order-8", "legacy-1"}
