@@ -24,6 +24,7 @@ from sqla_scheduler._checks import (
     check_task_name,
 )
 from sqla_scheduler._payload import normalize_json
+from sqla_scheduler._types import load_json
 from sqla_scheduler.exceptions import TaskDefinitionError
 
 __all__ = [
@@ -151,11 +152,13 @@ class Execution:
 
     @classmethod
     def from_row(cls, row: RowMapping) -> Execution:
-        """Build from a result row of the scheduler's table."""
+        """Build from a row as the statements load it (``Shapes.loaded_columns``: the JSON
+        columns as text, parsed here)."""
+        context = load_json(row.get("trace_context"))
         return cls(
             task_name=row["task_name"],
             instance_id=row["task_instance"],
-            data=row["task_data"],
+            data=load_json(row["task_data"]),
             execution_time=row["execution_time"],
             picked=row["picked"],
             picked_by=row["picked_by"],
@@ -166,7 +169,7 @@ class Execution:
             version=row["version"],
             priority=row["priority"],
             schedule=row["schedule"],
-            trace_context=row.get("trace_context"),
+            trace_context=context if isinstance(context, dict) else None,
             started_at=row.get("started_at"),
         )
 

@@ -12,6 +12,7 @@ import json
 from typing import Any, Generic, TypeVar, cast, get_origin
 
 from sqla_scheduler._checks import text_problem
+from sqla_scheduler._types import UnreadableJSON
 from sqla_scheduler.exceptions import PayloadError
 
 __all__ = ["PayloadCodec", "codec_for", "normalize_json"]
@@ -116,7 +117,13 @@ class PayloadCodec(Generic[P]):
         return raw
 
     def decode(self, data: Any) -> P:
-        """Rebuild a payload from its stored JSON form; ``PayloadError`` on mismatch."""
+        """Rebuild a payload from its stored JSON form; ``PayloadError`` on mismatch, or
+        when the stored text is JSON that Python cannot load."""
+        if isinstance(data, UnreadableJSON):
+            raise PayloadError(
+                f"task {self.task_name!r}: stored payload is JSON Python cannot load "
+                "(nested too deeply or a number too long)"
+            )
         pt = self.payload_type
         if pt is None or data is None:
             return cast(P, data)

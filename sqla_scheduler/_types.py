@@ -15,7 +15,15 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-__all__ = ["JSONOrNull", "JSONPayload", "PayloadJSON", "UTCDateTime", "dumps_payload"]
+__all__ = [
+    "JSONOrNull",
+    "JSONPayload",
+    "PayloadJSON",
+    "UTCDateTime",
+    "UnreadableJSON",
+    "dumps_payload",
+    "load_json",
+]
 
 _WHOLE = re.compile(r'"\\u0000(\d+)"')
 
@@ -50,6 +58,29 @@ def dumps_payload(value: Any) -> str:
     except RecursionError:  # deeper than the walk can go: as json writes it
         return text
     return _WHOLE.sub(lambda found: wholes[int(found.group(1))], marked)
+
+
+class UnreadableJSON(str):
+    """Stored JSON text that Python cannot load (nested past the recursion limit, an
+    integer too long to parse): the raw text, standing for the value of its row alone.
+    A codec refuses to decode it, so its execution is removed as undecodable."""
+
+    __slots__ = ()
+
+
+def load_json(raw: Any) -> Any:
+    """A JSON column's value from its text (the scheduler reads JSON columns as text, see
+    ``Shapes.loaded_columns``), or ``UnreadableJSON`` when Python cannot parse it.
+
+    A value that is not text is given back as it is: ``None``, or a number SQLite had
+    stored as a number before revision ``e5a0c4b8f1d2``.
+    """
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return UnreadableJSON(raw)
 
 
 class _JSONText(sqlite.JSON):

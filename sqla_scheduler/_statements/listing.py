@@ -51,7 +51,7 @@ class Listing(Shapes):
             select(c.task_name, *per_state).where(registered).group_by(c.task_name)
         )
         #: The rows of the recurring tasks ``names`` (each has one, ``instance``).
-        self.recurring: Select[Any] = select(table).where(
+        self.recurring: Select[Any] = select(*self.loaded_columns).where(
             c.task_instance == bindparam("instance"), registered, self.loadable
         )
 
@@ -75,7 +75,7 @@ class Listing(Shapes):
         """
         c = self.table.c
         query = (
-            select(self.table)
+            select(*self.loaded_columns)
             .where(*self._filters(state, task_name, instance_contains, known_tasks))
             .order_by(*_order(c, state))
         )

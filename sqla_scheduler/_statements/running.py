@@ -103,7 +103,10 @@ class Running(Shapes):
         #: Revive the dead executions ``keys`` (task, instance, version) found by
         #: ``find_dead``, if they are still dead; returns them as revived.
         self.revive_found: Update = (
-            update(table).where(is_dead, *self.held_keys()).values(revived).returning(*table.c)
+            update(table)
+            .where(is_dead, *self.held_keys())
+            .values(revived)
+            .returning(*self.loaded_columns)
         )
 
         #: Rows that cannot be loaded among those a pick or revival would act on (due or
@@ -158,7 +161,7 @@ class Running(Shapes):
                 started_at=None,
                 version=self.next_version(),
             )
-            .returning(*self.table.c)
+            .returning(*self.loaded_columns)
         )
 
     def _find_unreadable(self) -> Executable:
@@ -194,7 +197,10 @@ class Running(Shapes):
             .where(c.task_name == dead.c.task_name, c.task_instance == dead.c.task_instance)
             .values(revived)
             .returning(
-                *(found[col.name].label(col.name) if col.name in found else col for col in c)
+                *(
+                    found[col.name].label(col.name) if col.name in found else col
+                    for col in self.loaded_columns
+                )
             )
         )
 

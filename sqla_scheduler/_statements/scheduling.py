@@ -82,7 +82,7 @@ class Scheduling(Shapes):
         )
 
         #: One execution by its key, if it can be loaded.
-        self.get: Select[Any] = select(table).where(self.at_key, self.loadable)
+        self.get: Select[Any] = select(*self.loaded_columns).where(self.at_key, self.loadable)
 
         # Built once for each way ``cancel`` and ``reschedule`` are asked for.
         self._cancels = {shown: self._build_cancel(shown=shown) for shown in (False, True)}

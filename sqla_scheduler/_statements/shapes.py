@@ -11,14 +11,17 @@ from sqlalchemy import (
     Select,
     String,
     Table,
+    Text,
     and_,
     any_,
     bindparam,
     case,
+    cast,
     false,
     func,
     true,
     tuple_,
+    type_coerce,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
 
@@ -27,6 +30,8 @@ from sqla_scheduler._statements.readable import readable_columns
 from sqla_scheduler.models import BIGINT_MAX, INT_MAX
 
 __all__ = ["Shapes"]
+
+_JSON_COLUMNS = ("task_data", "trace_context")
 
 
 class Shapes:
@@ -54,6 +59,18 @@ class Shapes:
         #: The row can be loaded: every statement that loads rows to act on or show them
         #: leaves the others out, so that one bad row affects itself alone.
         self.loadable: ColumnElement[bool] = and_(*self.readable.values())
+        #: The columns as statements that load whole rows return them: the JSON ones as
+        #: their text, parsed row by row (``_types.load_json``), so that JSON the
+        #: database accepts and Python cannot load affects its own row alone.
+        self.loaded_columns: list[ColumnElement[Any]] = [
+            self._as_text(col).label(col.name) if col.name in _JSON_COLUMNS else col
+            for col in c
+        ]
+
+    def _as_text(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
+        if self.backend.name == "postgresql":
+            return cast(column, Text)
+        return type_coerce(column, Text)  # SQLite keeps JSON as text already
 
     def next_version(self) -> ColumnElement[int]:
         """The version after the row's own: one more, or 1 after the column's largest value,

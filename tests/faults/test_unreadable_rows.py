@@ -149,3 +149,45 @@ async def test_the_running_loop_leaves_the_database_writable(db: Harness) -> Non
         await wait_for(lambda: ran == ["first", "second"])
         assert scheduler.running
     assert db.count() == len(bad)
+
+
+#: JSON each database accepts that Python's json cannot load: nested past the recursion
+#: limit, and an integer longer than ``int()`` parses from text.
+TOO_DEEP = "[" * 5000 + "]" * 5000
+TOO_LONG = "1" + "0" * 5000
+
+
+@pytest.mark.parametrize("raw", [TOO_DEEP, TOO_LONG], ids=["too-deep", "too-long"])
+async def test_json_python_cannot_load_affects_its_row_alone(
+    db: Harness, clock: ManualClock, raw: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Where the database's own JSON check passes such a payload, the row is picked and
+    removed as undecodable, its raw payload in the log; SQLite's check refuses JSON
+    nested past 1,000 levels, so there the row is left out like any unreadable one. The
+    other rows run either way."""
+    ran: list[str] = []
+    task = one_time("job")(lambda ctx: ran.append(ctx.instance_id))
+    scheduler = db.scheduler([task], clock)
+    at = NOW - timedelta(minutes=1)
+    good = [f"ok-{i}" for i in range(5)]
+    await db.resolve(scheduler.schedule_batch(db.engine, [task.instance(i, at=at) for i in good]))
+    await db.resolve(scheduler.schedule(db.engine, task.instance("bad", at=at)))
+    with db.sync_engine.begin() as conn:
+        value = "cast(:raw as jsonb)" if not db.is_sqlite else ":raw"
+        conn.execute(
+            text(f"update scheduled_tasks set task_data = {value} where task_instance = 'bad'"),
+            {"raw": raw},
+        )
+    left_out = db.is_sqlite and raw == TOO_DEEP
+    listed = await db.resolve(scheduler.executions(db.engine))
+    expected = good if left_out else [*good, "bad"]
+    assert sorted(e.instance_id for e in listed) == sorted(expected)
+    with caplog.at_level(logging.ERROR, logger="sqla_scheduler"):
+        assert await scheduler.run_due() == len(expected)
+    assert sorted(ran) == sorted(good)
+    if left_out:
+        assert db.count() == 1
+        return
+    assert db.count() == 0
+    assert "removed job/bad: its payload does not decode" in caplog.text
+    assert raw[:50] in caplog.text
