@@ -63,8 +63,7 @@ class Shapes:
         #: their text, parsed row by row (``_types.load_json``), so that JSON the
         #: database accepts and Python cannot load affects its own row alone.
         self.loaded_columns: list[ColumnElement[Any]] = [
-            self._as_text(col).label(col.name) if col.name in _JSON_COLUMNS else col
-            for col in c
+            self._as_text(col).label(col.name) if col.name in _JSON_COLUMNS else col for col in c
         ]
 
     def _as_text(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
