@@ -9,8 +9,10 @@ LOCKED`` needs no flag: SQLAlchemy's SQLite compiler leaves ``FOR UPDATE`` out.)
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
@@ -18,7 +20,7 @@ from sqlalchemy import Connection, Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 
-__all__ = ["Backend", "backend_for", "notify_channel"]
+__all__ = ["Backend", "backend_for", "notice_of_later", "notify_channel", "time_of_notice"]
 
 T = TypeVar("T")
 
@@ -116,3 +118,24 @@ def notify_channel(table: Table) -> str:
         digest = hashlib.sha1(qualified.encode()).hexdigest()[:16]
         channel = f"sqla_scheduler.{digest}"
     return channel
+
+
+def notice_of_later(task_name: str, at: datetime) -> str:
+    """The NOTIFY payload for an execution of ``task_name`` due later, at ``at``.
+
+    A NOTIFY for work due now carries the bare task name; one for later work carries this
+    JSON object, so that listeners can wait for its time (``Shapes.notice`` writes the
+    same in SQL).
+    """
+    return json.dumps({"task": task_name, "at": at.isoformat()})
+
+
+def time_of_notice(payload: str) -> datetime | None:
+    """When the execution a NOTIFY ``payload`` announces is due; ``None``: now."""
+    if not payload.startswith("{"):
+        return None
+    try:
+        at = datetime.fromisoformat(json.loads(payload)["at"])
+    except (ValueError, KeyError, TypeError):
+        return None  # a task named like a JSON object: due now
+    return at if at.tzinfo is not None else None

@@ -13,7 +13,7 @@ from typing import Any, Literal, TypeVar
 
 from sqlalchemy import Connection, RowMapping, Table, inspect
 
-from sqla_scheduler._dialects import backend_for
+from sqla_scheduler._dialects import backend_for, notice_of_later
 from sqla_scheduler._execution import (
     KEEP,
     RECURRING_INSTANCE_ID,
@@ -65,16 +65,20 @@ def one_insert(instances: Sized) -> bool:
     return len(instances) <= PER_STATEMENT
 
 
-def _notify(conn: Connection, stmts: Scheduling, task_names: set[str]) -> None:
+def _notify(
+    conn: Connection, stmts: Scheduling, task_names: set[str], at: datetime | None = None
+) -> None:
     """NOTIFY in the caller's transaction: delivered on commit, dropped on rollback.
 
-    The payload is the task name, so a scheduler can ignore tasks it does not run. For
-    the UPDATEs that make an execution due (reschedule, a recurring task's upsert); an
-    INSERT sends its NOTIFYs from within its own statement.
+    The payload is the task name for work due now, else the task and its time (see
+    ``notice_of_later``), so a scheduler can wait for it. For the UPDATEs that move an
+    execution (reschedule, a recurring task's upsert); an INSERT sends its NOTIFYs from
+    within its own statement.
     """
     if stmts.notify is not None:
         for name in sorted(task_names):
-            conn.execute(stmts.notify, {"channel": stmts.channel, "payload": name})
+            payload = name if at is None else notice_of_later(name, at)
+            conn.execute(stmts.notify, {"channel": stmts.channel, "payload": payload})
 
 
 def check_table(conn: Connection, table: Table) -> None:
@@ -93,19 +97,19 @@ def insert_instances(
     instances: Sequence[TaskInstance[Any]],
     now: datetime,
     trace_context: Mapping[str, str] | None = None,
-    on_due: Callable[[], None] | None = None,
+    on_inserted: Callable[[datetime], None] | None = None,
 ) -> int:
     """Insert the executions that do not exist yet; return how many were inserted.
 
     One statement for each ``PER_STATEMENT`` of them (see ``one_insert``), all in the
     caller's transaction. ``trace_context`` (what the scheduler's interceptors captured, if
-    anything) is stored with each of them. ``on_due`` is called when a due execution was
-    inserted.
+    anything) is stored with each of them. ``on_inserted`` is called with the earliest
+    execution time of each statement that inserted anything.
     """
     stmts = _statements(conn, table).scheduling
     inserted = 0
     for chunk in _chunks(instances):
-        inserted += _insert_chunk(conn, stmts, chunk, now, trace_context, on_due)
+        inserted += _insert_chunk(conn, stmts, chunk, now, trace_context, on_inserted)
     return inserted
 
 
@@ -115,16 +119,16 @@ def _insert_chunk(
     instances: Sequence[TaskInstance[Any]],
     now: datetime,
     trace_context: Mapping[str, str] | None,
-    on_due: Callable[[], None] | None,
+    on_inserted: Callable[[datetime], None] | None,
 ) -> int:
     """``insert_instances`` for at most ``PER_STATEMENT`` instances, in one statement."""
     if stmts.insert_many is not None and len(instances) > 1:
         now_text = now.isoformat()
         rows = [_json_row(i, now_text, trace_context) for i in instances]
         params = {"rows": rows, "now": now, "channel": stmts.channel}
-        inserted, notified = conn.execute(stmts.insert_many, params).one()
-        if notified and on_due is not None:
-            on_due()
+        inserted, _, earliest = conn.execute(stmts.insert_many, params).one()
+        if earliest is not None and on_inserted is not None:
+            on_inserted(earliest)
         return int(inserted)
     values = [
         {
@@ -140,15 +144,15 @@ def _insert_chunk(
     ]
     if len(values) == 1 and stmts.insert_one is not None:
         params = {**values[0], "now": now, "channel": stmts.channel}
-        notifies = conn.execute(stmts.insert_one, params).scalars().all()
-        if on_due is not None and any(sent is not None for sent in notifies):
-            on_due()  # NULL: inserted, not due; a NOTIFY's void value: due
-        return len(notifies)
+        sent = conn.execute(stmts.insert_one, params).all()
+        if sent and on_inserted is not None:
+            on_inserted(min(execution_time for _, execution_time in sent))
+        return len(sent)
     # Only SQLite gets here (PostgreSQL's statements above send their own NOTIFYs), and it
-    # has no NOTIFY to send: ``on_due`` is its wake-up.
+    # has no NOTIFY to send: ``on_inserted`` is its wake-up.
     inserted = conn.execute(stmts.insert, values).all()
-    if on_due is not None and any(execution_time <= now for _, execution_time in inserted):
-        on_due()
+    if inserted and on_inserted is not None:
+        on_inserted(min(execution_time for _, execution_time in inserted))
     return len(inserted)
 
 
@@ -206,18 +210,22 @@ def reschedule(
     now: datetime,
     *,
     shown_version: int | None = None,
+    on_moved: Callable[[datetime], None] | None = None,
 ) -> bool:
     """Move an execution that is not running (and, given ``shown_version``, is still at
     that version) to ``at``, with the payload ``data`` unless it is KEEP; return whether
-    it moved. Moved to due, it notifies the schedulers on commit."""
+    it moved. Moved, it notifies the schedulers on commit (see ``_notify``) and calls
+    ``on_moved`` with ``at``."""
     stmts = _statements(conn, table).scheduling
     params = {**_key(task_name, instance_id, shown_version), "new_time": at}
     if data is not KEEP:
         params["new_data"] = data
     stmt = stmts.reschedule(new_data=data is not KEEP, shown=shown_version is not None)
     moved = conn.execute(stmt, params).scalars().all()
-    if moved and at <= now:
-        _notify(conn, stmts, {task_name})
+    if moved:
+        _notify(conn, stmts, {task_name}, None if at <= now else at)
+    if moved and on_moved is not None:
+        on_moved(at)
     return bool(moved)
 
 
@@ -553,6 +561,19 @@ def find_unreadable(
         (row["task_name"], row["task_instance"], [n for n in stmts.readable if not row[f"ok_{n}"]])
         for row in rows
     ]
+
+
+def next_due(
+    conn: Connection, table: Table, *, names: Sequence[str], now: datetime
+) -> datetime | None:
+    """The earliest execution time after ``now`` among the unpicked rows of ``names``."""
+    if not names:
+        return None
+    stmts = _statements(conn, table).running
+    found: datetime | None = conn.execute(
+        stmts.next_due, {"names": list(names), "now": now}
+    ).scalar()
+    return found
 
 
 def delete_orphans(

@@ -8,7 +8,7 @@ execute tasks, run it: ``await scheduler.run()``, ``async with scheduler:``, or
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
 from types import MappingProxyType
@@ -16,7 +16,7 @@ from typing import Any, overload
 
 import anyio
 import anyio.abc
-from sqlalchemy import Engine, Table
+from sqlalchemy import Connection, Engine, Table
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler import _bridge, _store
@@ -128,12 +128,15 @@ class Scheduler:
     def _insert(self, batch: Sequence[TaskInstance[Any]], conn: Any, *, single: bool) -> Any:
         now = self.clock.now()
         trace_context = capture(self._capturing) if self._capturing else None
-        runner = self._loop.runner
-        on_due = None if runner is None else runner.wake_on_commit(conn)
         inserted = _store.insert_instances(
-            conn, self.table, batch, now, trace_context, on_due=on_due
+            conn, self.table, batch, now, trace_context, on_inserted=self._on_commit(conn)
         )
         return inserted == 1 if single else inserted
+
+    def _on_commit(self, conn: Connection) -> Callable[[datetime], None] | None:
+        """Tells the running loop of ``conn``'s earliest time on commit (``wake_on_commit``)."""
+        runner = self._loop.runner
+        return None if runner is None else runner.wake_on_commit(conn)
 
     @overload
     def reschedule(
@@ -171,9 +174,10 @@ class Scheduler:
             target,
             self.table,
             lambda conn: _store.reschedule(
-                conn, self.table, task_name, instance_id, at, data, self.clock.now()
+                conn, self.table, task_name, instance_id, at, data, self.clock.now(),
+                on_moved=self._on_commit(conn),
             ),
-        )
+        )  # fmt: skip
 
     @overload
     def cancel(self, target: SyncTarget, task_name: str, instance_id: str) -> bool: ...

@@ -13,6 +13,7 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from functools import partial
 
 import anyio
@@ -128,7 +129,7 @@ class Completer:
                 for record in batch:
                     await self._commit([record], lane=lane)
                 return
-        woke = False
+        earliest: datetime | None = None
         for (outcome, completion), ok in zip(batch, recorded, strict=True):
             self.held.let_go(outcome.held)
             if not ok:
@@ -137,9 +138,11 @@ class Completer:
                 continue
             if outcome.on_recorded is not None:
                 outcome.on_recorded()
-            woke = woke or _due(completion)
-        if woke:
-            self.waker.wake()
+            at = _next_time(completion)
+            if at is not None and (earliest is None or at < earliest):
+                earliest = at
+        if earliest is not None:
+            self.waker.wake_at(earliest)
 
     async def _retry(self, completion: Completion) -> list[bool]:
         """Retry committing one outcome with backoff, for as long as the row cannot have
@@ -208,10 +211,10 @@ class Completer:
         dispatch(self.listeners, "on_abandon", outcome.context, abandon.error)
 
 
-def _due(completion: Completion) -> bool:
-    """Whether recording ``completion`` made work due now (a retry, or what it scheduled)."""
-    if completion.at is not None and completion.at <= completion.now:
-        return True
-    return any(
-        i.execution_time is None or i.execution_time <= completion.now for i in completion.scheduled
-    )
+def _next_time(completion: Completion) -> datetime | None:
+    """The earliest time recording ``completion`` makes work due: a retry, a next run, or
+    what the handler scheduled (due now without a time); ``None`` when it makes none."""
+    times = [i.execution_time or completion.now for i in completion.scheduled]
+    if completion.at is not None and completion.kind in ("succeed", "fail"):
+        times.append(completion.at)
+    return min(times, default=None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -71,7 +72,7 @@ class Runner:
         )
         self.shutdown = ShutdownSignal()
         self.held = held = HeldSet()
-        self.waker = waker = Waker()
+        self.waker = waker = Waker(clock)
         self._threads = HandlerThreads()
         self.picker = Picker(
             db=db, table=table, clock=clock, names=names, config=config, held=held, waker=waker
@@ -133,13 +134,18 @@ class Runner:
         )
         self._stop = anyio.Event()
 
-    def wake_on_commit(self, conn: Connection) -> Callable[[], None] | None:
-        """What an insert on ``conn`` calls when it inserted due work: wake this loop when
-        that transaction commits, rather than at its next poll. ``None`` when this loop
-        listens, since a NOTIFY will wake it then anyway."""
-        if self.listener is not None:
-            return None
-        return partial(after_commit, conn, self.waker.wake_soon)
+    def wake_on_commit(self, conn: Connection) -> Callable[[datetime], None]:
+        """What an insert on ``conn`` calls with the earliest execution time it inserted:
+        when that transaction commits, this loop learns of it (and wakes at once for work
+        due now) rather than at its next poll. A listening loop hears of due work from the
+        insert's NOTIFY, so only later times go through the commit."""
+
+        def inserted(earliest: datetime) -> None:
+            if self.listener is not None and earliest <= self.clock.now():
+                return
+            after_commit(conn, partial(self.waker.wake_at_soon, earliest))
+
+        return inserted
 
     def request_stop(self) -> None:
         """Stop picking, signal handlers, and let ``run`` wind down."""

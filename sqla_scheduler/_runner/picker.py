@@ -3,7 +3,9 @@
 It keeps the number of outstanding executions (queued or running) between a lower and
 an upper limit, fractions of ``concurrency``: once the count falls to the lower limit it
 picks up to the upper one (``run_once``). Between picks it waits for a wake-up (a NOTIFY,
-freed capacity, a commit in this process, a revival) or for its poll.
+freed capacity, a commit in this process, a revival), for the earliest execution time it
+knows of (``refresh_next`` asks the table after a pick that took all that was due), or
+for its poll, whichever comes first.
 
 Under a backlog of short executions the workers can drain a pick before the next one
 returns; the picker then multiplies both limits (the *boost*, up to ``_MAX_BOOST``) and
@@ -117,6 +119,18 @@ class Picker:
         self.held.outstanding += len(picked)
         return [self.held.hold(execution) for execution in picked]
 
+    async def refresh_next(self) -> None:
+        """Ask the table for the earliest execution time ahead among this scheduler's
+        tasks, and wait for it (see ``Waker``)."""
+        self.waker.begin_refresh()
+        next_at = await self.db.shielded(
+            partial(_store.next_due, table=self.table, names=self.names, now=self.clock.now()),
+            autocommit=True,
+            lane="picker",
+        )
+        if next_at is not None:
+            self.waker.wake_at(next_at)
+
     async def run(
         self, deliver: Callable[[list[Held]], Awaitable[None]], stopping: Callable[[], bool]
     ) -> None:
@@ -127,6 +141,8 @@ class Picker:
             if self.wants_work():
                 try:
                     await deliver(await self.run_once())
+                    if not self.more_due and self.waker.stale():
+                        await self.refresh_next()
                 except Exception:
                     log.exception("picking due executions failed; retrying")
                     await anyio.sleep(_ERROR_BACKOFF)
@@ -135,5 +151,5 @@ class Picker:
                     continue  # handlers already drained the queue: pick again at once
             if self.more_due and not self.wants_work():
                 await self.waker.wait()  # a worker wakes us when the queue runs low
-            else:
-                await self.waker.wait(poll)
+            elif not await self.waker.wait(self.waker.seconds_to_next(poll)):
+                self.waker.known = False  # a poll: ask the table again after the pick

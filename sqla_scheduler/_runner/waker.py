@@ -1,4 +1,5 @@
-"""Wake-ups: the local ``Waker`` the picker waits on, and the LISTEN service.
+"""Wake-ups: the local ``Waker`` the picker waits on (for a wake-up or for the earliest
+execution time it knows of), and the LISTEN service.
 
 Words kept apart: to *wake* is local (an event in this process); to *notify* is
 PostgreSQL's NOTIFY, which the ``Listener`` turns into a wake-up.
@@ -10,7 +11,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from weakref import WeakKeyDictionary, WeakSet
 
 import anyio
@@ -19,8 +20,9 @@ import anyio.to_thread
 from sqlalchemy import Connection, Table, event
 
 from sqla_scheduler._bridge import Database
-from sqla_scheduler._dialects import notify_channel
+from sqla_scheduler._dialects import notify_channel, time_of_notice
 from sqla_scheduler._threads import call_soon_threadsafe
+from sqla_scheduler.clock import Clock
 
 __all__ = ["Listener", "Waker", "after_commit"]
 
@@ -31,15 +33,24 @@ _LISTEN_TICK = 0.25
 
 
 class Waker:
-    """One wake-up at a time for the picker: ``arm``, then ``wait`` until ``wake``.
+    """What the picker waits for: a wake-up, or the earliest execution time it knows of.
 
-    A wake-up between ``arm`` and ``wait`` is not lost: ``wait`` then returns at once.
+    ``arm``, then ``wait`` until ``wake`` or until the time ``wake_at`` was told, whichever
+    comes first (and ``at_most`` at the latest). A wake-up between ``arm`` and ``wait`` is
+    not lost: ``wait`` then returns at once. The earliest time is forgotten once it has
+    passed, and on each ``refresh`` from the table: what it says is only ever an earlier
+    start, never a reason to sleep past ``at_most``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
         self._event = anyio.Event()
         #: Schedules a callback on the loop from any thread; set by ``bind``.
         self._call_soon: Callable[[Callable[[], None]], object] | None = None
+        #: The earliest execution time known to be ahead, if any.
+        self.next_at: datetime | None = None
+        #: Whether ``next_at`` says all there is to know (since the last refresh).
+        self.known = False
 
     def bind(self) -> None:
         """Let other threads wake the loop this is called on (see ``wake_soon``)."""
@@ -53,22 +64,59 @@ class Waker:
         """End the current wait (from the loop's own thread)."""
         self._event.set()
 
+    def wake_at(self, at: datetime) -> None:
+        """Learn that an execution is due at ``at``; end the current wait if that is
+        earlier than what the wait is for (from the loop's own thread)."""
+        if self.next_at is None or at < self.next_at:
+            self.next_at = at
+            self._event.set()
+
     def wake_soon(self) -> None:
         """``wake`` from any thread; nothing once the loop has ended or before it runs."""
+        self._soon(self._event.set)
+
+    def wake_at_soon(self, at: datetime) -> None:
+        """``wake_at`` from any thread; nothing once the loop has ended or before it runs."""
+        self._soon(lambda: self.wake_at(at))
+
+    def _soon(self, fn: Callable[[], None]) -> None:
         if self._call_soon is None:
             return
         with contextlib.suppress(RuntimeError):  # the loop has ended
-            self._call_soon(self._event.set)
+            self._call_soon(fn)
 
-    async def wait(self, at_most: float | None = None) -> None:
-        """Until the current wait is ended, or ``at_most`` seconds."""
+    def stale(self) -> bool:
+        """Whether the picker should ask the table for the earliest time ahead: it never
+        did, or the time it knew has come."""
+        if self.next_at is not None and self.next_at <= self.clock.now():
+            self.next_at = None
+            self.known = False
+        return not self.known
+
+    def begin_refresh(self) -> None:
+        """Forget the earliest time before asking the table; ``wake_at`` calls during the
+        query still count."""
+        self.next_at = None
+        self.known = True
+
+    def seconds_to_next(self, at_most: float) -> float:
+        """How long a wait for the earliest known time may be, at most ``at_most``."""
+        if self.next_at is None:
+            return at_most
+        ahead = (self.next_at - self.clock.now()).total_seconds()
+        return max(0.0, min(at_most, ahead))
+
+    async def wait(self, at_most: float | None = None) -> bool:
+        """Until the current wait is ended, or ``at_most`` seconds; whether it was ended."""
         event = self._event
         with anyio.move_on_after(at_most):
             await event.wait()
+        return event.is_set()
 
 
 class Listener:
-    """LISTENs on the table's channel and wakes the picker on each notification.
+    """LISTENs on the table's channel and wakes the picker on each notification (or, for
+    work due later, tells it the time).
 
     The connection is psycopg's own, in a thread: SQLAlchemy has no notification API.
     While it is down, the picker's poll is all there is, and it reconnects with backoff.
@@ -129,12 +177,17 @@ class Listener:
             # Anything scheduled while nobody was listening is picked up now.
             anyio.from_thread.run_sync(self.waker.wake)
             while not self._stop.is_set():
-                for _ in conn.notifies(timeout=_LISTEN_TICK, stop_after=1):
+                for notice in conn.notifies(timeout=_LISTEN_TICK, stop_after=1):
                     if not self._stop.is_set():
-                        anyio.from_thread.run_sync(self._on_notify)
+                        anyio.from_thread.run_sync(self._on_notify, notice.payload)
 
-    def _on_notify(self) -> None:
-        if self._wants_work():
+    def _on_notify(self, payload: str) -> None:
+        """Work due now wakes the picker if it wants work; work due later is a time to wait
+        for (a wake-up only if it is earlier than the one it waits for)."""
+        at = time_of_notice(payload)
+        if at is not None:
+            self.waker.wake_at(at)
+        elif self._wants_work():
             self.waker.wake()
 
 

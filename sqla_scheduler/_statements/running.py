@@ -14,6 +14,7 @@ from sqlalchemy import (
     bindparam,
     case,
     delete,
+    func,
     literal_column,
     or_,
     select,
@@ -40,6 +41,11 @@ class Running(Shapes):
 
         #: Pick up to ``limit`` due executions of ``names`` for ``picker`` (see ``_pick``).
         self.pick: Update = self._pick()
+        #: The earliest execution time after ``now`` among unpicked rows of ``names`` that
+        #: can be loaded: what the picker waits for between picks.
+        self.next_due: Select[Any] = select(func.min(c.execution_time)).where(
+            self.unpicked, c.execution_time > now, self.one_of(c.task_name, "names"), self.loadable
+        )
         #: Mark held executions as started, just before their handlers run (see ``_stamp``).
         self.mark_started: Update = self._stamp("started_at")
         #: Refresh the heartbeat of held executions (see ``_stamp``).

@@ -56,8 +56,9 @@ class Scheduling(Shapes):
             self._insert_many() if backend.name == "postgresql" else None
         )
 
-        #: One execution inserted and, when it is due, a NOTIFY sent, in one statement
-        #: (PostgreSQL; saves a round trip on the hot path of ``Scheduler.schedule``).
+        #: One execution inserted and its NOTIFY sent (see ``Shapes.notice``), in one
+        #: statement (PostgreSQL; saves a round trip on the hot path of
+        #: ``Scheduler.schedule``); returns the NOTIFY and the time of each row inserted.
         self.insert_one: Executable | None = None
         if backend.supports_notify:
             inserted = (
@@ -66,13 +67,10 @@ class Scheduling(Shapes):
                 .returning(c.task_name, c.execution_time)
                 .cte("inserted")
             )
-            notify = case(
-                (
-                    inserted.c.execution_time <= self.time("now"),
-                    func.pg_notify(bindparam("channel"), inserted.c.task_name),
-                ),
-            )
-            self.insert_one = select(notify)  # a row per inserted execution
+            notice = self.notice(inserted.c.task_name, inserted.c.execution_time)
+            notify = func.pg_notify(bindparam("channel"), notice)
+            # a row per inserted execution: its NOTIFY and its time
+            self.insert_one = select(notify, inserted.c.execution_time)
 
         #: Wake schedulers listening on this table's channel (PostgreSQL only).
         self.notify: Executable | None = (
@@ -131,8 +129,8 @@ class Scheduling(Shapes):
         payloads are, see ``PayloadJSON``) that the server turns into rows: one statement
         text whatever the batch size, so it is parsed once, and far less to encode than a
         parameter per value. A key missing from a row's object is NULL. Returns one row:
-        how many were inserted, and how many NOTIFYs went out (one per task name with a
-        due execution among them)."""
+        how many were inserted, how many NOTIFYs went out (one per task name among them,
+        for its earliest time: see ``Shapes.notice``) and the earliest time inserted."""
         c = self.table.c
         new = (
             func.jsonb_to_recordset(bindparam("rows", type_=PayloadJSON()))
@@ -155,16 +153,17 @@ class Scheduling(Shapes):
             .returning(c.task_name, c.execution_time)
             .cte("inserted")
         )
-        due_names = (
-            select(inserted.c.task_name)
-            .where(inserted.c.execution_time <= self.time("now"))
-            .distinct()
-            .subquery("due")
+        per_task = (
+            select(inserted.c.task_name, func.min(inserted.c.execution_time).label("at"))
+            .group_by(inserted.c.task_name)
+            .subquery("per_task")
         )
-        notified = func.count(func.pg_notify(bindparam("channel"), due_names.c.task_name))
+        notice = self.notice(per_task.c.task_name, per_task.c.at)
+        notified = func.count(func.pg_notify(bindparam("channel"), notice))
         return select(
             select(func.count()).select_from(inserted).scalar_subquery(),
             select(notified).scalar_subquery(),
+            select(func.min(inserted.c.execution_time)).scalar_subquery(),
         )
 
     def _unpicked_at_key(self, *, shown: bool) -> tuple[Any, ...]:

@@ -71,6 +71,12 @@ class Shapes:
             return cast(column, Text)
         return type_coerce(column, Text)  # SQLite keeps JSON as text already
 
+    def notice(self, task_name: ColumnElement[str], at: ColumnElement[Any]) -> ColumnElement[Any]:
+        """The NOTIFY payload for an execution of ``task_name`` at ``at``: the bare name
+        when it is due by ``now``, else the JSON object of ``_dialects.notice_of_later``."""
+        later = cast(func.json_build_object("task", task_name, "at", at), Text)
+        return case((at <= self.time("now"), task_name), else_=later)
+
     def next_version(self) -> ColumnElement[int]:
         """The version after the row's own: one more, or 1 after the column's largest value,
         so that no row's version can make a statement fail."""

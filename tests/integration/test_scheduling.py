@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta, timezone
@@ -16,6 +17,7 @@ from sqlalchemy import event, insert, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler import ManualClock, Scheduler, one_time
+from sqla_scheduler._dialects import time_of_notice
 from sqla_scheduler.exceptions import PayloadError, TaskDefinitionError
 from tests.conftest import Harness
 
@@ -331,23 +333,34 @@ async def test_due_schedule_notifies_on_commit_only(db: Harness, scheduler: Sche
         assert _next_notification(listener) == "send-email"
 
 
+def _notice(payload: str) -> tuple[str, datetime | None]:
+    """A NOTIFY payload as (task, time): the time of work due later, ``None`` for now."""
+    at = time_of_notice(payload)
+    return (payload if at is None else json.loads(payload)["task"], at)
+
+
 @pytest.mark.postgres_only("NOTIFY wake-ups exist on PostgreSQL only; SQLite schedulers poll")
-async def test_only_new_due_executions_notify(db: Harness, scheduler: Scheduler):
+async def test_each_new_execution_notifies_with_its_time(db: Harness, scheduler: Scheduler):
+    """Due work notifies with the bare task name; later work with the task and its time
+    (issue 14: a listening scheduler waits for that time rather than its poll)."""
     with _listen(db, scheduler) as listener:
         later = NOW + timedelta(hours=1)
         await db.resolve(
             scheduler.schedule(db.engine, invoice.instance("i", Invoice(1, []), at=later))
         )
+        assert _notice(_next_notification(listener)) == ("invoice", later)
         await db.resolve(scheduler.schedule(db.engine, send_email.instance("due")))
-        assert _next_notification(listener) == "send-email"
+        assert _notice(_next_notification(listener)) == ("send-email", None)
         # a duplicate inserts nothing and so wakes nobody
         await db.resolve(scheduler.schedule(db.engine, send_email.instance("due")))
         await db.resolve(scheduler.reschedule(db.engine, "invoice", "i", NOW))
-        assert _next_notification(listener) == "invoice"
+        assert _notice(_next_notification(listener)) == ("invoice", None)
+        await db.resolve(scheduler.reschedule(db.engine, "invoice", "i", later))
+        assert _notice(_next_notification(listener)) == ("invoice", later)
 
 
 @pytest.mark.postgres_only("NOTIFY wake-ups exist on PostgreSQL only; SQLite schedulers poll")
-async def test_a_batch_notifies_once_per_task_with_new_due_executions(
+async def test_a_batch_notifies_once_per_task_with_its_earliest_time(
     db: Harness, scheduler: Scheduler
 ):
     later = NOW + timedelta(hours=1)
@@ -357,7 +370,10 @@ async def test_a_batch_notifies_once_per_task_with_new_due_executions(
                 scheduler.schedule_batch(session, [send_email.instance(f"x-{i}") for i in range(3)])
             )
             await db.rollback(session)
-        only_later = [invoice.instance(f"i-{i}", Invoice(i, []), at=later) for i in range(3)]
+        only_later = [
+            invoice.instance(f"i-{i}", Invoice(i, []), at=later + timedelta(minutes=i))
+            for i in range(3)
+        ]
         assert await db.resolve(scheduler.schedule_batch(db.engine, only_later)) == 3
         mixed = [
             *(send_email.instance(f"e-{i}") for i in range(5)),
@@ -366,7 +382,9 @@ async def test_a_batch_notifies_once_per_task_with_new_due_executions(
         assert await db.resolve(scheduler.schedule_batch(db.engine, mixed)) == 10
         await db.resolve(scheduler.schedule(db.engine, invoice.instance("due", Invoice(0, []))))
 
-        # In commit order, so anything the rollback or the later-only batch had sent would
-        # come first: one for the mixed batch's due task, then the single schedule's.
-        payloads = [n.payload for n in listener.notifies(timeout=10, stop_after=2)]
-        assert payloads == ["send-email", "invoice"]
+        # In commit order, so anything the rollback had sent would come first: the
+        # later-only batch's one notice, the mixed batch's two, then the single schedule's.
+        payloads = [_notice(n.payload) for n in listener.notifies(timeout=10, stop_after=4)]
+        assert payloads[0] == ("invoice", later)
+        assert sorted(payloads[1:3], key=str) == [("invoice", later), ("send-email", None)]
+        assert payloads[3] == ("invoice", None)

@@ -1,0 +1,140 @@
+"""Executions start at their time, not at the next poll: with the default 10 s
+``polling_interval``, a delayed, a recurring, a retried and a rescheduled execution each
+start within a fraction of a second of their ``execution_time`` (issue 14).
+
+The waits are bounded (``wait_for``), and each start is checked against its due time: never
+before it, and well within the poll that used to decide it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from sqla_scheduler import Scheduler, SchedulerConfig, one_time, recurring
+from tests.conftest import Harness, wait_for
+
+pytestmark = pytest.mark.anyio
+
+AHEAD = timedelta(milliseconds=600)
+#: How late a start may be: far less than the 10 s poll, with room for a loaded CI box.
+LATE = timedelta(milliseconds=1500)
+#: How early a start may seem: the scheduler's clock (on PostgreSQL, the database's) and
+#: the handler's ``datetime.now`` may differ by this much.
+EARLY = timedelta(milliseconds=50)
+
+
+def recorder() -> tuple[list[tuple[str, datetime]], Any]:
+    starts: list[tuple[str, datetime]] = []
+
+    def handler(ctx: Any) -> None:
+        starts.append((ctx.instance_id, datetime.now(timezone.utc)))
+
+    return starts, handler
+
+
+def assert_on_time(start: datetime, due: datetime) -> None:
+    assert due - EARLY <= start < due + LATE, f"started {start - due} after its time"
+
+
+async def test_a_delayed_execution_starts_at_its_time(db: Harness) -> None:
+    starts, handler = recorder()
+    task = one_time("job")(handler)
+    scheduler = db.scheduler([task])
+    assert scheduler.config.polling_interval == timedelta(seconds=10)
+    before = scheduler.clock.now() + AHEAD  # known when the loop starts
+    await db.resolve(scheduler.schedule(db.engine, task.instance("before", at=before)))
+    async with scheduler:
+        await wait_for(lambda: len(starts) == 1)
+        during = scheduler.clock.now() + AHEAD  # told by this process's own commit
+        await db.resolve(scheduler.schedule(db.engine, task.instance("during", at=during)))
+        await wait_for(lambda: len(starts) == 2)
+    assert [i for i, _ in starts] == ["before", "during"]
+    assert_on_time(starts[0][1], before)
+    assert_on_time(starts[1][1], during)
+
+
+async def test_a_batch_of_later_executions_each_start_at_their_time(db: Harness) -> None:
+    starts, handler = recorder()
+    task = one_time("job")(handler)
+    scheduler = db.scheduler([task])
+    async with scheduler:
+        base = scheduler.clock.now()
+        due = {f"j{i}": base + AHEAD + timedelta(milliseconds=200 * i) for i in range(5)}
+        batch = [task.instance(i, at=at) for i, at in due.items()]
+        await db.resolve(scheduler.schedule_batch(db.engine, batch))
+        await wait_for(lambda: len(starts) == len(due))
+    for instance, start in starts:
+        assert_on_time(start, due[instance])
+
+
+async def test_a_recurring_task_runs_at_each_of_its_times(db: Harness) -> None:
+    starts, handler = recorder()
+    tick = recurring("tick", "FIXED_DELAY|300ms")(handler)
+    scheduler = db.scheduler([tick])
+    async with scheduler:
+        await wait_for(lambda: len(starts) >= 4)
+    gaps = [b - a for (_, a), (_, b) in itertools.pairwise(starts)]
+    assert all(timedelta(milliseconds=300) - EARLY <= gap < LATE for gap in gaps[:3]), gaps
+
+
+async def test_a_retry_starts_at_its_time(db: Harness) -> None:
+    starts, record = recorder()
+
+    def fail_once(ctx: Any) -> None:
+        record(ctx)
+        if len(starts) == 1:
+            raise RuntimeError("first attempt fails")
+
+    task = one_time("job", max_retries=2)(fail_once)
+    scheduler = db.scheduler([task], retry_base_delay=AHEAD)
+    async with scheduler:
+        await db.resolve(scheduler.schedule(db.engine, task.instance("j")))
+        await wait_for(lambda: len(starts) == 2)
+    assert_on_time(starts[1][1], starts[0][1] + AHEAD)
+
+
+async def test_a_rescheduled_execution_starts_at_its_new_time(db: Harness) -> None:
+    starts, handler = recorder()
+    task = one_time("job")(handler)
+    scheduler = db.scheduler([task])
+    later = scheduler.clock.now() + timedelta(hours=1)
+    await db.resolve(scheduler.schedule(db.engine, task.instance("j", at=later)))
+    async with scheduler:
+        sooner = scheduler.clock.now() + AHEAD
+        assert await db.resolve(scheduler.reschedule(db.engine, "job", "j", sooner))
+        await wait_for(lambda: len(starts) == 1)
+    assert_on_time(starts[0][1], sooner)
+
+
+async def test_another_schedulers_later_execution_starts_at_its_time(db: Harness) -> None:
+    """Scheduled by a scheduler that does not run (another process, as far as the running
+    one can tell): on PostgreSQL its NOTIFY carries the time."""
+    if db.is_sqlite:
+        pytest.skip("SQLite has no NOTIFY: another process's later work waits for the poll")
+    starts, handler = recorder()
+    task = one_time("job")(handler)
+    scheduler = db.scheduler([task])
+    other_engine = create_async_engine(db.url) if db.is_async else create_engine(db.url)
+    client = Scheduler(other_engine, [task], SchedulerConfig(scheduler_name="client"))
+    try:
+        async with scheduler:
+            await wait_for(lambda: scheduler.running)
+            one = client.clock.now() + AHEAD
+            await db.resolve(client.schedule(other_engine, task.instance("one", at=one)))
+            await wait_for(lambda: len(starts) == 1)
+            base = client.clock.now()
+            due = {f"b{i}": base + AHEAD + timedelta(milliseconds=150 * i) for i in range(3)}
+            batch = [task.instance(i, at=at) for i, at in due.items()]
+            await db.resolve(client.schedule_batch(other_engine, batch))
+            await wait_for(lambda: len(starts) == 4)
+    finally:
+        await db.resolve(other_engine.dispose())
+    assert_on_time(starts[0][1], one)
+    for instance, start in starts[1:]:
+        assert_on_time(start, due[instance])
