@@ -1,6 +1,6 @@
 """The library's scenarios: due executions drained by ``bench/worker.py`` processes,
-commit-to-start latency of an idle worker, and ``Scheduler.schedule`` and
-``Scheduler.schedule_batch`` timed on a fresh database each.
+commit-to-start latency and due-time lag of an idle worker, and ``Scheduler.schedule``
+and ``Scheduler.schedule_batch`` timed on a fresh database each.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from datetime import timedelta
 
 from sqlalchemy import Engine
 
@@ -93,28 +94,82 @@ def drain(bench: Bench, key: str, label: str, handler: str, processes: int) -> F
     )
 
 
-# --- commit-to-start latency -------------------------------------------------------------
+# --- commit-to-start latency and due-time lag -------------------------------------------
 
 
-def latency(bench: Bench) -> list[Figure]:
-    n, gap = bench.counts.latency_runs, bench.counts.latency_gap
-    db = bench.new_db("latency")
-    url = bench.cluster.url(db)
+def _starts_after(
+    bench: Bench, name: str, schedule: Callable[[Scheduler, Engine], dict[str, float]]
+) -> list[float]:
+    """Run one idle async worker (the default configuration but for ``--polling-interval``),
+    let ``schedule`` schedule from this process and return when each execution should have
+    started (epoch seconds, by instance id); return each start's delay after it, in ms."""
+    db = bench.new_db(name)
     engine = bench.engine(db)
     worker = Worker(
-        url,
-        "latency-w0",
+        bench.cluster.url(db),
+        f"{name}-w0",
         "async",
         polling_interval=bench.polling_interval,
         report_starts=True,
     )
-    commits: dict[str, float] = {}
+    marks: dict[str, float] = {}
     try:
         worker.wait_ready(60)
         client = Scheduler(engine, [bench.task])
         with engine.connect():
             pass
         time.sleep(0.5)  # let the worker's first (empty) poll finish
+        marks = schedule(client, engine)
+        deadline = time.monotonic() + bench.polling_interval + 15
+        while time.monotonic() < deadline:
+            with worker.starts_lock:
+                if len(worker.starts) >= len(marks):
+                    break
+            time.sleep(0.02)
+    finally:
+        problems = stop_workers([worker])
+        engine.dispose()
+        bench.problems.extend(f"{name}: {p}" for p in problems)
+    with worker.starts_lock:
+        starts = dict(worker.starts)
+    delays = sorted((starts[k] - marks[k]) * 1000.0 for k in marks if k in starts)
+    if len(delays) < 2:
+        raise ScenarioError(f"only {len(delays)} of {len(marks)} executions started")
+    if len(delays) < len(marks):
+        bench.problems.append(f"{name}: {len(marks) - len(delays)} executions never started")
+    return delays
+
+
+def _percentiles(
+    bench: Bench, key: str, label: str, delays: list[float], targets: dict[int, float]
+) -> list[Figure]:
+    """p50, p95 and p99 of ``delays`` (ms) as figures ``<key>_p50`` and so on, each held to
+    its target in ``targets`` (by percentile) where there is one."""
+    q = statistics.quantiles(delays, n=100, method="inclusive")
+    note = f"{len(delays)} started; min {delays[0]:.2f} ms, max {delays[-1]:.2f} ms"
+    figures = []
+    for pct in (50, 95, 99):
+        value, limit = q[pct - 1], targets.get(pct)
+        figure = Figure(
+            f"{key}_p{pct}",
+            f"{label} p{pct}",
+            value,
+            "ms",
+            target="" if limit is None else f"<= {limit:g} ms",
+            met=None if limit is None else value <= limit,
+            notes=note if pct == 50 else "",
+            extra={"samples": len(delays)},
+        )
+        figures.append(bench.add(figure))
+    return figures
+
+
+def latency(bench: Bench) -> list[Figure]:
+    """From each commit to its execution's start, due executions scheduled one at a time."""
+    n, gap = bench.counts.latency_runs, bench.counts.latency_gap
+
+    def schedule(client: Scheduler, engine: Engine) -> dict[str, float]:
+        commits: dict[str, float] = {}
         begin = time.perf_counter()
         for i in range(n):
             instance = bench.task.instance(f"l{i:05d}")
@@ -124,48 +179,33 @@ def latency(bench: Bench) -> list[Figure]:
             pause = begin + (i + 1) * gap - time.perf_counter()
             if pause > 0:
                 time.sleep(pause)
-        deadline = time.monotonic() + bench.polling_interval + 15
-        while time.monotonic() < deadline:
-            with worker.starts_lock:
-                if len(worker.starts) >= n:
-                    break
-            time.sleep(0.02)
-    finally:
-        problems = stop_workers([worker])
-        engine.dispose()
-        bench.problems.extend(f"latency: {p}" for p in problems)
-    with worker.starts_lock:
-        starts = dict(worker.starts)
-    latencies = sorted((starts[k] - commits[k]) * 1000.0 for k in commits if k in starts)
-    missing = n - len(latencies)
-    if len(latencies) < 2:
-        raise ScenarioError(f"only {len(latencies)} of {n} executions started")
-    q = statistics.quantiles(latencies, n=100, method="inclusive")
-    note = f"{len(latencies)} of {n} started; min {latencies[0]:.2f} ms, max {latencies[-1]:.2f} ms"
-    if missing:
-        note += f"; {missing} never started"
-        bench.problems.append(f"latency: {missing} of {n} executions never started")
-    figures = []
-    for key, label, value, target, limit in (
-        ("latency_p50", "commit-to-start latency p50", q[49], "<= 2 ms", 2.0),
-        ("latency_p95", "commit-to-start latency p95", q[94], "", None),
-        ("latency_p99", "commit-to-start latency p99", q[98], "<= 8 ms", 8.0),
-    ):
-        figures.append(
-            bench.add(
-                Figure(
-                    key,
-                    label,
-                    value,
-                    "ms",
-                    target=target,
-                    met=None if limit is None else value <= limit,
-                    notes=note if key == "latency_p50" else "",
-                    extra={"samples": len(latencies), "missing": missing},
-                )
-            )
-        )
-    return figures
+        return commits
+
+    delays = _starts_after(bench, "latency", schedule)
+    return _percentiles(bench, "latency", "commit-to-start latency", delays, {50: 2.0, 99: 8.0})
+
+
+def due_lag(bench: Bench) -> list[Figure]:
+    """From each execution's time to its start: one-time executions scheduled 0.2-2 s
+    ahead by another process, with the default 10 s poll."""
+    n = bench.counts.latency_runs
+
+    def schedule(client: Scheduler, engine: Engine) -> dict[str, float]:
+        due: dict[str, float] = {}
+        now = client.clock.now()
+        batch = []
+        for i in range(n):
+            at = now + timedelta(seconds=0.2 + 1.8 * i / n)
+            batch.append(bench.task.instance(f"d{i:05d}", at=at))
+            due[f"d{i:05d}"] = at.timestamp()
+        if client.schedule_batch(engine, batch) != n:
+            raise ScenarioError("schedule_batch inserted fewer than asked")
+        return due
+
+    delays = _starts_after(bench, "due_lag", schedule)
+    return _percentiles(
+        bench, "due_lag", "due-time lag, one-time (other process)", delays, {99: 10.0}
+    )
 
 
 # --- scheduling, one per transaction and in batches --------------------------------------

@@ -10,7 +10,7 @@ from functools import partial
 from bench.floors import floor_batch, floor_drain, floor_single
 from bench.harness import Bench
 from bench.results import Figure
-from bench.scenarios import drain, latency, schedule_batch, schedule_single
+from bench.scenarios import drain, due_lag, latency, schedule_batch, schedule_single
 
 #: Each library figure and the raw floor it is compared with.
 FLOOR_OF = {
@@ -28,6 +28,7 @@ SCENARIOS = (
     "drain_sync_1",
     "drain_async_2",
     "latency",
+    "due_lag",
     "schedule",
     "schedule_batch",
 )
@@ -57,6 +58,7 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
             partial(drain, bench, key, label, handler, processes),
         )
     s("latency_p50", "commit-to-start latency", "ms", lambda: latency(bench)[0], "latency")
+    s("due_lag_p50", "due-time lag", "ms", lambda: due_lag(bench)[0], "due_lag")
     s("schedule", "schedule, one per transaction", "inserts/s", partial(schedule_single, bench))
     s("schedule_batch", "schedule_batch", "rows/s", partial(schedule_batch, bench))
     apply_targets(bench)
