@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from sqlalchemy import Engine
@@ -98,11 +98,23 @@ def drain(bench: Bench, key: str, label: str, handler: str, processes: int) -> F
 
 
 def _starts_after(
-    bench: Bench, name: str, schedule: Callable[[Scheduler, Engine], dict[str, float]]
+    bench: Bench,
+    name: str,
+    schedule: Callable[[Scheduler, Engine], dict[str, float]],
+    *,
+    extra: Sequence[str] = (),
+    measured: Callable[[str], bool] = lambda key: True,
+    count: int = 0,
 ) -> list[float]:
-    """Run one idle async worker (the default configuration but for ``--polling-interval``),
-    let ``schedule`` schedule from this process and return when each execution should have
-    started (epoch seconds, by instance id); return each start's delay after it, in ms."""
+    """Run one idle async worker (the default configuration but for ``--polling-interval``
+    and ``extra`` arguments) and let ``schedule`` schedule from this process; return the
+    delay of each start, in ms.
+
+    ``schedule`` returns when each execution should start (epoch seconds, by the worker's
+    key for it), and the worker runs until each has started. If it returns nothing, the
+    starts whose keys are ``measured`` count, from when each was due (as the worker
+    reports), and the worker runs until ``count`` of them have started.
+    """
     db = bench.new_db(name)
     engine = bench.engine(db)
     worker = Worker(
@@ -111,6 +123,7 @@ def _starts_after(
         "async",
         polling_interval=bench.polling_interval,
         report_starts=True,
+        extra=extra,
     )
     marks: dict[str, float] = {}
     try:
@@ -120,10 +133,12 @@ def _starts_after(
             pass
         time.sleep(0.5)  # let the worker's first (empty) poll finish
         marks = schedule(client, engine)
-        deadline = time.monotonic() + bench.polling_interval + 15
+        wanted = len(marks) or count
+        deadline = time.monotonic() + bench.polling_interval + 40
         while time.monotonic() < deadline:
             with worker.starts_lock:
-                if len(worker.starts) >= len(marks):
+                keys = marks.keys() if marks else filter(measured, worker.starts)
+                if sum(k in worker.starts for k in keys) >= wanted:
                     break
             time.sleep(0.02)
     finally:
@@ -132,6 +147,7 @@ def _starts_after(
         bench.problems.extend(f"{name}: {p}" for p in problems)
     with worker.starts_lock:
         starts = dict(worker.starts)
+        marks = marks or {k: due for k, due in worker.dues.items() if measured(k)}
     delays = sorted((starts[k] - marks[k]) * 1000.0 for k in marks if k in starts)
     if len(delays) < 2:
         raise ScenarioError(f"only {len(delays)} of {len(marks)} executions started")
@@ -272,3 +288,39 @@ def schedule_batch(bench: Bench) -> Figure:
             notes=f"{txns} x {size:,} rows in {elapsed:.2f}s",
         )
     )
+
+
+def due_lag_cron(bench: Bench) -> list[Figure]:
+    """From each run's time to its start: a ``* * * * * ?`` cron, every second for 20 s."""
+    runs = max(5, bench.counts.latency_runs // 10)
+    delays = _starts_after(
+        bench,
+        "due_lag_cron",
+        lambda client, engine: {},
+        extra=["--cron", "* * * * * ?"],
+        measured=lambda key: key.startswith("tick@"),
+        count=runs,
+    )
+    return _percentiles(bench, "due_lag_cron", "due-time lag, cron each second", delays, {99: 5.0})
+
+
+def due_lag_retry(bench: Bench) -> list[Figure]:
+    """From each retry's time to its start: due executions whose first attempt fails, with
+    ``retry_base_delay`` 0.5 s (the default 30 s would make a long benchmark)."""
+    n = max(10, bench.counts.latency_runs // 2)
+
+    def schedule(client: Scheduler, engine: Engine) -> dict[str, float]:
+        batch = [bench.task.instance(f"r{i:05d}") for i in range(n)]
+        if client.schedule_batch(engine, batch) != n:
+            raise ScenarioError("schedule_batch inserted fewer than asked")
+        return {}
+
+    delays = _starts_after(
+        bench,
+        "due_lag_retry",
+        schedule,
+        extra=["--fail-first", "--retry-delay", "0.5"],
+        measured=lambda key: key.endswith("#retry"),
+        count=n,
+    )
+    return _percentiles(bench, "due_lag_retry", "due-time lag, retries", delays, {99: 5.0})

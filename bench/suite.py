@@ -10,7 +10,15 @@ from functools import partial
 from bench.floors import floor_batch, floor_drain, floor_single
 from bench.harness import Bench
 from bench.results import Figure
-from bench.scenarios import drain, due_lag, latency, schedule_batch, schedule_single
+from bench.scenarios import (
+    drain,
+    due_lag,
+    due_lag_cron,
+    due_lag_retry,
+    latency,
+    schedule_batch,
+    schedule_single,
+)
 
 #: Each library figure and the raw floor it is compared with.
 FLOOR_OF = {
@@ -29,6 +37,8 @@ SCENARIOS = (
     "drain_async_2",
     "latency",
     "due_lag",
+    "due_lag_cron",
+    "due_lag_retry",
     "schedule",
     "schedule_batch",
 )
@@ -59,6 +69,20 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
         )
     s("latency_p50", "commit-to-start latency", "ms", lambda: latency(bench)[0], "latency")
     s("due_lag_p50", "due-time lag", "ms", lambda: due_lag(bench)[0], "due_lag")
+    s(
+        "due_lag_cron_p50",
+        "due-time lag, cron",
+        "ms",
+        lambda: due_lag_cron(bench)[0],
+        "due_lag_cron",
+    )
+    s(
+        "due_lag_retry_p50",
+        "due-time lag, retries",
+        "ms",
+        lambda: due_lag_retry(bench)[0],
+        "due_lag_retry",
+    )
     s("schedule", "schedule, one per transaction", "inserts/s", partial(schedule_single, bench))
     s("schedule_batch", "schedule_batch", "rows/s", partial(schedule_batch, bench))
     apply_targets(bench)

@@ -8,8 +8,12 @@ Started by ``bench/run.py``; not meant to be run by hand (but it can be)::
 ``--handler async`` runs ``async def`` handlers on an ``AsyncEngine``; ``--handler sync``
 runs plain ``def`` handlers on a sync ``Engine``. The worker prints ``READY`` on stdout once
 the scheduler's loop runs; with ``--report-starts`` each execution prints
-``START <instance_id> <time.time()>`` when its handler begins. SIGTERM or SIGINT stops
-the scheduler gracefully (``request_stop``) and the process exits 0.
+``START <key> <time.time()> <its execution_time as epoch seconds>`` when its handler
+begins, the key being its instance id (``#retry`` added on a retry). ``--cron EXPR`` adds
+a recurring ``tick`` task on that cron schedule (key ``tick@<execution_time>``);
+``--fail-first`` makes the first attempt of each ``noop`` execution fail, and
+``--retry-delay`` sets ``retry_base_delay``. SIGTERM or SIGINT stops the scheduler
+gracefully (``request_stop``) and the process exits 0.
 """
 
 from __future__ import annotations
@@ -26,7 +30,16 @@ import anyio
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from sqla_scheduler import ExecutionContext, OneTimeTask, Scheduler, SchedulerConfig, one_time
+from sqla_scheduler import (
+    Cron,
+    ExecutionContext,
+    OneTimeTask,
+    RecurringTask,
+    Scheduler,
+    SchedulerConfig,
+    one_time,
+    recurring,
+)
 
 TASK_NAME = "noop"
 
@@ -41,6 +54,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pick-lower-fraction", type=float, default=None)
     parser.add_argument("--pick-upper-fraction", type=float, default=None)
     parser.add_argument("--report-starts", action="store_true")
+    parser.add_argument("--cron", default=None, help="also run a recurring task on this cron")
+    parser.add_argument("--fail-first", action="store_true")
+    parser.add_argument("--retry-delay", type=float, default=None, help="seconds")
     parser.add_argument("--log-level", default="WARNING")
     return parser.parse_args(argv)
 
@@ -51,21 +67,40 @@ def _emit(line: str) -> None:
     sys.stdout.flush()
 
 
-def make_task(handler_kind: str, report_starts: bool) -> OneTimeTask[Any]:
+def _report(ctx: ExecutionContext[Any], key: str) -> None:
+    _emit(f"START {key} {time.time():.6f} {ctx.execution_time.timestamp():.6f}")
+
+
+def make_task(handler_kind: str, report_starts: bool, fail_first: bool = False) -> OneTimeTask[Any]:
     """The ``noop`` task, with an ``async def`` or a plain ``def`` handler."""
+
+    def begin(ctx: ExecutionContext[Any]) -> None:
+        retry = ctx.consecutive_failures > 0
+        if report_starts:
+            _report(ctx, ctx.instance_id + ("#retry" if retry else ""))
+        if fail_first and not retry:
+            raise RuntimeError("the first attempt fails (--fail-first)")
+
     if handler_kind == "async":
 
         async def noop_async(ctx: ExecutionContext[Any]) -> None:
-            if report_starts:
-                _emit(f"START {ctx.instance_id} {time.time():.6f}")
+            begin(ctx)
 
         return one_time(TASK_NAME)(noop_async)
 
     def noop_sync(ctx: ExecutionContext[Any]) -> None:
-        if report_starts:
-            _emit(f"START {ctx.instance_id} {time.time():.6f}")
+        begin(ctx)
 
     return one_time(TASK_NAME)(noop_sync)
+
+
+def make_tick(expression: str) -> RecurringTask[Any]:
+    """The recurring ``tick`` task on ``expression``, reporting each run by its time."""
+
+    async def tick(ctx: ExecutionContext[Any]) -> None:
+        _report(ctx, f"tick@{ctx.execution_time.timestamp():.6f}")
+
+    return recurring("tick", Cron(expression))(tick)
 
 
 def make_config(args: argparse.Namespace) -> SchedulerConfig:
@@ -75,6 +110,8 @@ def make_config(args: argparse.Namespace) -> SchedulerConfig:
         extra["pick_lower_fraction"] = args.pick_lower_fraction
     if args.pick_upper_fraction is not None:
         extra["pick_upper_fraction"] = args.pick_upper_fraction
+    if args.retry_delay is not None:
+        extra["retry_base_delay"] = timedelta(seconds=args.retry_delay)
     return SchedulerConfig(
         concurrency=args.concurrency,
         polling_interval=timedelta(seconds=args.polling_interval),
@@ -91,7 +128,10 @@ async def serve(args: argparse.Namespace) -> None:
         engine = create_async_engine(args.url, pool_size=args.concurrency + 5)
     else:
         engine = create_engine(args.url, pool_size=args.concurrency + 5)
-    scheduler = Scheduler(engine, [make_task(args.handler, args.report_starts)], make_config(args))
+    tasks: list[Any] = [make_task(args.handler, args.report_starts, args.fail_first)]
+    if args.cron is not None:
+        tasks.append(make_tick(args.cron))
+    scheduler = Scheduler(engine, tasks, make_config(args))
     try:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with scheduler:

@@ -45,6 +45,7 @@ class Worker:
         polling_interval: float,
         concurrency: int = 10,
         report_starts: bool = False,
+        extra: Sequence[str] = (),
     ) -> None:
         self.name = name
         argv = [
@@ -63,10 +64,13 @@ class Worker:
         ]
         if report_starts:
             argv.append("--report-starts")
+        argv += extra
         self.ready = threading.Event()
         self.terminated = False
         self.stopped_cleanly = False
         self.starts: dict[str, float] = {}
+        #: When each started execution was due (its ``execution_time``), by the same key.
+        self.dues: dict[str, float] = {}
         self.starts_lock = threading.Lock()
         self.stderr: deque[str] = deque(maxlen=200)
         self.stderr_lines = 0
@@ -94,9 +98,10 @@ class Worker:
             parts = line.split()
             if not parts:
                 continue
-            if parts[0] == "START" and len(parts) == 3:
+            if parts[0] == "START" and len(parts) == 4:
                 with self.starts_lock:
                     self.starts.setdefault(parts[1], float(parts[2]))
+                    self.dues.setdefault(parts[1], float(parts[3]))
             elif parts[0] == "READY":
                 self.ready.set()
             elif parts[0] == "STOPPED":
