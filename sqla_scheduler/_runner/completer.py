@@ -103,12 +103,14 @@ class Completer:
         if not abandons:
             if records:
                 await self._commit(records, lane="completer")
-            return
-        async with anyio.create_task_group() as group:
-            if records:
-                group.start_soon(partial(self._commit, records, lane="completer"))
-            for outcome, abandon in abandons:
-                group.start_soon(self._abandon, outcome, abandon)
+        else:
+            async with anyio.create_task_group() as group:
+                if records:
+                    group.start_soon(partial(self._commit, records, lane="completer"))
+                for outcome, abandon in abandons:
+                    group.start_soon(self._abandon, outcome, abandon)
+        if self.waker.due():
+            self.waker.wake()  # room was made while work waits for it: the picker may pick
 
     async def _commit(
         self, batch: list[tuple[Outcome, Completion]], lane: str | None = None

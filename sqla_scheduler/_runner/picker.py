@@ -88,8 +88,9 @@ class Picker:
         return self.held.outstanding <= self.low
 
     def wants_more(self) -> bool:
-        """Whether more is known to be due and there is room for it now."""
-        return self.more_due and self.held.outstanding <= self.low
+        """Whether more is known to be due (a full pick, or the time waited for has come)
+        and there is room for it now."""
+        return (self.more_due or self.waker.due()) and self.held.outstanding <= self.low
 
     async def run_once(self, limit: int | None = None) -> list[Held]:
         """Pick up to ``limit`` due executions (default: up to the upper limit); hold them."""
@@ -149,7 +150,9 @@ class Picker:
                     continue
                 if self.wants_more():
                     continue  # handlers already drained the queue: pick again at once
-            if self.more_due and not self.wants_work():
-                await self.waker.wait()  # a worker wakes us when the queue runs low
+            if not self.wants_work() and (self.more_due or self.waker.due()):
+                # more is due than there is room for: the workers and the completer wake
+                # us when room is made
+                await self.waker.wait(None if self.more_due else poll)
             elif not await self.waker.wait(self.waker.seconds_to_next(poll)):
                 self.waker.known = False  # a poll: ask the table again after the pick

@@ -85,6 +85,10 @@ class Waker:
         with contextlib.suppress(RuntimeError):  # the loop has ended
             self._call_soon(fn)
 
+    def due(self) -> bool:
+        """Whether the earliest time known has come."""
+        return self.next_at is not None and self.next_at <= self.clock.now()
+
     def stale(self) -> bool:
         """Whether the picker should ask the table for the earliest time ahead: it never
         did, or the time it knew has come."""

@@ -12,6 +12,7 @@ import itertools
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import anyio
 import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -138,3 +139,25 @@ async def test_another_schedulers_later_execution_starts_at_its_time(db: Harness
     assert_on_time(starts[0][1], one)
     for instance, start in starts[1:]:
         assert_on_time(start, due[instance])
+
+
+async def test_work_due_while_every_slot_is_busy_starts_when_one_frees(db: Harness) -> None:
+    """Due while the only slot runs a long handler: it starts as soon as that handler's
+    outcome is recorded, not at the next poll (and the picker does not spin meanwhile)."""
+    starts, record = recorder()
+    finished: list[datetime] = []
+
+    async def slow(ctx: Any) -> None:
+        await anyio.sleep(1.0)
+        finished.append(datetime.now(timezone.utc))
+
+    slow_task = one_time("slow", priority=1)(slow)
+    quick = one_time("quick")(record)
+    scheduler = db.scheduler([slow_task, quick], concurrency=1, pick_upper_fraction=1.0)
+    async with scheduler:
+        await db.resolve(scheduler.schedule(db.engine, slow_task.instance("s")))
+        due = scheduler.clock.now() + timedelta(milliseconds=300)
+        await db.resolve(scheduler.schedule(db.engine, quick.instance("q", at=due)))
+        await wait_for(lambda: len(starts) == 1)
+    assert finished, "the slow handler ran first"
+    assert_on_time(starts[0][1], finished[0])
