@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from sqlalchemy import delete, text
 
 from sqla_scheduler import ManualClock, one_time
+from tests._strategies import json_values, storable_text
 from tests.conftest import Harness, services
 
 pytestmark = pytest.mark.anyio
@@ -44,18 +45,11 @@ POSTGRES_TYPES = {
 }
 NOT_NULL = {"execution_time", "picked", "consecutive_failures", "version", "priority"}
 
-storable_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
 # Any JSON, and JSON the databases accept that Python cannot load: nested past the
 # recursion limit, an integer longer than int() parses from text.
-json_text = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | storable_text,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(storable_text, inner, max_size=3),
-    max_leaves=8,
-).map(json.dumps) | st.sampled_from(["[" * 3000 + "]" * 3000, "1" + "0" * 5000])
+json_text = json_values(max_leaves=8).map(json.dumps) | st.sampled_from(
+    ["[" * 3000 + "]" * 3000, "1" + "0" * 5000]
+)
 # Years PostgreSQL's timestamptz holds: 4713 BC to 294276 AD.
 year = st.one_of(
     st.tuples(

@@ -8,30 +8,18 @@ import re
 from typing import Any
 
 from hypothesis import given
-from hypothesis import strategies as st
 
 from sqla_scheduler._types import dumps_payload
+from tests._strategies import json_values
 from tests.integration.test_payload_fidelity import same
 
-# Strings as the table stores them: no NUL, no lone surrogate (both refused on the way in).
-texts = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | texts,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(texts, children, max_size=4),
-    max_leaves=20,
-)
 
-
-@given(json_values)
+@given(json_values(max_leaves=20))
 def test_payload_text_reads_back_as_the_same_value(value: Any) -> None:
     assert same(json.loads(dumps_payload(value)), value)
 
 
-@given(json_values)
+@given(json_values(max_leaves=20))
 def test_no_number_is_written_with_a_positive_exponent(value: Any) -> None:
     """json writes a large float as ``1e+20``, which jsonb gives back as an int."""
     assert "e+" not in _numbers_text(dumps_payload(value))
