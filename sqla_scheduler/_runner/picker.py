@@ -137,9 +137,10 @@ class Picker:
     ) -> None:
         """Pick and ``deliver`` to the workers whenever work is wanted, until ``stopping``."""
         poll = self.config.polling_interval.total_seconds()
+        pick = True
         while not stopping():
             self.waker.arm()
-            if self.wants_work():
+            if pick and self.wants_work():
                 try:
                     await deliver(await self.run_once())
                     if not self.more_due and self.waker.stale():
@@ -150,9 +151,12 @@ class Picker:
                     continue
                 if self.wants_more():
                     continue  # handlers already drained the queue: pick again at once
+            pick = True
             if not self.wants_work() and (self.more_due or self.waker.due()):
                 # more is due than there is room for: the workers and the completer wake
                 # us when room is made
                 await self.waker.wait(None if self.more_due else poll)
             elif not await self.waker.wait(self.waker.seconds_to_next(poll)):
                 self.waker.known = False  # a poll: ask the table again after the pick
+            elif self.waker.retimed:
+                pick = False  # only told of an earlier time ahead: wait for it instead

@@ -51,6 +51,8 @@ class Waker:
         self.next_at: datetime | None = None
         #: Whether ``next_at`` says all there is to know (since the last refresh).
         self.known = False
+        #: Whether the current wait was ended for work due now (not only for a new time).
+        self._for_now = False
 
     def bind(self) -> None:
         """Let other threads wake the loop this is called on (see ``wake_soon``)."""
@@ -59,21 +61,32 @@ class Waker:
     def arm(self) -> None:
         """Start a new wait: only wake-ups from now on end it."""
         self._event = anyio.Event()
+        self._for_now = False
 
     def wake(self) -> None:
         """End the current wait (from the loop's own thread)."""
+        self._for_now = True
         self._event.set()
 
     def wake_at(self, at: datetime) -> None:
         """Learn that an execution is due at ``at``; end the current wait if that is
-        earlier than what the wait is for (from the loop's own thread)."""
+        earlier than what the wait is for (from the loop's own thread): at once if it is
+        due already, else only so that the wait is for the new time (``retimed``)."""
         if self.next_at is None or at < self.next_at:
             self.next_at = at
+            if at <= self.clock.now():
+                self._for_now = True
             self._event.set()
+
+    @property
+    def retimed(self) -> bool:
+        """Whether the wait ended only because an earlier time ahead was learnt: nothing
+        is due yet, so there is nothing to pick."""
+        return self._event.is_set() and not self._for_now
 
     def wake_soon(self) -> None:
         """``wake`` from any thread; nothing once the loop has ended or before it runs."""
-        self._soon(self._event.set)
+        self._soon(self.wake)
 
     def wake_at_soon(self, at: datetime) -> None:
         """``wake_at`` from any thread; nothing once the loop has ended or before it runs."""
