@@ -84,8 +84,10 @@ def scheduled_tasks_table(
 ) -> Table:
     """Build the scheduler's table as ``name`` (in ``schema``) on ``target`` metadata.
 
-    The two partial indexes serve the two hot queries: due executions among unpicked rows,
-    ordered as the picker orders them, and picked rows for the dead-execution check.
+    The two partial indexes serve the hot queries. Unpicked rows by task, priority and
+    time: a scheduler reads its own tasks' rows only, and within each task and priority
+    the due ones in order (the picks) or the first one after now (what a scheduler sleeps
+    until). Picked rows by scheduler: the dead-execution check.
     ``last_heartbeat`` and ``version`` are in no index, so a heartbeat can be a HOT update.
     """
     table = Table(
@@ -113,6 +115,7 @@ def scheduled_tasks_table(
     picked = table.c.picked == true()
     Index(
         f"ix_{name}_due",
+        table.c.task_name,
         table.c.priority.desc(),
         table.c.execution_time,
         postgresql_where=unpicked,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
+    BindParameter,
     Delete,
     Select,
     Table,
@@ -42,10 +43,8 @@ class Running(Shapes):
         #: Pick up to ``limit`` due executions of ``names`` for ``picker`` (see ``_pick``).
         self.pick: Update = self._pick()
         #: The earliest execution time after ``now`` among unpicked rows of ``names`` that
-        #: can be loaded: what the picker waits for between picks.
-        self.next_due: Select[Any] = select(func.min(c.execution_time)).where(
-            self.unpicked, c.execution_time > now, self.one_of(c.task_name, "names"), self.loadable
-        )
+        #: can be loaded: what the picker waits for between picks (see ``_next_due``).
+        self.next_due: Select[Any] = self._next_due()
         #: Mark held executions as started, just before their handlers run (see ``_stamp``).
         self.mark_started: Update = self._stamp("started_at")
         #: Refresh the heartbeat of held executions (see ``_stamp``).
@@ -141,22 +140,43 @@ class Running(Shapes):
         stable while the statement holds their locks, so that updating them is a direct
         fetch per row rather than a join with the table (which PostgreSQL may plan as a
         scan of every row).
+
+        On PostgreSQL the due index is read as ranges, one for each task and priority
+        (see ``Shapes.bands``): up to ``limit`` due rows of each are locked, and the first
+        ``limit`` of them in priority order picked. Rows of other tasks are never read,
+        nor future ones, however many there are; one scan for ``= ANY(names)`` would
+        step over both. The rows locked and not picked are free when the statement ends.
         """
         c = self.table.c
         now = self.time("now")
         row: Any = literal_column(self.backend.row_locator)
-        due = (
-            select(row)
-            .where(
-                self.unpicked,
-                c.execution_time <= now,
-                self.one_of(c.task_name, "names"),
-                self.loadable,
+        due_of = (self.unpicked, c.execution_time <= now, self.loadable)
+        limit: BindParameter[int] = bindparam("limit")
+        due: Select[Any]
+        if self.backend.name == "postgresql":
+            band = self.bands()
+            of_band = (
+                select(row.label("locator"), c.priority, c.execution_time)
+                .where(c.task_name == band.c.name, c.priority == band.c.priority, *due_of)
+                .order_by(c.execution_time)
+                .limit(limit)
+                .with_for_update(skip_locked=True)
+                .lateral("of_band")
             )
-            .order_by(c.priority.desc(), c.execution_time)
-            .limit(bindparam("limit"))
-            .with_for_update(skip_locked=True)
-        )
+            due = (
+                select(of_band.c.locator)
+                .select_from(band.join(of_band, true()))
+                .order_by(of_band.c.priority.desc(), of_band.c.execution_time)
+                .limit(limit)
+            )
+        else:
+            due = (
+                select(row)
+                .where(self.one_of(c.task_name, "names"), *due_of)
+                .order_by(c.priority.desc(), c.execution_time)
+                .limit(limit)
+                .with_for_update(skip_locked=True)
+            )
         return (
             update(self.table)
             .where(self.locator_in(row, due))
@@ -169,6 +189,25 @@ class Running(Shapes):
             )
             .returning(*self.loaded_columns)
         )
+
+    def _next_due(self) -> Select[Any]:
+        """``next_due``: on PostgreSQL the first future row of each task and priority in
+        ``names`` (see ``Shapes.bands``), one index probe each."""
+        c = self.table.c
+        later = (self.unpicked, c.execution_time > self.time("now"), self.loadable)
+        if self.backend.name != "postgresql":
+            return select(func.min(c.execution_time)).where(
+                self.one_of(c.task_name, "names"), *later
+            )
+        band = self.bands()
+        first = (
+            select(c.execution_time)
+            .where(c.task_name == band.c.name, c.priority == band.c.priority, *later)
+            .order_by(c.execution_time)
+            .limit(1)
+            .lateral("first")
+        )
+        return select(func.min(first.c.execution_time)).select_from(band.join(first, true()))
 
     def _find_unreadable(self) -> Executable:
         c = self.table.c

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
+    CTE,
     BigInteger,
     BindParameter,
     ColumnElement,
@@ -19,6 +20,7 @@ from sqlalchemy import (
     cast,
     false,
     func,
+    select,
     true,
     tuple_,
     type_coerce,
@@ -102,6 +104,30 @@ class Shapes:
         if self.backend.name == "postgresql":
             return column == any_(bindparam(name, type_=ARRAY(String())))
         return column.in_(bindparam(name, expanding=True))
+
+    def bands(self) -> CTE:
+        """The priorities among the unpicked rows of each task in the list bound as
+        ``names`` (PostgreSQL): rows ``(name, priority)``, highest priority first, and a
+        last one per task with a NULL priority.
+
+        Found by a recursive walk of the due index, one probe per priority, so that a
+        statement can then read each task and priority as one range of the index (by
+        time, from its first due row or from now) rather than step over the rows of other
+        priorities, which a range by time alone cannot skip.
+        """
+        c = self.table.c
+        names = func.unnest(bindparam("names", type_=ARRAY(String()))).table_valued("name")
+        names = names.render_derived(name="each_name")
+        highest = select(func.max(c.priority)).where(c.task_name == names.c.name, self.unpicked)
+        band = select(names.c.name.label("name"), highest.scalar_subquery().label("priority")).cte(
+            "band", recursive=True
+        )
+        lower = select(func.max(c.priority)).where(
+            c.task_name == band.c.name, self.unpicked, c.priority < band.c.priority
+        )
+        return band.union_all(
+            select(band.c.name, lower.scalar_subquery()).where(band.c.priority.is_not(None))
+        )
 
     def held_keys(self) -> tuple[ColumnElement[bool], ...]:
         """Rows whose (task, instance, version) is among the bound keys: the parallel lists

@@ -506,6 +506,43 @@ async def test_priorities_with_concurrency_one(db: Harness):
     assert all(name.startswith("high") for name in order[:5]), order
 
 
+async def test_priorities_across_tasks_with_future_and_foreign_rows(db: Harness):
+    """Picks follow priority across the scheduler's tasks; a future execution at a higher
+    priority waits for its time, and rows of a task it does not know stay untouched."""
+    order: list[str] = []
+    first = one_time("first")(lambda ctx: order.append(ctx.instance_id))
+    second = one_time("second")(lambda ctx: order.append(ctx.instance_id))
+    foreign = one_time("foreign")(lambda ctx: None)
+    scheduler = db.scheduler(
+        [first, second], concurrency=1, polling_interval=timedelta(milliseconds=50)
+    )
+    now = scheduler.clock.now()
+    later = now + timedelta(hours=1)
+    instances = [
+        first.instance("high-1", priority=5),
+        second.instance("high-2", priority=5),
+        second.instance("high-3", priority=5),
+        first.instance("mid-1", priority=0, at=now - timedelta(minutes=5)),
+        second.instance("mid-2", priority=0),
+        second.instance("low-1", priority=-3, at=now - timedelta(days=1)),
+        first.instance("future", priority=9, at=later),
+    ]
+    client = db.scheduler([first, second, foreign])
+    await db.resolve(client.schedule_batch(db.engine, instances))
+    await db.resolve(
+        client.schedule_batch(
+            db.engine, [foreign.instance(f"f-{i}", priority=10) for i in range(3)]
+        )
+    )
+    async with scheduler:
+        await wait_for(lambda: len(order) == 6)
+    assert {name.split("-")[0] for name in order[:3]} == {"high"}, order
+    assert {name.split("-")[0] for name in order[3:5]} == {"mid"}, order
+    assert order[5] == "low-1", order
+    assert db.row("first", "future") is not None
+    assert db.count() == 4  # the future execution and the three foreign ones
+
+
 async def test_run_in_a_task_group_picks_new_work_and_stops(db: Harness):
     done = threading.Event()
     task = one_time("job")(lambda ctx: done.set())
