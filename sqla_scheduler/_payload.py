@@ -34,6 +34,12 @@ def normalize_json(task_name: str, value: object) -> Any:
     too deeply to read back, or a string (key or value) with a NUL character or a lone
     surrogate (PostgreSQL refuses both; SQLite would store what PostgreSQL refuses).
     """
+    # The plainest values come back as they are: no text to build and parse. (Exact
+    # types: a subclass, such as an IntEnum, is stored as its JSON form.)
+    if value is None or type(value) is bool or type(value) is int:
+        return value
+    if type(value) is str and text_problem(value) is None:
+        return value
     try:
         text = json.dumps(value, allow_nan=False)
         normalized = json.loads(text)
