@@ -117,8 +117,11 @@ async def _in_own_transaction(
 ) -> T:
     if one_statement and engine.dialect.name == "postgresql":
         async with engine.connect() as conn:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
-            return await conn.run_sync(fn)
+            # set inside the one run_sync: each await of the async connection is a trip
+            # through the greenlet bridge, as costly as the statement's own Python
+            return await conn.run_sync(
+                lambda sync: fn(sync.execution_options(isolation_level="AUTOCOMMIT"))
+            )
     async with engine.begin() as conn:
         return await conn.run_sync(fn)
 
