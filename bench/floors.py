@@ -4,7 +4,8 @@ compared with.
 
 (a) drain: pick due rows ``FOR UPDATE SKIP LOCKED`` and delete them, a batch per
 transaction; (b) one ``INSERT`` per transaction; (c) ``executemany`` of a batch per
-transaction.
+transaction. (The floors of one ``schedule`` call are measured interleaved with it, in
+``single``.)
 """
 
 from __future__ import annotations

@@ -59,6 +59,10 @@ class Bench:
         self.table_stats: list[TableStats] = []
         self.problems: list[str] = []
         self.errors: list[str] = []
+        #: ``EXPLAIN`` plans by when they were taken, then by statement (the scale scenario).
+        self.plans: dict[str, dict[str, list[str]]] = {}
+        #: Index sizes in bytes by when they were read, then by index (the scale scenario).
+        self.index_sizes: dict[str, dict[str, int]] = {}
         self._db_seq = 0
 
     # --- databases ---------------------------------------------------------------
@@ -94,6 +98,17 @@ class Bench:
 
     def count(self, conn: psycopg.Connection[Any]) -> int:
         row = conn.execute("SELECT count(*) FROM scheduled_tasks").fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def count_due(self, conn: psycopg.Connection[Any]) -> int:
+        """The rows a drain drains (the bench's task, instances ``d...``), whatever else
+        is there: a range of the primary key."""
+        row = conn.execute(
+            "SELECT count(*) FROM scheduled_tasks"
+            " WHERE task_name = %s AND task_instance >= 'd' AND task_instance < 'e'",
+            (TASK_NAME,),
+        ).fetchone()
         assert row is not None
         return int(row[0])
 

@@ -34,6 +34,12 @@ FLOOR_SHORT = {
     "floor_drain": "(a)",
     "floor_single": "(b)",
     "floor_batch": "(c)",
+    "interleaved_single": "(b), interleaved",
+    "interleaved_statements": "(INSERTs in one transaction, interleaved)",
+    "interleaved_batch": "(c), interleaved",
+    "drain_async_1": "(1 process, async)",
+    "scale_pick_small": "(20,000 rows)",
+    "scale_next_due_small": "(20,000 rows)",
 }
 
 
@@ -65,7 +71,7 @@ def render(console: Console, bench: Bench, meta: dict[str, Any]) -> None:
         table.add_row(
             fig.label, _fmt(fig.value, fig.unit), floor, ratio, fig.target, met, fig.notes
         )
-        if key in ("floor_batch", "drain_async_2", "latency_p99"):
+        if key in ("floor_batch", "drain_async_2", "latency_p99", "scale_next_due"):
             table.add_section()
     console.print(table)
 
@@ -79,6 +85,16 @@ def render(console: Console, bench: Bench, meta: dict[str, Any]) -> None:
         run = st.run if st.settled else f"{st.run} (stats not settled)"
         stats.add_row(run, *("-" if c is None else f"{c:,}" for c in cells))
     console.print(stats)
+
+    for when, plans in bench.plans.items():
+        console.print(f"[bold]Plans {when}[/] (EXPLAIN ANALYZE, node lines)")
+        for name, lines in plans.items():
+            console.print(f"  {name}:", markup=False, highlight=False)
+            for line in lines:
+                console.print(f"    {line}", markup=False, highlight=False)
+    for when, sizes in bench.index_sizes.items():
+        listed = ", ".join(f"{name} {size / 2**20:.1f} MiB" for name, size in sizes.items())
+        console.print(f"Index sizes {when}: {listed}", markup=False, highlight=False)
 
     if bench.problems or bench.errors:
         console.print("[bold]Problems seen[/]")
@@ -96,6 +112,8 @@ def write_json(path: Path, bench: Bench, meta: dict[str, Any]) -> None:
         "meta": meta,
         "figures": figures,
         "table_stats": [asdict(st) for st in bench.table_stats],
+        "plans": bench.plans,
+        "index_sizes": bench.index_sizes,
         "problems": bench.problems,
         "errors": bench.errors,
     }

@@ -20,9 +20,21 @@ from sqla_scheduler import Scheduler
 # --- drain by worker processes -----------------------------------------------------------
 
 
-def drain(bench: Bench, key: str, label: str, handler: str, processes: int) -> Figure:
+def drain(
+    bench: Bench,
+    key: str,
+    label: str,
+    handler: str,
+    processes: int,
+    *,
+    db: str | None = None,
+    floor_key: str = "floor_drain",
+) -> Figure:
+    """``drain_rows`` due executions scheduled at once, drained by ``processes`` workers;
+    on a fresh database, or on ``db`` (which may hold other rows: only the due rows of the
+    bench's task are counted)."""
     n = bench.counts.drain_rows
-    db = bench.new_db(key)
+    db = db or bench.new_db(key)
     url = bench.cluster.url(db)
     workers: list[Worker] = []
     engine = bench.engine(db)
@@ -52,7 +64,7 @@ def drain(bench: Bench, key: str, label: str, handler: str, processes: int) -> F
             last_left, last_progress = n, t0
             stall = 2 * bench.polling_interval + 10
             while True:
-                left = bench.count(poll)
+                left = bench.count_due(poll)
                 now = time.perf_counter()
                 if left < n and t_first is None:
                     t_first = now
@@ -84,7 +96,7 @@ def drain(bench: Bench, key: str, label: str, handler: str, processes: int) -> F
             label,
             n / elapsed,
             "rows/s",
-            floor_key="floor_drain",
+            floor_key=floor_key,
             notes=(
                 f"{n:,} rows in {elapsed:.2f}s; first row gone after "
                 f"{t_first - t0:.2f}s; {steady:,.0f} rows/s from then"
@@ -225,69 +237,6 @@ def due_lag(bench: Bench) -> list[Figure]:
 
 
 # --- scheduling, one per transaction and in batches --------------------------------------
-
-
-def _time_scheduling(
-    bench: Bench, label: str, rows: int, work: Callable[[Scheduler, Engine], object]
-) -> float:
-    """Seconds ``work`` takes on a fresh database; fails unless it left ``rows`` rows."""
-    db = bench.new_db(label)
-    engine = bench.engine(db)
-    try:
-        client = Scheduler(engine, [bench.task])
-        with engine.connect():
-            pass  # open the pool's connection before the clock starts
-        t0 = time.perf_counter()
-        work(client, engine)
-        elapsed = time.perf_counter() - t0
-    finally:
-        engine.dispose()
-    with bench.connect(db) as conn:
-        if bench.count(conn) != rows:
-            raise ScenarioError(f"{label}: rows missing")
-    return elapsed
-
-
-def schedule_single(bench: Bench) -> Figure:
-    n = bench.counts.single_txns
-
-    def work(client: Scheduler, engine: Engine) -> None:
-        for i in range(n):
-            client.schedule(engine, bench.task.instance(f"s{i:07d}"))
-
-    elapsed = _time_scheduling(bench, "schedule", n, work)
-    return bench.add(
-        Figure(
-            "schedule",
-            "Scheduler.schedule(engine, instance), one per transaction",
-            n / elapsed,
-            "inserts/s",
-            floor_key="floor_single",
-            notes=f"{n:,} calls in {elapsed:.2f}s",
-        )
-    )
-
-
-def schedule_batch(bench: Bench) -> Figure:
-    txns, size = bench.counts.batch_txns, bench.counts.batch_size
-
-    def work(client: Scheduler, engine: Engine) -> None:
-        for j in range(txns):
-            client.schedule_batch(
-                engine, [bench.task.instance(f"b{j:03d}-{i:07d}") for i in range(size)]
-            )
-
-    elapsed = _time_scheduling(bench, "schedule_batch", txns * size, work)
-    return bench.add(
-        Figure(
-            "schedule_batch",
-            f"Scheduler.schedule_batch(engine, {size:,} instances)",
-            txns * size / elapsed,
-            "rows/s",
-            floor_key="floor_batch",
-            notes=f"{txns} x {size:,} rows in {elapsed:.2f}s",
-        )
-    )
 
 
 def due_lag_cron(bench: Bench) -> list[Figure]:

@@ -10,23 +10,22 @@ from functools import partial
 from bench.floors import floor_batch, floor_drain, floor_single
 from bench.harness import Bench
 from bench.results import Figure
+from bench.scale import scale
 from bench.scenarios import (
     drain,
     due_lag,
     due_lag_cron,
     due_lag_retry,
     latency,
-    schedule_batch,
-    schedule_single,
 )
+from bench.scheduling import schedule_async, schedule_batch, schedule_engine, schedule_session
 
 #: Each library figure and the raw floor it is compared with.
 FLOOR_OF = {
     "drain_async_1": "floor_drain",
     "drain_sync_1": "floor_drain",
     "drain_async_2": "floor_drain",
-    "schedule": "floor_single",
-    "schedule_batch": "floor_batch",
+    "drain_scale": "drain_async_1",
 }
 SCENARIOS = (
     "floor_drain",
@@ -35,11 +34,14 @@ SCENARIOS = (
     "drain_async_1",
     "drain_sync_1",
     "drain_async_2",
+    "scale",
     "latency",
     "due_lag",
     "due_lag_cron",
     "due_lag_retry",
     "schedule",
+    "schedule_async",
+    "schedule_session",
     "schedule_batch",
 )
 
@@ -47,7 +49,8 @@ SCENARIOS = (
 def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
     """Run every scenario, or those named in ``only`` and the floors they compare with."""
     bench.prepare_template()
-    wanted = set(only) | {FLOOR_OF[key] for key in only if key in FLOOR_OF}
+    wanted = set(only) | {"drain_async_1" for key in only if key == "scale"}
+    wanted |= {FLOOR_OF[key] for key in wanted if key in FLOOR_OF}
 
     def s(key: str, label: str, unit: str, run: Callable[[], Figure], name: str = "") -> None:
         if not only or (name or key) in wanted:
@@ -67,6 +70,7 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
             "rows/s",
             partial(drain, bench, key, label, handler, processes),
         )
+    s("drain_scale", "scale", "rows/s", lambda: scale(bench)[0], "scale")
     s("latency_p50", "commit-to-start latency", "ms", lambda: latency(bench)[0], "latency")
     s("due_lag_p50", "due-time lag", "ms", lambda: due_lag(bench)[0], "due_lag")
     s(
@@ -83,7 +87,14 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
         lambda: due_lag_retry(bench)[0],
         "due_lag_retry",
     )
-    s("schedule", "schedule, one per transaction", "inserts/s", partial(schedule_single, bench))
+    s("schedule", "schedule, one per transaction", "inserts/s", partial(schedule_engine, bench))
+    s("schedule_async", "await schedule, async engine", "inserts/s", partial(schedule_async, bench))
+    s(
+        "schedule_session",
+        "schedule in a Session transaction",
+        "inserts/s",
+        partial(schedule_session, bench),
+    )
     s("schedule_batch", "schedule_batch", "rows/s", partial(schedule_batch, bench))
     apply_targets(bench)
 
@@ -98,7 +109,9 @@ def apply_targets(bench: Bench) -> None:
         ("drain_async_1", 0.35),
         ("drain_sync_1", 0.20),
         ("schedule", 0.70),
+        ("schedule_async", 0.60),
         ("schedule_batch", 1.00),
+        ("drain_scale", 0.80),
     ):
         if key in f:
             f[key].target = f">= {ratio:.0%} of floor"
