@@ -7,22 +7,14 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 from sqla_scheduler import Execution
+from tests.unit._builders import execution_at
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=timezone.utc)
-BASE = Execution(
+BASE = execution_at(
+    NOW + timedelta(minutes=5),
     task_name="send-email",
     instance_id="welcome-1",
     data={"to": "ada@example.com"},
-    execution_time=NOW + timedelta(minutes=5),
-    picked=False,
-    picked_by=None,
-    last_heartbeat=None,
-    last_success=None,
-    last_failure=None,
-    consecutive_failures=0,
-    version=1,
-    priority=0,
-    schedule=None,
 )
 
 

@@ -22,6 +22,7 @@ from sqla_scheduler import (
 from sqla_scheduler._runner import outcomes
 from sqla_scheduler._runner.outcomes import Abandon
 from sqla_scheduler.models import INT_MAX
+from tests.unit._builders import execution_at
 
 NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 CONFIG = SchedulerConfig(
@@ -33,20 +34,16 @@ CONFIG = SchedulerConfig(
 
 
 def execution(task: str = "job", *, failures: int = 0, data: Any = None) -> Execution:
-    return Execution(
+    """A picked execution of ``task``, due five seconds ago."""
+    return execution_at(
+        NOW - timedelta(seconds=5),
         task_name=task,
-        instance_id="i",
         data=data,
-        execution_time=NOW - timedelta(seconds=5),
         picked=True,
         picked_by="me",
         last_heartbeat=NOW,
-        last_success=None,
-        last_failure=None,
         consecutive_failures=failures,
         version=2,
-        priority=0,
-        schedule=None,
     )
 
 
