@@ -26,6 +26,7 @@ from sqla_scheduler._execution import Execution, Key
 from sqla_scheduler._runner import outcomes
 from sqla_scheduler._runner.held import Held, log_lost, versioned_keys
 from sqla_scheduler._runner.outcomes import Outcome
+from sqla_scheduler._runner.waker import AHEAD
 from sqla_scheduler._threads import HandlerThreads
 from sqla_scheduler.clock import Clock
 from sqla_scheduler.config import SchedulerConfig
@@ -68,6 +69,9 @@ class Executor:
     async def run_once(self, held: Held) -> Outcome:
         """Run ``held``'s handler (when it may run) and return what it came to."""
         execution = held.execution
+        early = (execution.execution_time - self.clock.now()).total_seconds()
+        if early > 0:  # picked just ahead of its time (see ``waker.AHEAD``): wait for it
+            await anyio.sleep(min(early, AHEAD.total_seconds()))
         if execution.last_failure is not None:
             refused = await self._starts.record(held)
             if refused is not None:

@@ -103,7 +103,7 @@ class Picker:
                 names=self.names,
                 limit=limit,
                 picker=self.config.scheduler_name,
-                now=self.clock.now(),
+                now=self.waker.due_by(),
             ),
             autocommit=True,
             lane="picker",

@@ -24,9 +24,15 @@ from sqla_scheduler._dialects import notify_channel, time_of_notice
 from sqla_scheduler._threads import call_soon_threadsafe
 from sqla_scheduler.clock import Clock
 
-__all__ = ["Listener", "Waker", "after_commit"]
+__all__ = ["AHEAD", "Listener", "Waker", "after_commit"]
 
 log = logging.getLogger("sqla_scheduler")
+
+#: How long before the earliest time it knows of the picker wakes and picks what is due by
+#: then, so that the pick's own cost (a round trip and a commit, a few milliseconds after
+#: an idle spell) is spent before the time, not after it. The executor holds an execution
+#: picked ahead until its time.
+AHEAD = timedelta(milliseconds=10)
 
 #: How often the listener thread looks up from its socket to see whether to stop.
 _LISTEN_TICK = 0.25
@@ -74,7 +80,7 @@ class Waker:
         due already, else only so that the wait is for the new time (``retimed``)."""
         if self.next_at is None or at < self.next_at:
             self.next_at = at
-            if at <= self.clock.now():
+            if at - AHEAD <= self.clock.now():
                 self._for_now = True
             self._event.set()
 
@@ -99,13 +105,21 @@ class Waker:
             self._call_soon(fn)
 
     def due(self) -> bool:
-        """Whether the earliest time known has come."""
-        return self.next_at is not None and self.next_at <= self.clock.now()
+        """Whether the earliest time known has come (or comes within ``AHEAD``)."""
+        return self.next_at is not None and self.next_at - AHEAD <= self.clock.now()
+
+    def due_by(self) -> datetime:
+        """What a pick now may take: what is due now, or by the earliest time known when
+        that comes within ``AHEAD``."""
+        now = self.clock.now()
+        if self.next_at is not None and now < self.next_at <= now + AHEAD:
+            return self.next_at
+        return now
 
     def stale(self) -> bool:
         """Whether the picker should ask the table for the earliest time ahead: it never
-        did, or the time it knew has come."""
-        if self.next_at is not None and self.next_at <= self.clock.now():
+        did, or the time it knew has come (see ``due``)."""
+        if self.due():
             self.next_at = None
             self.known = False
         return not self.known
@@ -120,7 +134,7 @@ class Waker:
         """How long a wait for the earliest known time may be, at most ``at_most``."""
         if self.next_at is None:
             return at_most
-        ahead = (self.next_at - self.clock.now()).total_seconds()
+        ahead = (self.next_at - AHEAD - self.clock.now()).total_seconds()
         return max(0.0, min(at_most, ahead))
 
     async def wait(self, at_most: float | None = None) -> bool:

@@ -60,6 +60,28 @@ async def test_a_delayed_execution_starts_at_its_time(db: Harness) -> None:
     assert_on_time(starts[1][1], during)
 
 
+async def test_executions_picked_ahead_of_their_time_start_on_it_not_before(
+    db: Harness,
+) -> None:
+    """The picker wakes a little before a time it knows of and picks what is due by then;
+    each execution still starts no earlier than its time, by the scheduler's own clock."""
+    starts: dict[str, tuple[datetime, datetime]] = {}
+    scheduler: Scheduler
+
+    def handler(ctx: Any) -> None:
+        starts[ctx.instance_id] = (scheduler.clock.now(), ctx.execution_time)
+
+    task = one_time("job")(handler)
+    scheduler = db.scheduler([task])
+    async with scheduler:
+        base = scheduler.clock.now() + AHEAD
+        batch = [task.instance(f"j{i}", at=base + timedelta(milliseconds=3 * i)) for i in range(6)]
+        await db.resolve(scheduler.schedule_batch(db.engine, batch))
+        await wait_for(lambda: len(starts) == len(batch))
+    for instance, (start, due) in starts.items():
+        assert due <= start < due + LATE, f"{instance} started {start - due} after its time"
+
+
 async def test_a_batch_of_later_executions_each_start_at_their_time(db: Harness) -> None:
     starts, handler = recorder()
     task = one_time("job")(handler)
