@@ -58,3 +58,26 @@ def test_storage_parameters_are_set(pg_url: str) -> None:
         engine.dispose()
     assert "fillfactor=90" in options
     assert "autovacuum_vacuum_scale_factor=0.0" in options
+
+
+@pytest.mark.postgres_only("synchronous_commit is PostgreSQL's")
+async def test_a_pick_commits_without_waiting_for_the_disk_and_leaves_the_session_alone(
+    db: Harness,
+):
+    from sqla_scheduler import _store
+
+    task = one_time("job")(lambda ctx: None)
+    scheduler = db.scheduler([task])
+    await db.resolve(scheduler.schedule(db.engine, task.instance("a")))
+    now = scheduler.clock.now() + timedelta(seconds=1)
+    with db.sync_engine.connect() as conn:
+        conn.execute(text("set synchronous_commit = on"))  # the test cluster runs with off
+        conn.commit()
+        with conn.begin():
+            picked = _store.pick(
+                conn, scheduler.table, names=["job"], limit=5, picker="me", now=now
+            )
+            assert [e.instance_id for e in picked] == ["a"]
+            # for the pick's own transaction only
+            assert conn.scalar(text("show synchronous_commit")) == "off"
+        assert conn.scalar(text("show synchronous_commit")) == "on"
