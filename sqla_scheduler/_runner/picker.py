@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from functools import partial
 
 import anyio
@@ -68,6 +69,8 @@ class Picker:
         self.boost = 1
         #: The last pick was full: more is due than it took.
         self.more_due = False
+        #: What the last pick took what was due by (see ``Waker.due_by``).
+        self.picked_by: datetime | None = None
 
     @property
     def low(self) -> int:
@@ -96,6 +99,7 @@ class Picker:
         """Pick up to ``limit`` due executions (default: up to the upper limit); hold them."""
         if limit is None:
             limit = self.high - self.held.outstanding
+        self.picked_by = self.waker.due_by()
         picked = await self.db.shielded(
             partial(
                 _store.pick,
@@ -103,10 +107,11 @@ class Picker:
                 names=self.names,
                 limit=limit,
                 picker=self.config.scheduler_name,
-                now=self.waker.due_by(),
+                now=self.picked_by,
             ),
             autocommit=True,
             lane="picker",
+            plan_once=True,
         )
         self.more_due = len(picked) == limit
         if not self.more_due:
@@ -121,13 +126,16 @@ class Picker:
         return [self.held.hold(execution) for execution in picked]
 
     async def refresh_next(self) -> None:
-        """Ask the table for the earliest execution time ahead among this scheduler's
-        tasks, and wait for it (see ``Waker``)."""
+        """Ask the table for the earliest execution time after the last pick's among this
+        scheduler's tasks, and wait for it (see ``Waker``). After the pick's, not after
+        now: what came due since the pick is found too, and picked at once."""
         self.waker.begin_refresh()
+        after = self.picked_by or self.clock.now()
         next_at = await self.db.shielded(
-            partial(_store.next_due, table=self.table, names=self.names, now=self.clock.now()),
+            partial(_store.next_due, table=self.table, names=self.names, now=after),
             autocommit=True,
             lane="picker",
+            plan_once=True,
         )
         if next_at is not None:
             self.waker.wake_at(next_at)
