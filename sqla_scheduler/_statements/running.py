@@ -201,10 +201,11 @@ class Running(Shapes):
         commit without waiting for its WAL to reach disk (``synchronous_commit`` off, for
         that transaction only: evaluated once, before any row).
 
-        For the pick: a pick lost to a server crash leaves its executions unpicked, to be
-        picked again, which is what reviving them after the crash would do; the next
-        commit that waits (the outcome's) makes the pick durable with it. The wait is a
-        flush of the log, most of a millisecond on a small machine's disk, between a
+        For the pick (and the stamps, ``_stamp``): a pick lost to a server crash leaves
+        its executions unpicked, to be picked again, which is what reviving them after
+        the crash would do; the next commit that waits (the outcome's) makes the pick
+        durable with it. The wait is a flush of the log, most of a millisecond on a small
+        machine's disk, between a
         NOTIFY and the start of the work.
         """
         setting = func.set_config(literal("synchronous_commit"), literal("off"), true())
@@ -274,12 +275,18 @@ class Running(Shapes):
         version); returns the keys of those still held.
 
         The version is checked and not bumped: neither a heartbeat nor the start of a
-        handler changes state another writer could be deciding on.
+        handler changes state another writer could be deciding on. On PostgreSQL the
+        transaction commits without waiting for the disk (see ``_commit_without_waiting``):
+        a stamp lost to a server crash only makes the row look a beat older, and the
+        start record of an execution that failed before is on the way to its handler.
         """
         c = self.table.c
+        where = [self.picked, *self.held_keys()]
+        if self.backend.name == "postgresql":
+            where.append(self._commit_without_waiting())
         return (
             update(self.table)
-            .where(self.picked, *self.held_keys())
+            .where(*where)
             .values({column: self.time("now")})
             .returning(c.task_name, c.task_instance)
         )
