@@ -69,13 +69,16 @@ class Executor:
     async def run_once(self, held: Held) -> Outcome:
         """Run ``held``'s handler (when it may run) and return what it came to."""
         execution = held.execution
-        early = (execution.execution_time - self.clock.now()).total_seconds()
-        if early > 0:  # picked just ahead of its time (see ``waker.AHEAD``): wait for it
-            await anyio.sleep(min(early, AHEAD.total_seconds()))
         if execution.last_failure is not None:
+            # Recorded before the wait for the time below, so that its round trip does
+            # not delay the start: a process that dies in those milliseconds counts the
+            # attempt, as it would a moment later.
             refused = await self._starts.record(held)
             if refused is not None:
                 return refused
+        early = (execution.execution_time - self.clock.now()).total_seconds()
+        if early > 0:  # picked just ahead of its time (see ``waker.AHEAD``): wait for it
+            await anyio.sleep(min(early, AHEAD.total_seconds()))
         task = self.tasks[execution.task_name]
         try:
             payload = task.codec.decode(execution.data)
