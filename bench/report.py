@@ -38,6 +38,9 @@ FLOOR_SHORT = {
     "interleaved_statements": "(INSERTs in one transaction, interleaved)",
     "interleaved_batch": "(c), interleaved",
     "drain_async_1": "(1 process, async)",
+    "floor_latency_p50": "(d) p50",
+    "floor_latency_p95": "(d) p95",
+    "floor_latency_p99": "(d) p99",
     "scale_pick_small": "(20,000 rows)",
     "scale_next_due_small": "(20,000 rows)",
 }

@@ -10,12 +10,18 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
+from pathlib import Path
+
+from psycopg.types.json import Jsonb
 from sqlalchemy import Engine
 
-from bench.harness import Bench
+from bench.harness import INSERT_SQL, TASK_NAME, Bench, utc_now
+from bench.raw_listener import CHANNEL as RAW_CHANNEL
 from bench.results import Figure, ScenarioError
-from bench.workers import Worker, stop_workers
+from bench.workers import WORKER_SCRIPT, Worker, stop_workers
 from sqla_scheduler import Scheduler
+
+RAW_LISTENER = Path(__file__).resolve().parent / "raw_listener.py"
 
 # --- drain by worker processes -----------------------------------------------------------
 
@@ -117,6 +123,7 @@ def _starts_after(
     extra: Sequence[str] = (),
     measured: Callable[[str], bool] = lambda key: True,
     count: int = 0,
+    script: Path = WORKER_SCRIPT,
 ) -> list[float]:
     """Run one idle async worker (the default configuration but for ``--polling-interval``
     and ``extra`` arguments) and let ``schedule`` schedule from this process; return the
@@ -125,7 +132,8 @@ def _starts_after(
     ``schedule`` returns when each execution should start (epoch seconds, by the worker's
     key for it), and the worker runs until each has started. If it returns nothing, the
     starts whose keys are ``measured`` count, from when each was due (as the worker
-    reports), and the worker runs until ``count`` of them have started.
+    reports), and the worker runs until ``count`` of them have started. ``script`` is
+    the worker's program (the raw floor's ``bench/raw_listener.py`` speaks its protocol).
     """
     db = bench.new_db(name)
     engine = bench.engine(db)
@@ -136,6 +144,7 @@ def _starts_after(
         polling_interval=bench.polling_interval,
         report_starts=True,
         extra=extra,
+        script=script,
     )
     marks: dict[str, float] = {}
     try:
@@ -192,25 +201,57 @@ def _percentiles(
     return figures
 
 
-def latency(bench: Bench) -> list[Figure]:
-    """From each commit to its execution's start, due executions scheduled one at a time."""
+def _paced(bench: Bench, commit: Callable[[str], None]) -> dict[str, float]:
+    """``commit`` the instances ``l00000``, ``l00001``... one at a time, one every
+    ``latency_gap``; return when each commit returned (epoch seconds, by instance)."""
     n, gap = bench.counts.latency_runs, bench.counts.latency_gap
+    commits: dict[str, float] = {}
+    begin = time.perf_counter()
+    for i in range(n):
+        key = f"l{i:05d}"
+        commit(key)
+        commits[key] = time.time()
+        pause = begin + (i + 1) * gap - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+    return commits
+
+
+def floor_latency(bench: Bench) -> list[Figure]:
+    """The floor of commit-to-start latency, in the same run: a raw INSERT and NOTIFY per
+    commit, heard by ``bench/raw_listener.py``, which picks in one raw UPDATE; from each
+    commit to the pick's return."""
 
     def schedule(client: Scheduler, engine: Engine) -> dict[str, float]:
-        commits: dict[str, float] = {}
-        begin = time.perf_counter()
-        for i in range(n):
-            instance = bench.task.instance(f"l{i:05d}")
-            if not client.schedule(engine, instance):
-                raise ScenarioError(f"schedule of {instance.instance_id} inserted nothing")
-            commits[instance.instance_id] = time.time()
-            pause = begin + (i + 1) * gap - time.perf_counter()
-            if pause > 0:
-                time.sleep(pause)
-        return commits
+        with engine.connect() as conn:
+            raw = conn.connection.dbapi_connection
+            assert raw is not None
+
+            def commit(key: str) -> None:
+                with raw.cursor() as cur:
+                    cur.execute(INSERT_SQL, (TASK_NAME, key, Jsonb(None), utc_now(), 0))
+                    cur.execute("SELECT pg_notify(%s, '')", (RAW_CHANNEL,))
+                raw.commit()
+
+            return _paced(bench, commit)
+
+    delays = _starts_after(bench, "floor_latency", schedule, script=RAW_LISTENER)
+    label = "raw commit-to-pick floor: INSERT + NOTIFY, LISTEN + UPDATE"
+    return _percentiles(bench, "floor_latency", label, delays, {})
+
+
+def latency(bench: Bench) -> list[Figure]:
+    """From each commit to its execution's start, due executions scheduled one at a time."""
+
+    def schedule(client: Scheduler, engine: Engine) -> dict[str, float]:
+        def commit(key: str) -> None:
+            if not client.schedule(engine, bench.task.instance(key)):
+                raise ScenarioError(f"schedule of {key} inserted nothing")
+
+        return _paced(bench, commit)
 
     delays = _starts_after(bench, "latency", schedule)
-    return _percentiles(bench, "latency", "commit-to-start latency", delays, {50: 2.0, 99: 8.0})
+    return _percentiles(bench, "latency", "commit-to-start latency", delays, {50: 1.2, 99: 3.0})
 
 
 def due_lag(bench: Bench) -> list[Figure]:

@@ -16,6 +16,7 @@ from bench.scenarios import (
     due_lag,
     due_lag_cron,
     due_lag_retry,
+    floor_latency,
     latency,
 )
 from bench.scheduling import schedule_async, schedule_batch, schedule_engine, schedule_session
@@ -26,6 +27,9 @@ FLOOR_OF = {
     "drain_sync_1": "floor_drain",
     "drain_async_2": "floor_drain",
     "drain_scale": "drain_async_1",
+    "latency_p50": "floor_latency_p50",
+    "latency_p95": "floor_latency_p95",
+    "latency_p99": "floor_latency_p99",
 }
 SCENARIOS = (
     "floor_drain",
@@ -35,6 +39,7 @@ SCENARIOS = (
     "drain_sync_1",
     "drain_async_2",
     "scale",
+    "floor_latency",
     "latency",
     "due_lag",
     "due_lag_cron",
@@ -50,6 +55,7 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
     """Run every scenario, or those named in ``only`` and the floors they compare with."""
     bench.prepare_template()
     wanted = set(only) | {"drain_async_1" for key in only if key == "scale"}
+    wanted |= {"floor_latency" for key in only if key == "latency"}
     wanted |= {FLOOR_OF[key] for key in wanted if key in FLOOR_OF}
 
     def s(key: str, label: str, unit: str, run: Callable[[], Figure], name: str = "") -> None:
@@ -71,6 +77,13 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
             partial(drain, bench, key, label, handler, processes),
         )
     s("drain_scale", "scale", "rows/s", lambda: scale(bench)[0], "scale")
+    s(
+        "floor_latency_p50",
+        "floor: raw commit-to-pick",
+        "ms",
+        lambda: floor_latency(bench)[0],
+        "floor_latency",
+    )
     s("latency_p50", "commit-to-start latency", "ms", lambda: latency(bench)[0], "latency")
     s("due_lag_p50", "due-time lag", "ms", lambda: due_lag(bench)[0], "due_lag")
     s(

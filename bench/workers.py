@@ -46,11 +46,12 @@ class Worker:
         concurrency: int = 10,
         report_starts: bool = False,
         extra: Sequence[str] = (),
+        script: Path = WORKER_SCRIPT,
     ) -> None:
         self.name = name
         argv = [
             sys.executable,
-            str(WORKER_SCRIPT),
+            str(script),
             "--url",
             url,
             "--handler",

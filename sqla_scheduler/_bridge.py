@@ -19,6 +19,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, overload
+from weakref import WeakSet
 
 import anyio
 import anyio.from_thread
@@ -172,6 +173,11 @@ class Database:
         self._limiter = anyio.CapacityLimiter(threads) if threads is not None else None
         self._prepared = prepared_statements
         self._lanes: dict[str, Connection | AsyncConnection] = {}
+        #: Whether ``plan_once`` can apply: PostgreSQL with prepared statements (a pooler
+        #: that shares server connections between clients would pass the setting on).
+        self._plans_once = prepared_statements and engine.dialect.name == "postgresql"
+        #: Lane connections whose ``plan_cache_mode`` is set, to reset before closing.
+        self._planning_once: WeakSet[Connection | AsyncConnection] = WeakSet()
         self._unit_of_work = backend_for(engine.dialect).unit_of_work
 
     async def run(
@@ -181,6 +187,7 @@ class Database:
         autocommit: bool = False,
         lane: str | None = None,
         read_only: bool = False,
+        plan_once: bool = False,
     ) -> T:
         """Run ``fn`` in a transaction of its own and commit.
 
@@ -190,14 +197,23 @@ class Database:
         (the picker, the completer), saving a pool checkout per call. On SQLite every unit,
         ``autocommit`` or not, is one ``BEGIN IMMEDIATE`` transaction (``Backend.unit_of_work``),
         except a ``read_only`` one, which needs no write lock.
+
+        ``plan_once`` (with a ``lane``, on PostgreSQL with prepared statements) has the
+        lane's connection plan each prepared statement once for all its runs
+        (``plan_cache_mode``), instead of again for each run, which PostgreSQL does for the
+        pick's statement whatever it is bound to: most of a millisecond from idle. The
+        setting is reset before the connection goes back to the pool.
         """
         if not read_only:
             fn = self._unit_of_work(fn)
-        unit = partial(self._unit, fn, autocommit)
+        plan_once = plan_once and lane is not None and self._plans_once
+        unit = partial(self._unit, fn, autocommit, plan_once)
         conn = self._lanes.pop(lane, None) if lane is not None else None
         fresh = conn is None
         if conn is None:
             conn = await self._connect()
+            if plan_once:
+                self._planning_once.add(conn)
         try:
             result = await self._call(conn, partial(unit, fresh))
         except BaseException:
@@ -208,11 +224,16 @@ class Database:
         return result
 
     async def shielded(
-        self, fn: Callable[[Connection], T], *, autocommit: bool = False, lane: str | None = None
+        self,
+        fn: Callable[[Connection], T],
+        *,
+        autocommit: bool = False,
+        lane: str | None = None,
+        plan_once: bool = False,
     ) -> T:
         """``run``, shielded from cancellation: a commit is never cut in half."""
         with anyio.CancelScope(shield=True):
-            result = await self.run(fn, autocommit=autocommit, lane=lane)
+            result = await self.run(fn, autocommit=autocommit, lane=lane, plan_once=plan_once)
         return result
 
     async def close(self) -> None:
@@ -222,7 +243,12 @@ class Database:
             await self._close(conn)
 
     def _unit(
-        self, fn: Callable[[Connection], T], autocommit: bool, fresh: bool, conn: Connection
+        self,
+        fn: Callable[[Connection], T],
+        autocommit: bool,
+        plan_once: bool,
+        fresh: bool,
+        conn: Connection,
     ) -> T:
         """``fn(conn)``, committed; a connection fresh from the pool is configured first."""
         if fresh:
@@ -230,6 +256,9 @@ class Database:
                 conn.execution_options(isolation_level="AUTOCOMMIT")
             if not self._prepared:
                 _disable_prepare(conn.connection.driver_connection)
+            if plan_once:
+                conn.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
+                conn.commit()
         result = fn(conn)
         conn.commit()
         return result
@@ -246,9 +275,17 @@ class Database:
 
     async def _close(self, conn: Connection | AsyncConnection) -> None:
         with anyio.CancelScope(shield=True):
+            reset = conn in self._planning_once
+            self._planning_once.discard(conn)
             if isinstance(conn, AsyncConnection):
+                if reset:
+                    await conn.run_sync(_reset_plan_cache_mode)
                 await conn.close()
             else:
+                if reset:
+                    await anyio.to_thread.run_sync(
+                        _reset_plan_cache_mode, conn, limiter=self._limiter
+                    )
                 await anyio.to_thread.run_sync(conn.close, limiter=self._limiter)
 
     async def remove_with_hook(
@@ -316,6 +353,17 @@ class Database:
         if args:
             kwargs["conninfo"] = args[0]
         return kwargs
+
+
+def _reset_plan_cache_mode(conn: Connection) -> None:
+    """Undo ``plan_once`` before ``conn`` goes back to the pool; a connection that cannot
+    be reset is discarded instead."""
+    try:
+        conn.rollback()  # a failed unit may have left a transaction open
+        conn.exec_driver_sql("RESET plan_cache_mode")
+        conn.commit()
+    except Exception:
+        conn.invalidate()
 
 
 def _disable_prepare(driver_connection: Any) -> None:

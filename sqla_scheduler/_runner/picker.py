@@ -111,6 +111,7 @@ class Picker:
             ),
             autocommit=True,
             lane="picker",
+            plan_once=True,
         )
         self.more_due = len(picked) == limit
         if not self.more_due:
@@ -134,6 +135,7 @@ class Picker:
             partial(_store.next_due, table=self.table, names=self.names, now=after),
             autocommit=True,
             lane="picker",
+            plan_once=True,
         )
         if next_at is not None:
             self.waker.wake_at(next_at)

@@ -81,3 +81,34 @@ async def test_a_pick_commits_without_waiting_for_the_disk_and_leaves_the_sessio
             # for the pick's own transaction only
             assert conn.scalar(text("show synchronous_commit")) == "off"
         assert conn.scalar(text("show synchronous_commit")) == "on"
+
+
+@pytest.mark.postgres_only("plan_cache_mode is PostgreSQL's")
+async def test_a_lane_that_plans_once_leaves_the_pool_as_it_was(db: Harness):
+    from sqlalchemy import Connection, create_engine
+    from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+    from sqla_scheduler._bridge import Database
+
+    def mode(conn: Connection) -> str:
+        return str(conn.scalar(text("show plan_cache_mode")))
+
+    # A pool of one connection: the lane's, once it is given back.
+    url = db.sync_engine.url
+    engine: Any = (
+        create_async_engine(url, pool_size=1, max_overflow=0)
+        if isinstance(db.engine, AsyncEngine)
+        else create_engine(url, pool_size=1, max_overflow=0)
+    )
+    try:
+        database = Database(engine)
+        planned = await database.run(mode, autocommit=True, lane="picker", plan_once=True)
+        again = await database.run(mode, autocommit=True, lane="picker")
+        assert (planned, again) == ("force_generic_plan", "force_generic_plan")
+        await database.close()
+        assert await database.run(mode, autocommit=True) == "auto"
+    finally:
+        if isinstance(engine, AsyncEngine):
+            await engine.dispose()
+        else:
+            engine.dispose()
