@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 
-__all__ = ["Backend", "backend_for", "notice_of_later", "notify_channel", "time_of_notice"]
+__all__ = ["Backend", "backend_for", "notice_of_later", "notify_channel", "read_notice"]
 
 T = TypeVar("T")
 
@@ -130,12 +130,16 @@ def notice_of_later(task_name: str, at: datetime) -> str:
     return json.dumps({"task": task_name, "at": at.isoformat()})
 
 
-def time_of_notice(payload: str) -> datetime | None:
-    """When the execution a NOTIFY ``payload`` announces is due; ``None``: now."""
-    if not payload.startswith("{"):
-        return None
-    try:
-        at = datetime.fromisoformat(json.loads(payload)["at"])
-    except (ValueError, KeyError, TypeError):
-        return None  # a task named like a JSON object: due now
-    return at if at.tzinfo is not None else None
+def read_notice(payload: str) -> tuple[str, datetime | None]:
+    """The task a NOTIFY ``payload`` announces an execution of, and when that is due
+    (``None``: now)."""
+    if payload.startswith("{"):
+        try:
+            notice = json.loads(payload)
+            task, at = notice["task"], datetime.fromisoformat(notice["at"])
+        except (ValueError, KeyError, TypeError):
+            pass  # a task named like a JSON object: due now
+        else:
+            if isinstance(task, str) and at.tzinfo is not None:
+                return task, at
+    return payload, None

@@ -118,6 +118,7 @@ class Runner:
                 db,
                 table,
                 waker,
+                names=names,
                 wants_work=self.picker.wants_work,
                 polling_interval=config.polling_interval,
                 prepared_statements=config.prepared_statements,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
 from weakref import WeakKeyDictionary, WeakSet
 
@@ -20,7 +20,7 @@ import anyio.to_thread
 from sqlalchemy import Connection, Table, event
 
 from sqla_scheduler._bridge import Database
-from sqla_scheduler._dialects import notify_channel, time_of_notice
+from sqla_scheduler._dialects import notify_channel, read_notice
 from sqla_scheduler._threads import call_soon_threadsafe
 from sqla_scheduler.clock import Clock
 
@@ -159,6 +159,7 @@ class Listener:
         table: Table,
         waker: Waker,
         *,
+        names: Collection[str],
         wants_work: Callable[[], bool],
         polling_interval: timedelta,
         prepared_statements: bool,
@@ -166,6 +167,7 @@ class Listener:
         self.db = db
         self.table = table
         self.waker = waker
+        self._names = frozenset(names)
         self._wants_work = wants_work
         self._polling_interval = polling_interval
         self._prepared = prepared_statements
@@ -214,8 +216,11 @@ class Listener:
 
     def _on_notify(self, payload: str) -> None:
         """Work due now wakes the picker if it wants work; work due later is a time to wait
-        for (a wake-up only if it is earlier than the one it waits for)."""
-        at = time_of_notice(payload)
+        for (a wake-up only if it is earlier than the one it waits for). Work of tasks this
+        scheduler does not run is none of its business."""
+        task, at = read_notice(payload)
+        if task not in self._names:
+            return
         if at is not None:
             self.waker.wake_at(at)
         elif self._wants_work():

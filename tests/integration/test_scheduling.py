@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta, timezone
@@ -17,7 +16,7 @@ from sqlalchemy import event, insert, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler import ManualClock, Scheduler, one_time
-from sqla_scheduler._dialects import time_of_notice
+from sqla_scheduler._dialects import read_notice
 from sqla_scheduler.exceptions import PayloadError, TaskDefinitionError
 from tests.conftest import Harness
 
@@ -333,12 +332,6 @@ async def test_due_schedule_notifies_on_commit_only(db: Harness, scheduler: Sche
         assert _next_notification(listener) == "send-email"
 
 
-def _notice(payload: str) -> tuple[str, datetime | None]:
-    """A NOTIFY payload as (task, time): the time of work due later, ``None`` for now."""
-    at = time_of_notice(payload)
-    return (payload if at is None else json.loads(payload)["task"], at)
-
-
 @pytest.mark.postgres_only("NOTIFY wake-ups exist on PostgreSQL only; SQLite schedulers poll")
 async def test_each_new_execution_notifies_with_its_time(db: Harness, scheduler: Scheduler):
     """Due work notifies with the bare task name; later work with the task and its time
@@ -348,15 +341,15 @@ async def test_each_new_execution_notifies_with_its_time(db: Harness, scheduler:
         await db.resolve(
             scheduler.schedule(db.engine, invoice.instance("i", Invoice(1, []), at=later))
         )
-        assert _notice(_next_notification(listener)) == ("invoice", later)
+        assert read_notice(_next_notification(listener)) == ("invoice", later)
         await db.resolve(scheduler.schedule(db.engine, send_email.instance("due")))
-        assert _notice(_next_notification(listener)) == ("send-email", None)
+        assert read_notice(_next_notification(listener)) == ("send-email", None)
         # a duplicate inserts nothing and so wakes nobody
         await db.resolve(scheduler.schedule(db.engine, send_email.instance("due")))
         await db.resolve(scheduler.reschedule(db.engine, "invoice", "i", NOW))
-        assert _notice(_next_notification(listener)) == ("invoice", None)
+        assert read_notice(_next_notification(listener)) == ("invoice", None)
         await db.resolve(scheduler.reschedule(db.engine, "invoice", "i", later))
-        assert _notice(_next_notification(listener)) == ("invoice", later)
+        assert read_notice(_next_notification(listener)) == ("invoice", later)
 
 
 @pytest.mark.postgres_only("NOTIFY wake-ups exist on PostgreSQL only; SQLite schedulers poll")
@@ -384,7 +377,7 @@ async def test_a_batch_notifies_once_per_task_with_its_earliest_time(
 
         # In commit order, so anything the rollback had sent would come first: the
         # later-only batch's one notice, the mixed batch's two, then the single schedule's.
-        payloads = [_notice(n.payload) for n in listener.notifies(timeout=10, stop_after=4)]
+        payloads = [read_notice(n.payload) for n in listener.notifies(timeout=10, stop_after=4)]
         assert payloads[0] == ("invoice", later)
         assert sorted(payloads[1:3], key=str) == [("invoice", later), ("send-email", None)]
         assert payloads[3] == ("invoice", None)

@@ -1,0 +1,71 @@
+"""NOTIFY payloads, as a listening scheduler reads them: which task, and when it is due;
+and a scheduler wakes for its own tasks only."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from sqla_scheduler._dialects import notice_of_later, read_notice
+from sqla_scheduler._runner.waker import Listener, Waker
+from sqla_scheduler.clock import ManualClock
+
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize(
+    ("payload", "notice"),
+    [
+        ("send-email", ("send-email", None)),
+        (notice_of_later("invoice", NOW), ("invoice", NOW)),
+        # PostgreSQL's own json_build_object, as the INSERT's NOTIFY writes it
+        ('{"task" : "invoice", "at" : "2026-12-03T12:00:00+00:00"}', ("invoice", NOW)),
+        # tasks named like JSON objects are due now, under their whole name
+        ('{"task": "x"}', ('{"task": "x"}', None)),
+        (
+            '{"task": "x", "at": "2026-12-03T12:00:00"}',
+            ('{"task": "x", "at": "2026-12-03T12:00:00"}', None),
+        ),
+        (
+            '{"task": 1, "at": "2026-12-03T12:00:00+00:00"}',
+            ('{"task": 1, "at": "2026-12-03T12:00:00+00:00"}', None),
+        ),
+        ("{not json", ("{not json", None)),
+    ],
+)
+def test_a_notice_names_its_task_and_time(payload: str, notice: tuple[str, datetime | None]):
+    assert read_notice(payload) == notice
+
+
+def _listener(waker: Waker, names: list[str], *, wants_work: bool = True) -> Listener:
+    db: Any = None  # never connects: only its notifications are fed in
+    return Listener(
+        db,
+        None,  # type: ignore[arg-type]
+        waker,
+        names=names,
+        wants_work=lambda: wants_work,
+        polling_interval=timedelta(seconds=10),
+        prepared_statements=True,
+    )
+
+
+@pytest.mark.anyio
+async def test_a_scheduler_wakes_for_its_own_tasks_only():
+    waker = Waker(ManualClock(NOW))
+    listener = _listener(waker, ["invoice"])
+    waker.arm()
+    listener._on_notify("send-email")
+    listener._on_notify(notice_of_later("send-email", NOW + timedelta(seconds=1)))
+    assert not await waker.wait(0)
+    assert waker.next_at is None
+
+    listener._on_notify(notice_of_later("invoice", NOW + timedelta(seconds=1)))
+    assert waker.next_at == NOW + timedelta(seconds=1)
+    assert waker.retimed  # a time ahead, not work due now
+    waker.arm()
+    listener._on_notify("invoice")
+    assert await waker.wait(0)
+    assert not waker.retimed
