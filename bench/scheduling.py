@@ -11,8 +11,10 @@ taken a few seconds apart compare the disk's moods, not the code.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Literal
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -27,12 +29,20 @@ ROUNDS = 4
 
 
 class _Sides:
-    """Seconds spent by each side, raw and library, over the rounds."""
+    """Seconds spent by each side, raw and library, over the rounds: each round times
+    its raw part, then its library part, in ``timed`` blocks."""
 
     def __init__(self, rounds: int = ROUNDS) -> None:
         self.rounds = rounds
         self.raw = 0.0
         self.library = 0.0
+
+    @contextlib.contextmanager
+    def timed(self, side: Literal["raw", "library"]) -> Iterator[None]:
+        """Add the time the block takes to ``side``'s."""
+        start = time.perf_counter()
+        yield
+        setattr(self, side, getattr(self, side) + time.perf_counter() - start)
 
     def figure(
         self,
@@ -77,15 +87,13 @@ def schedule_engine(bench: Bench) -> Figure:
         client = Scheduler(engine, [bench.task])
         with engine.connect(), bench.connect(db) as raw, raw.cursor() as cur:
             for r in range(ROUNDS):
-                t0 = time.perf_counter()
-                for i in range(per):
-                    _raw_insert(cur, f"r{r}-{i:06d}")
-                    raw.commit()
-                t1 = time.perf_counter()
-                for i in range(per):
-                    client.schedule(engine, bench.task.instance(f"s{r}-{i:06d}"))
-                sides.raw += t1 - t0
-                sides.library += time.perf_counter() - t1
+                with sides.timed("raw"):
+                    for i in range(per):
+                        _raw_insert(cur, f"r{r}-{i:06d}")
+                        raw.commit()
+                with sides.timed("library"):
+                    for i in range(per):
+                        client.schedule(engine, bench.task.instance(f"s{r}-{i:06d}"))
     finally:
         engine.dispose()
     _check_rows(bench, db, 2 * per * ROUNDS)
@@ -114,15 +122,13 @@ def schedule_async(bench: Bench) -> Figure:
                 pass  # open the pool's connection before the clock starts
             with bench.connect(db) as raw, raw.cursor() as cur:
                 for r in range(ROUNDS):
-                    t0 = time.perf_counter()
-                    for i in range(per):
-                        _raw_insert(cur, f"r{r}-{i:06d}")
-                        raw.commit()
-                    t1 = time.perf_counter()
-                    for i in range(per):
-                        await client.schedule(engine, bench.task.instance(f"s{r}-{i:06d}"))
-                    sides.raw += t1 - t0
-                    sides.library += time.perf_counter() - t1
+                    with sides.timed("raw"):
+                        for i in range(per):
+                            _raw_insert(cur, f"r{r}-{i:06d}")
+                            raw.commit()
+                    with sides.timed("library"):
+                        for i in range(per):
+                            await client.schedule(engine, bench.task.instance(f"s{r}-{i:06d}"))
         finally:
             await engine.dispose()
 
@@ -149,16 +155,13 @@ def schedule_session(bench: Bench) -> Figure:
         client = Scheduler(engine, [bench.task])
         with engine.connect(), bench.connect(db) as raw, raw.cursor() as cur:
             for r in range(ROUNDS):
-                t0 = time.perf_counter()
-                for i in range(per):
-                    _raw_insert(cur, f"r{r}-{i:06d}")
-                raw.commit()
-                t1 = time.perf_counter()
-                with Session(engine) as session, session.begin():
+                with sides.timed("raw"):
+                    for i in range(per):
+                        _raw_insert(cur, f"r{r}-{i:06d}")
+                    raw.commit()
+                with sides.timed("library"), Session(engine) as session, session.begin():
                     for i in range(per):
                         client.schedule(session, bench.task.instance(f"s{r}-{i:06d}"))
-                sides.raw += t1 - t0
-                sides.library += time.perf_counter() - t1
     finally:
         engine.dispose()
     _check_rows(bench, db, 2 * per * ROUNDS)
@@ -183,15 +186,13 @@ def schedule_batch(bench: Bench) -> Figure:
         client = Scheduler(engine, [bench.task])
         with engine.connect(), bench.connect(db) as raw, raw.cursor() as cur:
             for r in range(txns):
-                t0 = time.perf_counter()
-                cur.executemany(INSERT_SQL, due_rows(f"r{r:03d}-", size))
-                raw.commit()
-                t1 = time.perf_counter()
-                batch = [bench.task.instance(f"b{r:03d}-{i:07d}") for i in range(size)]
-                if client.schedule_batch(engine, batch) != size:
-                    raise ScenarioError("schedule_batch inserted fewer than asked")
-                sides.raw += t1 - t0
-                sides.library += time.perf_counter() - t1
+                with sides.timed("raw"):
+                    cur.executemany(INSERT_SQL, due_rows(f"r{r:03d}-", size))
+                    raw.commit()
+                with sides.timed("library"):
+                    batch = [bench.task.instance(f"b{r:03d}-{i:07d}") for i in range(size)]
+                    if client.schedule_batch(engine, batch) != size:
+                        raise ScenarioError("schedule_batch inserted fewer than asked")
     finally:
         engine.dispose()
     _check_rows(bench, db, 2 * txns * size)
