@@ -149,6 +149,9 @@ class Execution:
     """
     started_at: datetime | None = None
     """When the handler of this picked execution started; ``None`` while it waits."""
+    last_error: str | None = None
+    """The error of the last attempt, if it failed: the exception's type and message on
+    the first line, then its traceback, cut to a few KB. A success clears it."""
 
     @classmethod
     def from_row(cls, row: RowMapping) -> Execution:
@@ -171,6 +174,7 @@ class Execution:
             schedule=row["schedule"],
             trace_context=context if isinstance(context, dict) else None,
             started_at=row.get("started_at"),
+            last_error=row.get("last_error"),
         )
 
     def status(self, now: datetime, known_tasks: Collection[str] | None = None) -> ExecutionStatus:

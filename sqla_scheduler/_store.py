@@ -474,7 +474,8 @@ def remove(conn: Connection, table: Table, execution: Execution) -> bool:
 class Completion:
     """The outcome of one held execution, to commit with others in one transaction.
 
-    ``remove`` deletes the row; ``succeed`` and ``fail`` hand it back to run at ``at``;
+    ``remove`` deletes the row; ``succeed`` and ``fail`` hand it back to run at ``at``
+    (``fail`` with ``error``, the attempt's error text; ``succeed`` clears it);
     ``release`` hands it back untouched. ``scheduled`` are inserted only if the outcome
     was recorded (the execution was still ours).
     """
@@ -485,6 +486,7 @@ class Completion:
     at: datetime | None = None
     data: Any = None
     failures: int = 0
+    error: str | None = None
     scheduled: Sequence[TaskInstance[Any]] = ()
 
 
@@ -513,6 +515,7 @@ def complete(conn: Connection, table: Table, batch: Sequence[Completion]) -> lis
                 "new_time": c.at,
                 "new_data": c.data,
                 "failures": c.failures,
+                "new_error": c.error,
             }
             ok = conn.execute(hand_back[c.kind], params).rowcount == 1
         if ok and c.scheduled:

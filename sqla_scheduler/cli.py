@@ -197,7 +197,8 @@ def executions(
     """List scheduled executions: what is due, running, failing or orphaned.
 
     Prints a table (task, instance, execution time in UTC, state, picked by, heartbeat age,
-    consecutive failures, priority), or with --json every field of each execution.
+    consecutive failures, priority, the first line of the last error), or with --json every
+    field of each execution, the last error's full text and traceback among them.
     """
     from sqla_scheduler.executions import list_executions
 
@@ -235,6 +236,7 @@ def _print_executions(found: list[Execution], known: frozenset[str] | None) -> N
     from rich import box
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     if not found:
         click.echo("no executions")
@@ -250,6 +252,7 @@ def _print_executions(found: list[Execution], known: frozenset[str] | None) -> N
         ("heartbeat age", "right"),
         ("failures", "right"),
         ("priority", "right"),
+        ("last error", "left"),
     ]:
         table.add_column(header, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     for e in found:
@@ -263,12 +266,25 @@ def _print_executions(found: list[Execution], known: frozenset[str] | None) -> N
             age,
             str(e.consecutive_failures),
             str(e.priority),
+            Text(_error_line(e.last_error)),  # as written: no rich markup in it
         )
     console = Console()
     if not console.is_terminal:
         # Piped or captured: never squeeze or cut columns to fit 80 characters.
         console = Console(width=100_000)
     console.print(table)
+
+
+#: The most characters of an error's first line the table shows.
+_ERROR_LINE = 80
+
+
+def _error_line(error: str | None) -> str:
+    """The first line of an error text (its type and message), cut to ``_ERROR_LINE``."""
+    if not error:
+        return "-"
+    line = error.splitlines()[0]
+    return line if len(line) <= _ERROR_LINE else f"{line[: _ERROR_LINE - 1]}…"
 
 
 def _age(delta: Any) -> str:

@@ -69,6 +69,10 @@ class ExecutionContext(Generic[P]):
     """When this execution was due."""
     consecutive_failures: int = 0
     """How many attempts before this one failed in a row (0 on a first attempt)."""
+    last_error: str | None = None
+    """The error of the previous attempt when it failed (see ``Execution.last_error``),
+    else ``None``. In the ``on_abandon`` hook: the error of the attempt that failed last.
+    """
     priority: int = 0
     """The execution's priority."""
     shutdown: ShutdownSignal = field(default_factory=ShutdownSignal)

@@ -108,6 +108,7 @@ def scheduled_tasks_table(
         Column("schedule", Text(), nullable=True),
         Column("trace_context", JSONOrNull, nullable=True),
         Column("started_at", UTCDateTime(), nullable=True),
+        Column("last_error", Text(), nullable=True),
         schema=schema,
         postgresql_with=QUEUE_STORAGE,
     )
@@ -163,6 +164,7 @@ class ScheduledTask(Base):
     schedule: Mapped[str | None]
     trace_context: Mapped[Any]
     started_at: Mapped[datetime | None]
+    last_error: Mapped[str | None]
 
     def __repr__(self) -> str:
         return f"<ScheduledTask {self.task_name}/{self.task_instance} at {self.execution_time}>"

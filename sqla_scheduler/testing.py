@@ -32,6 +32,7 @@ def build_context(
     instance_id: str | None = None,
     execution_time: datetime | None = None,
     consecutive_failures: int = 0,
+    last_error: str | None = None,
     priority: int | None = None,
 ) -> ExecutionContext[P]:
     """The [`ExecutionContext`][] the scheduler would hand ``task``'s handler.
@@ -51,6 +52,7 @@ def build_context(
         instance_id=instance_id,
         execution_time=execution_time or datetime.now(timezone.utc),
         consecutive_failures=consecutive_failures,
+        last_error=last_error,
         priority=task.priority if priority is None else priority,
     )
 

@@ -13,6 +13,7 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from functools import partial
 
@@ -182,12 +183,17 @@ class Completer:
                 delay = min(delay * 2, 5.0)
 
     async def _abandon(self, outcome: Outcome, abandon: Abandon) -> None:
-        """Remove the row and run the ``on_abandon`` hook in one commit."""
+        """Remove the row and run the ``on_abandon`` hook in one commit.
+
+        The hook and the listeners get the context with ``last_error`` the error of the
+        attempt that failed last: the one that made the execution abandoned.
+        """
         assert outcome.context is not None  # the executor sets it on every abandon
+        context = replace(outcome.context, last_error=abandon.last_error)
         execution = abandon.execution
         remove = partial(_store.remove, table=self.table, execution=execution)
         try:
-            removed = await self.db.remove_with_hook(remove, outcome.on_abandon, outcome.context)
+            removed = await self.db.remove_with_hook(remove, outcome.on_abandon, context)
         except Exception:
             retry = outcomes.abandon_failed(abandon, now=self.clock.now(), config=self.config)
             assert retry.at is not None
@@ -210,7 +216,7 @@ class Completer:
             execution.instance_id,
             abandon.failures,
         )
-        dispatch(self.listeners, "on_abandon", outcome.context, abandon.error)
+        dispatch(self.listeners, "on_abandon", context, abandon.error)
 
 
 def _next_time(completion: Completion) -> datetime | None:

@@ -94,6 +94,7 @@ class Executor:
             instance_id=execution.instance_id,
             execution_time=execution.execution_time,
             consecutive_failures=execution.consecutive_failures,
+            last_error=execution.last_error,
             priority=execution.priority,
             shutdown=self.shutdown,
             trace_context=execution.trace_context,

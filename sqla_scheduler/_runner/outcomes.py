@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqla_scheduler._error_text import error_text
 from sqla_scheduler._execution import KEEP, Execution, NextAt, TaskInstance
 from sqla_scheduler._runner.held import Held
 from sqla_scheduler._store import Completion
@@ -44,6 +45,9 @@ class Abandon:
     failures: int
     #: The error of the last attempt; ``None`` when it was spent before it ran.
     error: BaseException | None = None
+    #: The text of the last failed attempt's error, for the ``on_abandon`` hook
+    #: (``ctx.last_error``) and the row, should the abandon fail.
+    last_error: str | None = None
 
 
 @dataclass(eq=False, slots=True, kw_only=True)
@@ -84,7 +88,11 @@ def spent(task: Task[Any], execution: Execution, config: SchedulerConfig) -> Aba
     """
     limit = retry_limit(task, config)
     if limit is not None and execution.consecutive_failures > limit:
-        return Abandon(execution=execution, failures=execution.consecutive_failures)
+        return Abandon(
+            execution=execution,
+            failures=execution.consecutive_failures,
+            last_error=execution.last_error,
+        )
     return None
 
 
@@ -146,7 +154,7 @@ def failed(
 
     A retry waits ``config.retry_delay``; a recurring task's waits no longer than its next
     regular run. A recurring task whose schedule is disabled has nothing to retry into
-    and is abandoned (removed).
+    and is abandoned (removed). Either carries the error's text (``_error_text``).
     """
     failures = one_more_failure(execution.consecutive_failures)
     limit = retry_limit(task, config)
@@ -159,15 +167,19 @@ def failed(
                 scheduled_at=execution.execution_time, completed_at=now
             )
             retry_at = min(retry_at, regular)
+    text = error_text(error)
     if limit is not None and failures > limit:
-        return Abandon(execution=execution, failures=failures, error=error)
-    return Completion(execution=execution, kind="fail", now=now, at=retry_at, failures=failures)
+        return Abandon(execution=execution, failures=failures, error=error, last_error=text)
+    return Completion(
+        execution=execution, kind="fail", now=now, at=retry_at, failures=failures, error=text
+    )
 
 
 def abandon_failed(abandon: Abandon, *, now: datetime, config: SchedulerConfig) -> Completion:
     """The row is kept when its abandon could not commit; abandoning it is retried later.
 
-    Each failed attempt counts as a failure, so the retries back off further.
+    Each failed attempt counts as a failure, so the retries back off further. The row
+    keeps the handler's last error (the hook's is logged), so the retried hook sees it.
     """
     failures = one_more_failure(abandon.failures)
     return Completion(
@@ -176,6 +188,7 @@ def abandon_failed(abandon: Abandon, *, now: datetime, config: SchedulerConfig) 
         now=now,
         at=now + config.retry_delay(failures),
         failures=failures,
+        error=abandon.last_error,
     )
 
 

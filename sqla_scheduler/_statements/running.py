@@ -65,12 +65,15 @@ class Running(Shapes):
             task_data=bindparam("new_data", type_=c.task_data.type),
             last_success=now,
             consecutive_failures=0,
+            last_error=None,
         )
-        #: Hand back a held execution to retry at ``new_time`` after a failure.
+        #: Hand back a held execution to retry at ``new_time`` after a failure, keeping
+        #: its error text ``new_error``.
         self.fail: Update = self._hand_back(
             execution_time=self.time("new_time"),
             last_failure=now,
             consecutive_failures=bindparam("failures"),
+            last_error=bindparam("new_error", type_=c.last_error.type),
         )
         #: Hand back a held execution untouched, due as before (a stopping scheduler).
         self.release: Update = self._hand_back()

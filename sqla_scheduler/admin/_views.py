@@ -213,6 +213,7 @@ class ExecutionView:
             "last_success": iso(e.last_success),
             "last_failure": iso(e.last_failure),
             "consecutive_failures": e.consecutive_failures,
+            "last_error": e.last_error,
             "version": e.version,
             "schedule": e.schedule,
             "data_preview": self.payload_preview,

@@ -22,6 +22,11 @@ NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 USER, PASSWORD = "ops", "correct horse battery staple"
 #: Text that runs script if a page ever puts it into HTML unescaped.
 XSS = "<img src=x onerror=alert(1)>"
+#: The last error of the failing ``bounce-3``.
+BOUNCE_ERROR = (
+    "OSError: mailbox unavailable\nTraceback (most recent call last):\n"
+    '  File "mail.py", line 3, in send\n    raise OSError("mailbox unavailable")'
+)
 XSS_ESCAPED = "&lt;img src=x onerror=alert(1)&gt;"
 #: An orphaned task name that would run script too.
 XSS_TASK = "<svg onload=alert(3)>"
@@ -74,6 +79,7 @@ def row(task: str, instance: str, at: datetime, **values: Any) -> dict[str, Any]
         "consecutive_failures": 0,
         "priority": 0,
         "schedule": None,
+        "last_error": None,
         **values,
     }
 
@@ -132,6 +138,7 @@ def seed(engine: Engine, now: datetime = NOW) -> None:
             data={"html": XSS, "note": "</pre><script>alert(2)</script>"},
             consecutive_failures=2,
             last_failure=now - 2 * m,
+            last_error="ValueError: </pre><script>alert(5)</script>",
         ),
         row(
             "send-email",
@@ -140,6 +147,7 @@ def seed(engine: Engine, now: datetime = NOW) -> None:
             data={"to": "nobody@example.invalid"},
             consecutive_failures=3,
             last_failure=now - 5 * m,
+            last_error=BOUNCE_ERROR,
         ),
         row(
             "send-email",

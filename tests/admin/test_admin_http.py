@@ -23,6 +23,7 @@ from sqla_scheduler.admin._security import CONTENT_SECURITY_POLICY
 from sqla_scheduler.exceptions import ConfigurationError
 from sqla_scheduler.models import table_for
 from tests.admin.conftest import (
+    BOUNCE_ERROR,
     NOW,
     PASSWORD,
     USER,
@@ -238,7 +239,8 @@ async def test_hostile_payload_instance_and_task_name_are_escaped(
     html = (await client.get(f"/execution?{detail}")).text
     assert XSS_ESCAPED in html  # the instance id, and the payload in the <pre>
     assert "&lt;/pre&gt;&lt;script&gt;alert(2)&lt;/script&gt;" in html
-    assert html.count("<pre") == html.count("</pre>") == 1
+    assert "ValueError: &lt;/pre&gt;&lt;script&gt;alert(5)&lt;/script&gt;" in html  # last error
+    assert html.count("<pre") == html.count("</pre>") == 2
     orphans = (await client.get("/executions?state=orphaned")).text
     assert "&lt;svg onload=alert(3)&gt;" in orphans
     # In JSON the text is data, served as JSON that no browser sniffs into HTML.
@@ -332,6 +334,21 @@ async def test_execution_page_shows_the_payload_as_pretty_json(
     missing = await client.get("/execution?task=send-email&instance=nope")
     assert missing.status_code == 404
     assert (await client.get("/execution?task=send-email")).status_code == 400
+
+
+async def test_execution_page_shows_the_last_error(
+    seeded: Harness, client: httpx.AsyncClient
+) -> None:
+    html = (await client.get("/execution?task=send-email&instance=bounce-3")).text
+    shown = BOUNCE_ERROR.replace('"', "&#34;")
+    assert f'<h2>Last error</h2>\n<pre class="error">{shown}</pre>' in html
+    api = (await client.get("/api/execution?task=send-email&instance=bounce-3")).json()
+    assert api["last_error"] == BOUNCE_ERROR
+    healthy = (await client.get("/execution?task=send-email&instance=welcome-1")).text
+    assert "Last error" not in healthy
+    assert '<pre class="error">' not in healthy
+    api = (await client.get("/api/execution?task=send-email&instance=welcome-1")).json()
+    assert api["last_error"] is None
 
 
 async def test_links_follow_the_mount_point(seeded: Harness, make_app: AppFactory) -> None:

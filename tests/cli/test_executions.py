@@ -18,6 +18,12 @@ from tests._cli import INVOCATIONS, cli_env, one_error_line, run, run_all
 
 NOW = datetime.now(timezone.utc).replace(microsecond=0)
 LATER = NOW + timedelta(days=1)  # still ahead however long the test session runs
+#: The failing execution's error text, as a failed attempt writes it.
+ERROR = (
+    "app.billing.CardDeclined: card declined by the [issuer], code 51 (insufficient funds) "
+    "retry later\nsecond line of the message\nTraceback (most recent call last):\n"
+    '  File "app/billing.py", line 12, in charge\n    raise CardDeclined(reply)'
+)
 
 
 def _noop(ctx: Any) -> None:
@@ -46,7 +52,9 @@ def seed(engine: Engine) -> datetime:
         conn.execute(
             update(table)
             .where(table.c.task_instance == "order-7")
-            .values(consecutive_failures=2, last_failure=NOW - timedelta(minutes=1))
+            .values(
+                consecutive_failures=2, last_failure=NOW - timedelta(minutes=1), last_error=ERROR
+            )
         )
         conn.execute(
             update(table)
@@ -83,13 +91,15 @@ def url(seeded: Seeded) -> str:
 
 
 def _rows(out: str) -> dict[str, list[str]]:
-    """The table's rows by instance id, each split on runs of spaces."""
+    """The table's rows by instance id, each split on runs of spaces, the last error (which
+    has spaces of its own) in one cell."""
     lines = out.strip().splitlines()
     assert lines[0].split() == [
         "task", "instance", "execution", "time", "(UTC)", "state", "picked", "by",
-        "heartbeat", "age", "failures", "priority",
+        "heartbeat", "age", "failures", "priority", "last", "error",
     ]  # fmt: skip
-    return {cells[1]: cells for cells in (line.split() for line in lines[2:])}
+    rows = (line.split(maxsplit=8) for line in lines[2:])
+    return {cells[1]: [*cells[:8], cells[8].rstrip()] for cells in rows}
 
 
 @pytest.mark.parametrize("invocation", list(INVOCATIONS))
@@ -104,9 +114,11 @@ def test_lists_executions_as_a_table(url: str, invocation: str) -> None:
     rows = _rows(done.stdout)
     later = LATER.strftime("%Y-%m-%dT%H:%M:%SZ")
     assert rows["welcome-1"][:2] == ["send-email", "welcome-1"]
-    assert rows["welcome-1"][3:] == ["due", "-", "-", "0", "0"]
-    assert rows["reminder-1"][2:] == [later, "scheduled", "-", "-", "0", "0"]
-    assert rows["order-7"][2:] == [later, "failing", "-", "-", "2", "5"]
+    assert rows["welcome-1"][3:] == ["due", "-", "-", "0", "0", "-"]
+    assert rows["reminder-1"][2:] == [later, "scheduled", "-", "-", "0", "0", "-"]
+    assert rows["order-7"][2:8] == [later, "failing", "-", "-", "2", "5"]
+    # the error's first line (its type and message), cut to fit
+    assert rows["order-7"][8] == f"{ERROR.splitlines()[0][:79]}…"
     assert rows["order-8"][3:5] == ["running", "worker-1"]
     assert re.fullmatch(r"1m3\ds", rows["order-8"][5])  # 90s and the time the test took
     # Without the application's tasks no row can be called an orphan.
@@ -132,6 +144,8 @@ def test_lists_executions_as_json(seeded: Seeded) -> None:
     assert datetime.fromisoformat(failing["execution_time"]) == LATER
     assert failing["execution_time"].endswith("+00:00")
     assert (failing["consecutive_failures"], failing["priority"]) == (2, 5)
+    assert failing["last_error"] == ERROR  # all of it
+    assert running["last_error"] is None
     assert listed["legacy-1"]["data"] is None
 
 

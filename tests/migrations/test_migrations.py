@@ -15,7 +15,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, MetaData, create_engine, inspect, text
+from sqlalchemy import Engine, MetaData, create_engine, inspect, select, text
 
 from alembic import command
 from sqla_scheduler import metadata, migrate
@@ -272,8 +272,9 @@ def test_the_payload_revision_keeps_each_payload(engine: Engine) -> None:
 
     def stored() -> list[Any]:
         with engine.connect() as conn:
-            rows = conn.execute(table.select().order_by(table.c.task_instance)).mappings()
-            return [row["task_data"] for row in rows]
+            # only the columns of that revision: later ones are not there after a downgrade
+            query = select(table.c.task_data).order_by(table.c.task_instance)
+            return list(conn.scalars(query))
 
     before = stored()
     if engine.dialect.name == "sqlite":  # the numbers as SQLite's numeric affinity made them
@@ -283,3 +284,26 @@ def test_the_payload_revision_keeps_each_payload(engine: Engine) -> None:
     assert stored() == before
     migrate.downgrade(engine, "d81f2b6a9c30")
     assert stored() == before
+
+
+def test_the_last_error_revision_adds_a_column_and_its_downgrade_drops_it(engine: Engine) -> None:
+    """Revision 626b08d7d8ec adds the nullable ``last_error``; rows written before it read
+    ``NULL`` there, and a downgrade drops the column and keeps the rows."""
+    migrate.upgrade(engine, "f7b2d9e4a6c1")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "insert into scheduled_tasks (task_name, task_instance, execution_time, "
+                "picked, consecutive_failures, version, priority) "
+                "values ('t', 'old', '2030-01-01 00:00:00', false, 1, 1, 0)"
+            )
+        )
+    migrate.upgrade(engine, "626b08d7d8ec")
+    with engine.begin() as conn:
+        assert conn.scalar(text("select last_error from scheduled_tasks")) is None
+        conn.execute(text("update scheduled_tasks set last_error = 'ValueError: boom'"))
+    migrate.downgrade(engine, "f7b2d9e4a6c1")
+    columns = {c["name"] for c in inspect(engine).get_columns("scheduled_tasks")}
+    assert "last_error" not in columns
+    with engine.connect() as conn:
+        assert conn.scalar(text("select task_instance from scheduled_tasks")) == "old"

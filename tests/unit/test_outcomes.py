@@ -107,6 +107,19 @@ def test_a_failure_past_max_retries_is_abandoned() -> None:
     gone = outcomes.failed(ONE_TIME, execution(failures=3), error, now=NOW, config=CONFIG)
     assert isinstance(gone, Abandon)
     assert (gone.failures, gone.error) == (4, error)
+    assert gone.last_error == "RuntimeError: last"  # never raised: no traceback
+
+
+def test_a_failure_keeps_its_error_text() -> None:
+    try:
+        raise KeyError("missing")
+    except KeyError as exc:
+        error = exc
+    retry = outcomes.failed(ONE_TIME, execution(), error, now=NOW, config=CONFIG)
+    assert not isinstance(retry, Abandon)
+    assert retry.error is not None
+    assert retry.error.startswith("KeyError: 'missing'\nTraceback (most recent call last):\n")
+    assert retry.error.endswith('raise KeyError("missing")')
 
 
 def test_a_recurring_retry_waits_no_longer_than_its_next_run() -> None:
@@ -126,16 +139,19 @@ def test_a_disabled_recurring_failure_is_abandoned() -> None:
 
 def test_spent_executions_are_abandoned_before_they_run() -> None:
     assert outcomes.spent(ONE_TIME, execution(failures=3), CONFIG) is None
-    spent = outcomes.spent(ONE_TIME, execution(failures=4), CONFIG)
+    spent = outcomes.spent(
+        ONE_TIME, replace(execution(failures=4), last_error="ValueError: x"), CONFIG
+    )
     assert spent is not None
     assert spent.error is None
+    assert spent.last_error == "ValueError: x", "the row's error, for the hook"
     assert outcomes.spent(HOURLY, execution(failures=99), CONFIG) is None
 
 
 def test_a_failed_abandon_is_kept_and_counted() -> None:
-    abandon = Abandon(execution=execution(failures=3), failures=4)
+    abandon = Abandon(execution=execution(failures=3), failures=4, last_error="ValueError: x")
     kept = outcomes.abandon_failed(abandon, now=NOW, config=CONFIG)
-    assert (kept.kind, kept.failures) == ("fail", 5)
+    assert (kept.kind, kept.failures, kept.error) == ("fail", 5, "ValueError: x")
 
 
 @pytest.mark.parametrize(

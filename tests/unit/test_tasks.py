@@ -201,10 +201,12 @@ def test_typed_payloads_are_checked_and_round_trip() -> None:
 def test_build_context_round_trips_the_payload() -> None:
     seen: list[Point] = []
     task = one_time("points", payload_type=Point)(lambda ctx: seen.append(ctx.payload))
-    ctx = build_context(task, Point(5, 6), consecutive_failures=2)
+    ctx = build_context(task, Point(5, 6), consecutive_failures=2, last_error="OSError: x")
     task(ctx)
     assert seen == [Point(5, 6)]
     assert (ctx.task_name, ctx.instance_id, ctx.consecutive_failures) == ("points", "test", 2)
+    assert ctx.last_error == "OSError: x"
+    assert build_context(task, Point(0, 0)).last_error is None
     ctx.schedule(task.instance("next", Point(0, 0)))
     assert [i.instance_id for i in ctx.scheduled] == ["next"]
 
