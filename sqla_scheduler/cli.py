@@ -108,6 +108,7 @@ def _load_app(spec: str) -> Scheduler:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="sqla-scheduler", prog_name="sqla-scheduler")
 def cli() -> None:
     """sqla-scheduler: a persistent, cluster-safe task scheduler for SQLAlchemy apps.
 

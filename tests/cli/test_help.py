@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from importlib.metadata import version
+
 import pytest
 
+import sqla_scheduler
 from tests._cli import INVOCATIONS, run, run_all
 
 HELP = {
@@ -36,3 +39,11 @@ def test_both_ways_of_running_it_show_the_same_help(invocation: str) -> None:
     done = run("-h", invocation=invocation)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Usage: sqla-scheduler [OPTIONS] COMMAND [ARGS]...")
+
+
+@pytest.mark.parametrize("invocation", list(INVOCATIONS))
+def test_version_is_the_installed_distributions(invocation: str) -> None:
+    done = run("--version", invocation=invocation)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"sqla-scheduler, version {version('sqla-scheduler')}\n"
+    assert version("sqla-scheduler") == sqla_scheduler.__version__
