@@ -156,6 +156,34 @@ def db_current(url: str) -> None:
         click.echo(f"{revision}{' (head)' if revision in heads else ''}")
 
 
+# --- health -----------------------------------------------------------------------------
+
+
+@cli.command("health")
+@_url_option
+@click.option(
+    "--version-table",
+    metavar="NAME",
+    default="alembic_version",
+    show_default=True,
+    help="Your own Alembic project's version table, read when sqla-scheduler db upgrade's "
+    "(sqla_scheduler_alembic_version) records nothing.",
+)
+def health(url: str, version_table: str) -> None:
+    """Check that the database is reachable and its schema at the package's head.
+
+    For liveness and readiness probes: exit 0, printing what was found, or 1 with one
+    line on stderr saying why not (unreachable, no table, the schema behind the head).
+    """
+    from sqla_scheduler.health import check
+
+    with _database_errors(url):
+        found = check(url, version_table=version_table)
+    if not found.healthy:
+        _fail(found.reason)
+    click.echo(found.reason)
+
+
 # --- executions -------------------------------------------------------------------------
 
 _STATES = ("all", "scheduled", "due", "running", "failing", "orphaned")

@@ -10,11 +10,18 @@ import sqla_scheduler
 from tests._cli import INVOCATIONS, run, run_all
 
 HELP = {
-    (): ["persistent, cluster-safe task scheduler", "db", "worker", "executions", "admin", "demo"],
+    (): [
+        "persistent, cluster-safe task scheduler", "db", "health", "worker", "executions",
+        "admin", "demo", "--version",
+    ],
     ("db",): ["Create, upgrade or inspect the scheduler's table", "upgrade", "current"],
     ("db", "upgrade"): ["Upgrade the scheduler's table to REVISION", "--url", "DATABASE_URL"],
     ("db", "downgrade"): ["Downgrade the scheduler's table", '"base" drops it'],
     ("db", "current"): ["Show the revision the scheduler's table is at"],
+    ("health",): [
+        "Check that the database is reachable and its schema at the package's head",
+        "--url", "DATABASE_URL", "--version-table", "probes",
+    ],
     ("worker",): ["Run the Scheduler at MODULE:ATTR until SIGINT or SIGTERM", "--concurrency"],
     ("executions",): [
         "List scheduled executions", "--state", "orphaned", "--task", "--limit", "--json",
