@@ -9,7 +9,6 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-
 from pathlib import Path
 
 from psycopg.types.json import Jsonb

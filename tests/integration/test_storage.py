@@ -91,8 +91,7 @@ async def test_a_lane_that_plans_once_leaves_the_pool_as_it_was(db: Harness):
     from sqla_scheduler._bridge import Database
 
     def mode(conn: Connection) -> str:
-        return f'{conn.scalar(text("show plan_cache_mode"))} jit={conn.scalar(text("show jit"))}'
-
+        return f"{conn.scalar(text('show plan_cache_mode'))} jit={conn.scalar(text('show jit'))}"
 
     # A pool of one connection: the lane's, once it is given back.
     url = db.sync_engine.url
