@@ -6,12 +6,14 @@ Sync callers run these directly; async callers reach them through SQLAlchemy's
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from sqlalchemy import Connection, RowMapping, Table, inspect
+from sqlalchemy.engine import URL
 
 from sqla_scheduler._dialects import backend_for, notice_of_later
 from sqla_scheduler._execution import (
@@ -36,6 +38,7 @@ __all__ = [
     "Recurring",
     "cancel",
     "cancel_shown",
+    "check_sqlite_file",
     "check_table",
     "count_executions",
     "get_execution",
@@ -88,6 +91,21 @@ def check_table(conn: Connection, table: Table) -> None:
         raise MissingTableError(
             f"the table {table.fullname!r} does not exist in {url}: run `sqla-scheduler db "
             "upgrade` (or apply the scheduler's migrations with the application's Alembic)"
+        )
+
+
+def check_sqlite_file(url: URL, table: Table) -> None:
+    """Fail on a SQLite file that does not exist, rather than create an empty one."""
+    if url.get_backend_name() != "sqlite":
+        return
+    database = url.database or ""
+    if database in ("", ":memory:") or database.startswith("file:") or url.query.get("uri"):
+        return
+    if not os.path.exists(database):
+        shown = url.render_as_string(hide_password=True)
+        raise MissingTableError(
+            f"the SQLite database {database!r} does not exist, nor then does the table "
+            f"{table.fullname!r}: create both with `sqla-scheduler db upgrade --url {shown}`"
         )
 
 

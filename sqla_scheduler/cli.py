@@ -108,6 +108,7 @@ def _load_app(spec: str) -> Scheduler:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="sqla-scheduler", prog_name="sqla-scheduler")
 def cli() -> None:
     """sqla-scheduler: a persistent, cluster-safe task scheduler for SQLAlchemy apps.
 
@@ -153,6 +154,34 @@ def db_current(url: str) -> None:
     heads = set(migrate.heads())
     for revision in revisions or ("base",):
         click.echo(f"{revision}{' (head)' if revision in heads else ''}")
+
+
+# --- health -----------------------------------------------------------------------------
+
+
+@cli.command("health")
+@_url_option
+@click.option(
+    "--version-table",
+    metavar="NAME",
+    default="alembic_version",
+    show_default=True,
+    help="Your own Alembic project's version table, read when sqla-scheduler db upgrade's "
+    "(sqla_scheduler_alembic_version) records nothing.",
+)
+def health(url: str, version_table: str) -> None:
+    """Check that the database is reachable and its schema at the package's head.
+
+    For liveness and readiness probes: exit 0, printing what was found, or 1 with one
+    line on stderr saying why not (unreachable, no table, the schema behind the head).
+    """
+    from sqla_scheduler.health import check
+
+    with _database_errors(url):
+        found = check(url, version_table=version_table)
+    if not found.healthy:
+        _fail(found.reason)
+    click.echo(found.reason)
 
 
 # --- executions -------------------------------------------------------------------------

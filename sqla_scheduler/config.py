@@ -39,6 +39,20 @@ from sqla_scheduler.exceptions import ConfigurationError
 
 __all__ = ["SchedulerConfig"]
 
+#: The longest scheduler name, the length of ``picked_by``.
+_MAX_NAME = 255
+
+
+def _default_scheduler_name() -> str:
+    """``<host name>-<pid>``: this process's name, unique among processes on one table.
+
+    Looked up when a config is made, so a config made before a ``fork`` keeps the parent's
+    pid: make the scheduler's config in the process that runs it. The host name is cut
+    short where the name would be longer than 255 characters.
+    """
+    pid = f"-{os.getpid()}"
+    return socket.gethostname()[: _MAX_NAME - len(pid)] + pid
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SchedulerConfig:
@@ -64,9 +78,9 @@ class SchedulerConfig:
     """Upper bound on the retry delay (at least ``retry_base_delay``)."""
     max_retries: int | None = None
     """Retries before a failing execution gives up, or ``None`` to retry forever."""
-    # A lambda, so the host name is looked up when each config is made (and can be patched).
-    scheduler_name: str = field(default_factory=lambda: socket.gethostname())
-    """Name written to ``picked_by``; defaults to the host name (1 to 255 characters)."""
+    scheduler_name: str = field(default_factory=_default_scheduler_name)
+    """Name written to ``picked_by``; defaults to ``<host name>-<pid>``, unique per process
+    (1 to 255 characters)."""
     table_name: str = "scheduled_tasks"
     """Name of the scheduler's table (an identifier of at most 63 characters)."""
     schema: str | None = None
@@ -501,7 +515,7 @@ _RULES: dict[str, _Rule] = {
     "retry_backoff_rate": _Rule(_FLOAT, _at_least(1.0, "1.0")),
     "retry_max_delay": _Rule(_DURATION, _at_least(_ZERO, "zero")),
     "max_retries": _Rule(_optional(_INT, frozenset({"", "none"})), _at_least(0, "0")),
-    "scheduler_name": _Rule(_STR, _name(255, identifier=False)),
+    "scheduler_name": _Rule(_STR, _name(_MAX_NAME, identifier=False)),
     "table_name": _Rule(_STR, _name(63, identifier=True)),
     "schema": _Rule(_optional(_STR, frozenset({""})), _name(63, identifier=True)),
     "shutdown_max_wait": _Rule(_DURATION, _at_least(_ZERO, "zero")),

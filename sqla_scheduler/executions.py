@@ -14,15 +14,13 @@ for execution in list_executions("sqlite:///app.db", "failing", limit=20):
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine, Table, create_engine
+from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler._execution import Execution, ExecutionState, ExecutionStatus
-from sqla_scheduler.exceptions import MissingTableError
 
 if TYPE_CHECKING:
     from sqla_scheduler.scheduler import Scheduler
@@ -72,25 +70,10 @@ def list_executions(
         owned = True
     try:
         client = scheduler if scheduler is not None else Scheduler(engine)
-        _check_sqlite_file(engine.url, client.table)
+        _store.check_sqlite_file(engine.url, client.table)
         with engine.connect() as conn:
             _store.check_table(conn, client.table)
             return client.executions(conn, state, task_name=task_name, limit=limit, offset=offset)
     finally:
         if owned:
             engine.dispose()
-
-
-def _check_sqlite_file(url: URL, table: Table) -> None:
-    """Fail on a SQLite file that does not exist, rather than create an empty one."""
-    if url.get_backend_name() != "sqlite":
-        return
-    database = url.database or ""
-    if database in ("", ":memory:") or database.startswith("file:") or url.query.get("uri"):
-        return
-    if not os.path.exists(database):
-        shown = url.render_as_string(hide_password=True)
-        raise MissingTableError(
-            f"the SQLite database {database!r} does not exist, nor then does the table "
-            f"{table.fullname!r}: create both with `sqla-scheduler db upgrade --url {shown}`"
-        )

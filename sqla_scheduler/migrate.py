@@ -97,8 +97,15 @@ def downgrade(bind: str | URL | Engine | Connection, revision: str) -> None:
     _run(bind, revision, down=True)
 
 
-def current(bind: str | URL | Engine | Connection) -> tuple[str, ...]:
-    """The revision(s) the database is at, per ``sqla_scheduler_alembic_version``."""
+def current(
+    bind: str | URL | Engine | Connection, *, version_table: str = VERSION_TABLE
+) -> tuple[str, ...]:
+    """The revision(s) the database is at, per ``sqla_scheduler_alembic_version``.
+
+    With ``version_table`` (say ``"alembic_version"``), those recorded in another version
+    table, such as an application's own Alembic project's: its revisions as well as the
+    scheduler's. Empty when the table is not there.
+    """
     with _connection(bind) as conn:
-        context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+        context = MigrationContext.configure(conn, opts={"version_table": version_table})
         return tuple(context.get_current_heads())

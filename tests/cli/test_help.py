@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+from importlib.metadata import version
+
 import pytest
 
+import sqla_scheduler
 from tests._cli import INVOCATIONS, run, run_all
 
 HELP = {
-    (): ["persistent, cluster-safe task scheduler", "db", "worker", "executions", "admin", "demo"],
+    (): [
+        "persistent, cluster-safe task scheduler", "db", "health", "worker", "executions",
+        "admin", "demo", "--version",
+    ],
     ("db",): ["Create, upgrade or inspect the scheduler's table", "upgrade", "current"],
     ("db", "upgrade"): ["Upgrade the scheduler's table to REVISION", "--url", "DATABASE_URL"],
     ("db", "downgrade"): ["Downgrade the scheduler's table", '"base" drops it'],
     ("db", "current"): ["Show the revision the scheduler's table is at"],
+    ("health",): [
+        "Check that the database is reachable and its schema at the package's head",
+        "--url", "DATABASE_URL", "--version-table", "probes",
+    ],
     ("worker",): ["Run the Scheduler at MODULE:ATTR until SIGINT or SIGTERM", "--concurrency"],
     ("executions",): [
         "List scheduled executions", "--state", "orphaned", "--task", "--limit", "--json",
@@ -36,3 +46,11 @@ def test_both_ways_of_running_it_show_the_same_help(invocation: str) -> None:
     done = run("-h", invocation=invocation)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Usage: sqla-scheduler [OPTIONS] COMMAND [ARGS]...")
+
+
+@pytest.mark.parametrize("invocation", list(INVOCATIONS))
+def test_version_is_the_installed_distributions(invocation: str) -> None:
+    done = run("--version", invocation=invocation)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"sqla-scheduler, version {version('sqla-scheduler')}\n"
+    assert version("sqla-scheduler") == sqla_scheduler.__version__

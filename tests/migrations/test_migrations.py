@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
+from alembic.operations import Operations
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, MetaData, create_engine, inspect, select, text
 
@@ -218,6 +219,32 @@ def test_standalone_upgrade_leaves_an_apps_version_table_alone(
         app_heads = MigrationContext.configure(conn).get_current_heads()
     assert app_heads == ("a1b2c3d4e5f6",)
     assert migrate.current(engine) == migrate.heads()
+
+
+def test_health_reads_an_apps_version_table(
+    app_project: Config, empty_db: str, engine: Engine
+) -> None:
+    """Migrated by the application's Alembic, the schema's revision is in alembic_version."""
+    head = migrate.heads()[0]
+    command.upgrade(app_project, "heads")
+    done = run("health", "--url", empty_db)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"the schema is at the head revision {head} (alembic_version)\n"
+
+    command.downgrade(app_project, "sqla_scheduler@-1")
+    previous = migrate.script_directory().get_revision(head).down_revision
+    done = run("health", "--url", empty_db)
+    assert done.returncode == 1
+    assert one_error_line(done.stderr) == (
+        f"sqla-scheduler: the schema is behind: at revision {previous} (alembic_version), "
+        f"the head is {head}: run `alembic upgrade heads`"
+    )
+    # A version table of another name is read when named.
+    with engine.begin() as conn:
+        Operations(MigrationContext.configure(conn)).rename_table("alembic_version", "app_versions")
+    done = run("health", "--url", empty_db, "--version-table", "app_versions")
+    assert done.returncode == 1
+    assert "(app_versions), the head is" in one_error_line(done.stderr)
 
 
 def test_metadata_has_a_naming_convention() -> None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import socket
+import subprocess
+import sys
 from datetime import timedelta
 from typing import Any
 
@@ -71,7 +74,7 @@ def test_defaults_match_the_documented_table() -> None:
     config = SchedulerConfig()
     actual = {name: getattr(config, name) for name in DEFAULTS}
     assert actual == DEFAULTS
-    assert config.scheduler_name == socket.gethostname()
+    assert config.scheduler_name == f"{socket.gethostname()}-{os.getpid()}"
 
 
 def test_test_tables_cover_every_field() -> None:
@@ -86,7 +89,38 @@ def test_scheduler_name_is_the_host_name_looked_up_per_instance(
     monkeypatch.setattr(socket, "gethostname", lambda: "host-a")
     first = SchedulerConfig()
     monkeypatch.setattr(socket, "gethostname", lambda: "host-b")
-    assert (first.scheduler_name, SchedulerConfig().scheduler_name) == ("host-a", "host-b")
+    pid = os.getpid()
+    assert (first.scheduler_name, SchedulerConfig().scheduler_name) == (
+        f"host-a-{pid}",
+        f"host-b-{pid}",
+    )
+
+
+def test_a_long_host_name_is_cut_so_that_the_name_fits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(socket, "gethostname", lambda: "h" * 300)
+    name = SchedulerConfig().scheduler_name
+    assert len(name) == 255
+    assert name.endswith(f"h-{os.getpid()}")
+
+
+def test_processes_with_the_default_config_have_names_of_their_own() -> None:
+    """Two real processes: each default name is its host name and its own pid."""
+    script = (
+        "import os, socket; from sqla_scheduler import SchedulerConfig; "
+        "print(socket.gethostname(), os.getpid(), SchedulerConfig().scheduler_name)"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    seen = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0
+        host, pid, name = out.split()
+        assert name == f"{host}-{pid}"
+        seen.append(name)
+    assert seen[0] != seen[1]
 
 
 def test_derived_durations_with_defaults() -> None:

@@ -1,0 +1,156 @@
+"""Whether a database is ready for the scheduler: reachable, its schema at the package's head.
+
+[`check`][sqla_scheduler.health.check] is what ``sqla-scheduler health`` runs, as a
+liveness or readiness probe:
+
+```python
+from sqla_scheduler.health import check
+
+found = check("postgresql+psycopg://app@db/app")
+if not found.healthy:
+    print(found.reason)
+```
+
+The schema's revision is read where either way of migrating records it: the version table
+of ``sqla-scheduler db upgrade`` (``sqla_scheduler_alembic_version``) first, else the
+application's own Alembic version table, whose rows of the ``sqla_scheduler`` branch are
+the scheduler's. Where neither records one (an application revision merged the branch into
+its own, or the table was made with ``metadata.create_all``), the table itself is compared
+with the package's model, as autogenerate would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Connection, Engine, create_engine
+from sqlalchemy.engine import URL
+
+from sqla_scheduler import _store, migrate
+from sqla_scheduler.models import metadata, table_for
+
+__all__ = ["APP_VERSION_TABLE", "Health", "check"]
+
+APP_VERSION_TABLE = "alembic_version"
+"""Alembic's default version table: where an application's ``alembic upgrade heads``
+records the scheduler's revisions unless its ``env.py`` names another."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Health:
+    """What [`check`][sqla_scheduler.health.check] found."""
+
+    healthy: bool
+    """Whether the schema is at the package's head."""
+    reason: str
+    """One line: what was found, and when it is not healthy, what to do."""
+    current: tuple[str, ...]
+    """The package's revisions recorded in the database (empty when none is)."""
+    heads: tuple[str, ...]
+    """The package's head revision(s)."""
+    version_table: str | None
+    """Where ``current`` was read, or ``None`` when the table was compared with the model."""
+
+
+def check(url: str | URL | Engine, *, version_table: str = APP_VERSION_TABLE) -> Health:
+    """Connect to ``url`` (a URL or an engine) and tell whether its schema is at head.
+
+    ``version_table`` names the application's own Alembic version table, read when
+    ``sqla_scheduler_alembic_version`` records nothing. An unreachable database raises
+    SQLAlchemy's ``OperationalError``; a missing table (or SQLite file, which is not
+    created) raises [`MissingTableError`][]. The default table is checked: the shipped
+    migrations create that one.
+    """
+    if isinstance(url, Engine):
+        engine, owned = url, False
+    else:
+        engine, owned = create_engine(migrate.sync_url(url)), True
+    table = table_for()
+    try:
+        _store.check_sqlite_file(engine.url, table)
+        with engine.connect() as conn:
+            _store.check_table(conn, table)
+            return _schema_health(conn, version_table)
+    finally:
+        if owned:
+            engine.dispose()
+
+
+def _schema_health(conn: Connection, app_version_table: str) -> Health:
+    script = migrate.script_directory()
+    heads = tuple(script.get_heads())
+    known = {revision.revision for revision in script.walk_revisions()}
+    standalone = migrate.current(conn)
+    if standalone:
+        unknown = [revision for revision in standalone if revision not in known]
+        if unknown:
+            return Health(
+                healthy=False,
+                reason=f"the schema is at revision {', '.join(unknown)} "
+                f"({migrate.VERSION_TABLE}), which this version of sqla-scheduler does not "
+                "know: was it upgraded by a newer one?",
+                current=standalone,
+                heads=heads,
+                version_table=migrate.VERSION_TABLE,
+            )
+        return _versions(standalone, heads, migrate.VERSION_TABLE, "sqla-scheduler db upgrade")
+    ours = tuple(
+        revision
+        for revision in migrate.current(conn, version_table=app_version_table)
+        if revision in known
+    )
+    if ours:
+        return _versions(ours, heads, app_version_table, "alembic upgrade heads")
+    return _compared(conn, heads, app_version_table)
+
+
+def _versions(current: tuple[str, ...], heads: tuple[str, ...], where: str, fix: str) -> Health:
+    healthy = set(heads) <= set(current)
+    at, head = ", ".join(current), ", ".join(heads)
+    if healthy:
+        reason = f"the schema is at the head revision {head} ({where})"
+    else:
+        reason = (
+            f"the schema is behind: at revision {at} ({where}), the head is {head}: run `{fix}`"
+        )
+    return Health(healthy=healthy, reason=reason, current=current, heads=heads, version_table=where)
+
+
+def _compared(conn: Connection, heads: tuple[str, ...], app_version_table: str) -> Health:
+    """Neither version table records a revision of the package: compare the table itself."""
+
+    def ours(name: str | None, type_: str, _parents: Any) -> bool:
+        return type_ != "table" or name in metadata.tables
+
+    context = MigrationContext.configure(conn, opts={"include_name": ours})
+    differences = compare_metadata(context, metadata)
+    head = ", ".join(heads)
+    unrecorded = (
+        f"no sqla_scheduler revision is recorded in {migrate.VERSION_TABLE} or {app_version_table}"
+    )
+    if not differences:
+        reason = f"the table matches the head revision {head} ({unrecorded})"
+        return Health(healthy=True, reason=reason, current=(), heads=heads, version_table=None)
+    reason = (
+        f"{unrecorded}, and the table differs from the head revision {head} "
+        f"({len(differences)} difference(s), the first: {_describe(differences[0])})"
+    )
+    return Health(healthy=False, reason=reason, current=(), heads=heads, version_table=None)
+
+
+def _describe(difference: Any) -> str:
+    """One of autogenerate's differences in a few words: the operation and what it is on.
+
+    A difference is a tuple, ``("add_index", Index)`` or ``("remove_column", schema, table,
+    Column)``, or for changes to a column a list of ``("modify_type", schema, table, column,
+    ...)``.
+    """
+    if isinstance(difference, list):
+        operation, _schema, table, column = difference[0][:4]
+        return f"{operation} {table}.{column}"
+    operation, *rest = difference
+    name = getattr(rest[-1], "name", None) if rest else None
+    return f"{operation} {name}" if name else str(operation)

@@ -1,0 +1,140 @@
+"""``sqla-scheduler health`` and the function behind it, ``health.check``, on both databases."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, column, create_engine, table, update
+
+from sqla_scheduler import MissingTableError, metadata, migrate
+from sqla_scheduler.health import Health, check
+from tests._cli import INVOCATIONS, cli_env, one_error_line, run, run_all
+from tests._postgres import PostgresCluster
+
+HEAD = migrate.heads()[0]
+#: The revision before the head: a schema one migration behind.
+PREVIOUS = str(migrate.script_directory().get_revision(HEAD).down_revision)
+UNREACHABLE = "postgresql+psycopg://nobody@127.0.0.1:1/none"
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def new_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], str]]:
+    """Makes empty databases (dropped at teardown) and returns their URLs."""
+    made: list[str] = []
+    cluster: PostgresCluster | None = (
+        request.getfixturevalue("pg_cluster") if request.param == "postgresql" else None
+    )
+
+    def make() -> str:
+        name = f"health_{os.getpid()}_{len(made)}_{id(made)}"
+        made.append(name)
+        if cluster is None:
+            url = f"sqlite:///{tmp_path / name}.db"
+            create_engine(url).connect().close()  # an empty file, there to be found
+            return url
+        cluster.create_database(name)
+        return cluster.url(name)
+
+    try:
+        yield make
+    finally:
+        if cluster is not None:
+            for name in made:
+                cluster.drop_database(name)
+
+
+def _with(url: str, change: Callable[[Engine], None]) -> str:
+    engine = create_engine(url)
+    try:
+        change(engine)
+    finally:
+        engine.dispose()
+    return url
+
+
+def test_health_exits_0_at_head_and_1_otherwise(new_database: Callable[[], str]) -> None:
+    at_head = _with(new_database(), migrate.upgrade)
+    behind = _with(new_database(), lambda e: migrate.upgrade(e, PREVIOUS))
+    empty = new_database()
+    made_by_create_all = _with(new_database(), metadata.create_all)
+    index = metadata.tables["scheduled_tasks"].indexes
+    missing_an_index = _with(
+        new_database(),
+        lambda e: (metadata.create_all(e), next(i for i in index if "due" in str(i.name)).drop(e)),
+    )
+    ok, behind_run, empty_run, unreachable_run, create_all_run, index_run = run_all(
+        ("health", "--url", at_head),
+        ("health", "--url", behind),
+        ("health", "--url", empty),
+        ("health", "--url", UNREACHABLE),
+        ("health", "--url", made_by_create_all),
+        ("health", "--url", missing_an_index),
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout == f"the schema is at the head revision {HEAD} ({migrate.VERSION_TABLE})\n"
+    assert ok.stderr == ""
+
+    assert behind_run.returncode == 1
+    assert one_error_line(behind_run.stderr) == (
+        f"sqla-scheduler: the schema is behind: at revision {PREVIOUS} "
+        f"({migrate.VERSION_TABLE}), the head is {HEAD}: run `sqla-scheduler db upgrade`"
+    )
+    assert empty_run.returncode == 1
+    assert "the table 'scheduled_tasks' does not exist in" in one_error_line(empty_run.stderr)
+    assert unreachable_run.returncode == 1
+    assert "cannot reach the database" in one_error_line(unreachable_run.stderr)
+
+    # No version table records a revision: the table itself is compared with the model.
+    assert create_all_run.returncode == 0, create_all_run.stderr
+    assert create_all_run.stdout.startswith(f"the table matches the head revision {HEAD} (no ")
+    assert index_run.returncode == 1
+    line = one_error_line(index_run.stderr)
+    assert f"the table differs from the head revision {HEAD}" in line, line
+    assert "add_index ix_scheduled_tasks_due" in line, line
+
+
+@pytest.mark.parametrize("invocation", list(INVOCATIONS))
+def test_health_reads_database_url(invocation: str, pg_url: str) -> None:
+    done = run("health", invocation=invocation, env=cli_env(DATABASE_URL=pg_url))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("the schema is at the head revision")
+
+
+def test_health_of_a_sqlite_file_that_is_not_there_creates_none(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.db"
+    done = run("health", "--url", f"sqlite:///{missing}")
+    assert done.returncode == 1
+    assert "nowhere.db' does not exist" in one_error_line(done.stderr)
+    assert not missing.exists()
+
+
+def test_check_tells_what_it_found(new_database: Callable[[], str]) -> None:
+    url = _with(new_database(), lambda e: migrate.upgrade(e, PREVIOUS))
+    assert check(url) == Health(
+        healthy=False,
+        reason=f"the schema is behind: at revision {PREVIOUS} ({migrate.VERSION_TABLE}), "
+        f"the head is {HEAD}: run `sqla-scheduler db upgrade`",
+        current=(PREVIOUS,),
+        heads=(HEAD,),
+        version_table=migrate.VERSION_TABLE,
+    )
+    engine = create_engine(url)
+    try:
+        migrate.upgrade(engine)
+        assert check(engine).healthy
+        assert check(engine).current == (HEAD,)
+        # A revision this version does not know: a newer version upgraded the schema.
+        versions = table(migrate.VERSION_TABLE, column("version_num"))
+        with engine.begin() as conn:
+            conn.execute(update(versions).values(version_num="0123456789ab"))
+        found = check(engine)
+        assert not found.healthy
+        assert "revision 0123456789ab" in found.reason
+        assert "does not know: was it upgraded by a newer one?" in found.reason
+    finally:
+        engine.dispose()
+    with pytest.raises(MissingTableError):
+        check(new_database())
