@@ -32,7 +32,7 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from sqla_scheduler._durations import format_duration, parse_duration
 from sqla_scheduler.exceptions import ConfigurationError
@@ -82,7 +82,8 @@ class SchedulerConfig:
     """Name written to ``picked_by``; defaults to ``<host name>-<pid>``, unique per process
     (1 to 255 characters)."""
     table_name: str = "scheduled_tasks"
-    """Name of the scheduler's table (an identifier of at most 63 characters)."""
+    """Name of the scheduler's table (an identifier of at most 55 characters, so that its
+    ``_history`` table's name fits PostgreSQL's 63)."""
     schema: str | None = None
     """Schema holding the table, or ``None`` for the connection's default."""
     shutdown_max_wait: timedelta = timedelta(minutes=30)
@@ -90,6 +91,14 @@ class SchedulerConfig:
     (zero or more)."""
     delete_unresolved_after: timedelta = timedelta(days=14)
     """Rows of unknown tasks older than this are deleted (more than zero)."""
+    history: Literal["failures", "all", "none"] = "failures"
+    """Which finished attempts the history table records: ``failures`` (every outcome but
+    ``succeeded``), ``all``, or ``none``."""
+    history_retention: timedelta = timedelta(days=14)
+    """History entries older than this are pruned (more than zero)."""
+    node_heartbeat_interval: timedelta = timedelta(seconds=30)
+    """How often a running scheduler records in the nodes table that it is alive (more than
+    zero); it counts as alive for three intervals."""
     listen: bool = True
     """Whether to use PostgreSQL ``LISTEN``/``NOTIFY`` wake-ups (off behind poolers that
     cannot carry them, such as PgBouncer in transaction mode)."""
@@ -436,6 +445,21 @@ def _check_str(value: object) -> object:
     return value
 
 
+def _one_of(*choices: str) -> _Kind:
+    """One of ``choices``; from text, in any case and with spaces around it."""
+    shown = ", ".join(repr(choice) for choice in choices)
+
+    def check(value: object) -> object:
+        if value not in choices:
+            raise _Invalid(f"is not one of {shown}")
+        return value
+
+    def coerce(raw: object) -> object:
+        return check(raw.strip().lower() if isinstance(raw, str) else raw)
+
+    return _Kind(check, coerce)
+
+
 def _optional(kind: _Kind, none_words: frozenset[str]) -> _Kind:
     """``kind`` or ``None``; from text, any of ``none_words`` (any case) also means ``None``."""
 
@@ -516,10 +540,13 @@ _RULES: dict[str, _Rule] = {
     "retry_max_delay": _Rule(_DURATION, _at_least(_ZERO, "zero")),
     "max_retries": _Rule(_optional(_INT, frozenset({"", "none"})), _at_least(0, "0")),
     "scheduler_name": _Rule(_STR, _name(_MAX_NAME, identifier=False)),
-    "table_name": _Rule(_STR, _name(63, identifier=True)),
+    "table_name": _Rule(_STR, _name(63 - len("_history"), identifier=True)),
     "schema": _Rule(_optional(_STR, frozenset({""})), _name(63, identifier=True)),
     "shutdown_max_wait": _Rule(_DURATION, _at_least(_ZERO, "zero")),
     "delete_unresolved_after": _Rule(_DURATION, _above(_ZERO, "zero")),
+    "history": _Rule(_one_of("failures", "all", "none"), _no_limit),
+    "history_retention": _Rule(_DURATION, _above(_ZERO, "zero")),
+    "node_heartbeat_interval": _Rule(_DURATION, _above(_ZERO, "zero")),
     "listen": _Rule(_BOOL, _no_limit),
     "prepared_statements": _Rule(_BOOL, _no_limit),
     "pick_lower_fraction": _Rule(_FLOAT, _above(0.0, "0")),

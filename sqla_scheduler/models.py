@@ -36,11 +36,14 @@ from sqla_scheduler._types import JSONOrNull, JSONPayload, UTCDateTime
 __all__ = [
     "BIGINT_MAX",
     "DEFAULT_TABLE_NAME",
+    "HISTORY_OUTCOMES",
     "INT_MAX",
     "MAX_INSTANCE_ID_LENGTH",
     "MAX_TASK_NAME_LENGTH",
     "ScheduledTask",
+    "history_table",
     "metadata",
+    "nodes_table",
     "scheduled_tasks_table",
     "table_for",
 ]
@@ -54,6 +57,12 @@ INT_MAX = 2**31 - 1
 """Largest ``consecutive_failures`` the table holds; the count stays there."""
 BIGINT_MAX = 2**63 - 1
 """Largest ``version`` the table holds; the next version after it is 1."""
+HISTORY_SUFFIX = "_history"
+"""The history table is named after the scheduler's table with this suffix."""
+NODES_SUFFIX = "_nodes"
+"""The nodes table is named after the scheduler's table with this suffix."""
+HISTORY_OUTCOMES = ("succeeded", "failed", "abandoned", "dead", "undecodable")
+"""What a finished attempt can come to, as the history table spells it."""
 
 NAMING_CONVENTION: dict[str, str] = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -82,7 +91,8 @@ metadata = MetaData(naming_convention=NAMING_CONVENTION)
 def scheduled_tasks_table(
     target: MetaData, name: str = DEFAULT_TABLE_NAME, schema: str | None = None
 ) -> Table:
-    """Build the scheduler's table as ``name`` (in ``schema``) on ``target`` metadata.
+    """Build the scheduler's table as ``name`` (in ``schema``) on ``target`` metadata,
+    with its history (``<name>_history``) and nodes (``<name>_nodes``) tables beside it.
 
     The two partial indexes serve the hot queries. Unpicked rows by task, priority and
     time: a scheduler reads its own tasks' rows only, and within each task and priority
@@ -123,7 +133,70 @@ def scheduled_tasks_table(
         sqlite_where=unpicked,
     )
     Index(f"ix_{name}_picked", table.c.picked_by, postgresql_where=picked, sqlite_where=picked)
+    _history(target, name + HISTORY_SUFFIX, schema)
+    _nodes(target, name + NODES_SUFFIX, schema)
     return table
+
+
+def _history(target: MetaData, name: str, schema: str | None) -> Table:
+    """One entry per finished attempt, newest by ``id``; see ``HISTORY_OUTCOMES``.
+
+    ``task_data`` is the payload's JSON text where the execution left the scheduler's table
+    (abandoned, undecodable), so that it can be scheduled again exactly as it was.
+    ``finished_at`` is indexed for pruning, task and instance for filtered listings.
+    """
+    table = Table(
+        name,
+        target,
+        Column("id", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True),
+        Column("task_name", String(MAX_TASK_NAME_LENGTH), nullable=False),
+        Column("task_instance", String(MAX_INSTANCE_ID_LENGTH), nullable=False),
+        Column("outcome", String(20), nullable=False),
+        Column("execution_time", UTCDateTime(), nullable=True),
+        Column("started_at", UTCDateTime(), nullable=True),
+        Column("finished_at", UTCDateTime(), nullable=False),
+        Column("picked_by", String(255), nullable=True),
+        Column("attempt", Integer(), nullable=False, server_default=text("1")),
+        Column("error", Text(), nullable=True),
+        Column("task_data", Text(), nullable=True),
+        Column("priority", SmallInteger(), nullable=False, server_default=text("0")),
+        schema=schema,
+    )
+    Index(f"ix_{name}_finished_at", table.c.finished_at)
+    Index(f"ix_{name}_task", table.c.task_name, table.c.task_instance)
+    return table
+
+
+def _nodes(target: MetaData, name: str, schema: str | None) -> Table:
+    """One row per running scheduler process, refreshed every ``node_heartbeat_interval``."""
+    return Table(
+        name,
+        target,
+        Column("name", String(255), primary_key=True),
+        Column("host", String(255), nullable=False),
+        Column("pid", Integer(), nullable=False),
+        Column("started_at", UTCDateTime(), nullable=False),
+        Column("last_seen", UTCDateTime(), nullable=False),
+        Column("concurrency", Integer(), nullable=False),
+        Column("running", Integer(), nullable=False, server_default=text("0")),
+        Column("version", String(50), nullable=False),
+        schema=schema,
+    )
+
+
+def _beside(table: Table, suffix: str) -> Table:
+    key = table.name + suffix if table.schema is None else f"{table.schema}.{table.name}{suffix}"
+    return table.metadata.tables[key]
+
+
+def history_table(table: Table) -> Table:
+    """The history table that goes with the scheduler's ``table``."""
+    return _beside(table, HISTORY_SUFFIX)
+
+
+def nodes_table(table: Table) -> Table:
+    """The nodes table that goes with the scheduler's ``table``."""
+    return _beside(table, NODES_SUFFIX)
 
 
 @cache
