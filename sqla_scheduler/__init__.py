@@ -28,6 +28,7 @@ from sqla_scheduler.exceptions import (
     UnknownTaskError,
 )
 from sqla_scheduler.executions import Execution, ExecutionState
+from sqla_scheduler.history import HistoryEntry
 from sqla_scheduler.interceptors import ExecutionInterceptor
 from sqla_scheduler.listeners import SchedulerListener
 from sqla_scheduler.models import ScheduledTask, metadata
@@ -70,6 +71,7 @@ __all__ = [
     "ExecutionState",
     "FixedDelay",
     "FixedRate",
+    "HistoryEntry",
     "InvalidScheduleError",
     "ManualClock",
     "MissingTableError",

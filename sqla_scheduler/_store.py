@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 from sqlalchemy import Connection, RowMapping, Table, inspect
 from sqlalchemy.engine import URL
 
+from sqla_scheduler import _history_store
 from sqla_scheduler._dialects import backend_for, notice_of_later
 from sqla_scheduler._execution import (
     KEEP,
@@ -26,6 +27,7 @@ from sqla_scheduler._execution import (
 from sqla_scheduler._statements import Scheduling, Statements, statements_for
 from sqla_scheduler._statements.shapes import Shapes
 from sqla_scheduler.exceptions import MissingTableError
+from sqla_scheduler.history import HistorySetting, Outcome, keeps
 
 Key = tuple[str, str]
 T = TypeVar("T")
@@ -494,24 +496,53 @@ class Completion:
 
     ``remove`` deletes the row; ``succeed`` and ``fail`` hand it back to run at ``at``
     (``fail`` with ``error``, the attempt's error text; ``succeed`` clears it);
-    ``release`` hands it back untouched. ``scheduled`` are inserted only if the outcome
-    was recorded (the execution was still ours).
+    ``release`` hands it back untouched; ``quarantine`` takes it out of rotation into
+    history as ``undecodable`` with its payload (deletes it when history is off).
+    ``scheduled`` are inserted only if the outcome was recorded (the execution was still
+    ours). ``outcome`` is what the history table calls it (``None``: nothing to record).
     """
 
     execution: Execution
-    kind: Literal["remove", "succeed", "fail", "release"]
+    kind: Literal["remove", "succeed", "fail", "release", "quarantine"]
     now: datetime
     at: datetime | None = None
     data: Any = None
     failures: int = 0
     error: str | None = None
     scheduled: Sequence[TaskInstance[Any]] = ()
+    outcome: Outcome | None = None
+    #: When the handler started, for its history entry.
+    started_at: datetime | None = None
+
+    def entry(self) -> _history_store.Entry:
+        """The history entry of this outcome (``outcome`` must be set)."""
+        assert self.outcome is not None
+        e = self.execution
+        attempt = self.failures if self.kind == "fail" else max(e.consecutive_failures, 0) + 1
+        return _history_store.Entry(
+            execution=e,
+            outcome=self.outcome,
+            finished_at=self.now,
+            started_at=self.started_at,
+            attempt=max(attempt, 1),
+            error=self.error,
+        )
+
+    def recorded_alone(self, history: HistorySetting) -> bool:
+        """Whether committing this outcome is one statement with nothing beside it (a
+        removal with no entry to keep and nothing scheduled), so needs no transaction."""
+        if self.kind != "remove" or self.scheduled:
+            return False
+        return self.outcome is None or not keeps(history, self.outcome)
 
 
-def complete(conn: Connection, table: Table, batch: Sequence[Completion]) -> list[bool]:
+def complete(
+    conn: Connection, table: Table, batch: Sequence[Completion], history: HistorySetting
+) -> list[bool]:
     """Commit a batch of outcomes; return, for each, whether it was recorded.
 
-    All removals go in one statement; the other outcomes one statement each.
+    All removals go in one statement, the history entries that ``history`` keeps in
+    another; the other outcomes one statement each.
     """
     stmts = _statements(conn, table).running
     removes = [c.execution for c in batch if c.kind == "remove"]
@@ -521,10 +552,16 @@ def complete(conn: Connection, table: Table, batch: Sequence[Completion]) -> lis
         removed = {(n, i) for n, i in conn.execute(stmts.remove_many, _key_lists(stmts, keys))}
     hand_back = {"succeed": stmts.succeed, "fail": stmts.fail, "release": stmts.release}
     recorded: list[bool] = []
+    entries: list[_history_store.Entry] = []
     for c in batch:
         e = c.execution
         if c.kind == "remove":
             ok = (e.task_name, e.instance_id) in removed
+        elif c.kind == "quarantine":
+            if history == "none":
+                ok = conn.execute(stmts.remove, _key_params(e)).rowcount == 1
+            else:
+                ok = _history_store.move(conn, table, c.entry())
         else:
             # Each statement binds the parameters it names and ignores the others.
             params = {
@@ -538,37 +575,107 @@ def complete(conn: Connection, table: Table, batch: Sequence[Completion]) -> lis
             ok = conn.execute(hand_back[c.kind], params).rowcount == 1
         if ok and c.scheduled:
             insert_instances(conn, table, c.scheduled, c.now)
+        if ok and c.outcome is not None and c.kind != "quarantine":
+            entries.append(c.entry())
         recorded.append(ok)
+    _history_store.record(conn, table, history, entries)
     return recorded
 
 
+def abandon(
+    conn: Connection,
+    table: Table,
+    execution: Execution,
+    *,
+    now: datetime,
+    failures: int,
+    error: str | None,
+    history: HistorySetting,
+) -> bool:
+    """Take a held execution out of the table for good: into history as ``abandoned``
+    with its payload and ``error`` (deleted when history is off). ``False`` when its
+    version moved (someone else owns it)."""
+    if history == "none":
+        return remove(conn, table, execution)
+    entry = _history_store.Entry(
+        execution=execution,
+        outcome="abandoned",
+        finished_at=now,
+        started_at=execution.started_at,
+        attempt=max(failures, 1),
+        error=error,
+    )
+    return _history_store.move(conn, table, entry)
+
+
 def revive(
-    conn: Connection, table: Table, *, threshold: datetime, now: datetime
+    conn: Connection,
+    table: Table,
+    *,
+    threshold: datetime,
+    now: datetime,
+    history: HistorySetting = "none",
 ) -> list[Execution]:
-    """Make executions whose heartbeat is older than ``threshold`` due again; return them."""
+    """Make executions whose heartbeat is older than ``threshold`` due again; return them
+    as found (who had picked them, their last heartbeat and start). The attempts that had
+    started are recorded in history as ``dead``, as ``history`` allows."""
     stmts = _statements(conn, table).running
     params = {"threshold": threshold, "now": now}
-    if stmts.revive is not None:
-        return [Execution.from_row(row) for row in conn.execute(stmts.revive, params).mappings()]
-    # Two statements; the version in each key makes the second revive only rows the
-    # first found, unchanged since.
-    found = {
-        (name, instance): (version, picked_by, last_heartbeat)
-        for name, instance, version, picked_by, last_heartbeat in conn.execute(
-            stmts.find_dead, params
-        )
-    }
-    keys = [(name, instance, version) for (name, instance), (version, *_) in found.items()]
     revived: list[Execution] = []
-    for chunk in _chunks(keys):
-        rows = conn.execute(stmts.revive_found, {**params, **_key_lists(stmts, chunk)})
-        for row in rows.mappings():
-            execution = Execution.from_row(row)
-            _, picked_by, last_heartbeat = found[(execution.task_name, execution.instance_id)]
-            revived.append(
-                replace(execution, picked=True, picked_by=picked_by, last_heartbeat=last_heartbeat)
+    if stmts.revive is not None:
+        found_rows = conn.execute(stmts.revive, params).mappings()
+        revived = [Execution.from_row(row) for row in found_rows]
+    else:
+        # Two statements; the version in each key makes the second revive only rows the
+        # first found, unchanged since.
+        found = {
+            (name, instance): (version, picked_by, last_heartbeat, started_at)
+            for name, instance, version, picked_by, last_heartbeat, started_at in conn.execute(
+                stmts.find_dead, params
             )
+        }
+        keys = [(name, instance, version) for (name, instance), (version, *_) in found.items()]
+        for chunk in _chunks(keys):
+            rows = conn.execute(stmts.revive_found, {**params, **_key_lists(stmts, chunk)})
+            for row in rows.mappings():
+                execution = Execution.from_row(row)
+                _, picked_by, beat, started_at = found[(execution.task_name, execution.instance_id)]
+                revived.append(
+                    replace(
+                        execution,
+                        picked=True,
+                        picked_by=picked_by,
+                        last_heartbeat=beat,
+                        started_at=started_at,
+                    )
+                )
+    _history_store.record(
+        conn,
+        table,
+        history,
+        [
+            _history_store.Entry(
+                execution=e,
+                outcome="dead",
+                finished_at=now,
+                started_at=e.started_at,
+                attempt=max(e.consecutive_failures, 1),
+                error=_dead_error(e),
+            )
+            for e in revived
+            if e.started_at is not None  # one that waited in a queue made no attempt
+        ],
+    )
     return revived
+
+
+def _dead_error(execution: Execution) -> str:
+    beat = execution.last_heartbeat
+    return (
+        f"no heartbeat from {execution.picked_by!r} since "
+        f"{beat.isoformat() if beat is not None else 'the pick'}: its scheduler died or lost "
+        "the database while the handler ran; the execution was made due again"
+    )
 
 
 def find_unreadable(

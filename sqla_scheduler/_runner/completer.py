@@ -118,10 +118,15 @@ class Completer:
     ) -> None:
         completions = [completion for _, completion in batch]
         # A batch of plain removals is one DELETE: it needs no transaction around it.
-        single = all(c.kind == "remove" and not c.scheduled for c in completions)
+        single = all(c.recorded_alone(self.config.history) for c in completions)
         try:
             recorded = await self.db.shielded(
-                partial(_store.complete, table=self.table, batch=completions),
+                partial(
+                    _store.complete,
+                    table=self.table,
+                    batch=completions,
+                    history=self.config.history,
+                ),
                 autocommit=single,
                 lane=None if lane is None else f"{lane}{'-autocommit' if single else ''}",
             )
@@ -176,7 +181,12 @@ class Completer:
             attempt += 1
             try:
                 return await self.db.shielded(
-                    partial(_store.complete, table=self.table, batch=[completion])
+                    partial(
+                        _store.complete,
+                        table=self.table,
+                        batch=[completion],
+                        history=self.config.history,
+                    )
                 )
             except Exception as exc:
                 error = exc
@@ -191,7 +201,15 @@ class Completer:
         assert outcome.context is not None  # the executor sets it on every abandon
         context = replace(outcome.context, last_error=abandon.last_error)
         execution = abandon.execution
-        remove = partial(_store.remove, table=self.table, execution=execution)
+        remove = partial(
+            _store.abandon,
+            table=self.table,
+            execution=replace(execution, started_at=abandon.started_at),
+            now=self.clock.now(),
+            failures=abandon.failures,
+            error=abandon.last_error,
+            history=self.config.history,
+        )
         try:
             removed = await self.db.remove_with_hook(remove, outcome.on_abandon, context)
         except Exception:

@@ -85,7 +85,7 @@ class Executor:
         except PayloadError as exc:
             return Outcome(
                 held=held,
-                decision=outcomes.undecodable(execution, self.clock.now()),
+                decision=outcomes.undecodable(execution, exc, self.clock.now()),
                 on_recorded=partial(_log_undecodable, execution, exc),
             )
         context: ExecutionContext[Any] = ExecutionContext(
@@ -105,6 +105,7 @@ class Executor:
 
         if self.listeners:
             dispatch(self.listeners, "on_start", context)
+        started_at = self.clock.now()
         started = time.monotonic()
         error: BaseException | None = None
         result: Any = None
@@ -123,7 +124,12 @@ class Executor:
         if error is None:
             try:
                 completion = outcomes.succeeded(
-                    task, execution, result, now=now, scheduled=context.scheduled
+                    task,
+                    execution,
+                    result,
+                    now=now,
+                    scheduled=context.scheduled,
+                    started_at=started_at,
                 )
             except Exception as exc:
                 error = exc
@@ -134,7 +140,9 @@ class Executor:
                     else None
                 )
                 return Outcome(held=held, decision=completion, on_recorded=on_recorded)
-        decision = outcomes.failed(task, execution, error, now=now, config=self.config)
+        decision = outcomes.failed(
+            task, execution, error, now=now, config=self.config, started_at=started_at
+        )
         retry_at = None if isinstance(decision, outcomes.Abandon) else decision.at
         log.error(
             "execution %s failed (consecutive failures: %d)%s",
@@ -157,7 +165,8 @@ class Executor:
 
 def _log_undecodable(execution: Execution, error: PayloadError) -> None:
     log.error(
-        "removed %s/%s: its payload does not decode (%s); raw payload: %r",
+        "took %s/%s out of the table (into history as undecodable, unless history is "
+        "off): its payload does not decode (%s); raw payload: %r",
         execution.task_name,
         execution.instance_id,
         error,

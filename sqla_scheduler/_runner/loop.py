@@ -235,3 +235,10 @@ class Runner:
             return await self.maintenance.delete_orphans_once()
         finally:
             await self.close()
+
+    async def prune_history_once(self) -> int:
+        """One history pruning pass (see ``Maintenance.prune_history_once``), then close."""
+        try:
+            return await self.maintenance.prune_history_once()
+        finally:
+            await self.close()

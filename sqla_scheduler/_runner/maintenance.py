@@ -3,8 +3,9 @@
 Before a loop starts, ``register_recurring`` creates or refreshes the recurring tasks'
 rows. Every ``revive_interval`` one pass (``run_once``) measures the database clock's offset
 (``sync_clock``), makes dead executions due again (``revive_once``), names the rows no
-scheduler can read (``report_unreadable_once``) and deletes old rows of tasks nobody
-registers (``delete_orphans_once``). Each step is safe to run from many schedulers at once.
+scheduler can read (``report_unreadable_once``), deletes old rows of tasks nobody
+registers (``delete_orphans_once``) and prunes old history (``prune_history_once``). Each
+step is safe to run from many schedulers at once.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import anyio
 from sqlalchemy import Table
 
-from sqla_scheduler import _store
+from sqla_scheduler import _history_store, _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._execution import Execution
@@ -35,6 +36,10 @@ log = logging.getLogger("sqla_scheduler")
 #: How many unreadable rows one pass names, and how many it remembers having named.
 _UNREADABLE_PER_PASS = 100
 _UNREADABLE_REMEMBERED = 10_000
+#: History entries deleted per statement (one short transaction each), and at most how
+#: many statements one pass runs: a backlog is pruned over several passes.
+PRUNE_BATCH = 1000
+PRUNE_BATCHES_PER_PASS = 10
 
 
 class Maintenance:
@@ -87,12 +92,14 @@ class Maintenance:
             await anyio.sleep(self.config.revive_interval.total_seconds())
 
     async def run_once(self) -> None:
-        """One pass: clock sync, revival, and orphan deletion when tasks are registered."""
+        """One pass: clock sync, revival, orphan deletion when tasks are registered, and
+        history pruning."""
         await self.sync_clock()
         await self.revive_once()
         await self.report_unreadable_once()
         if self.names:  # with no tasks, every row would look orphaned
             await self.delete_orphans_once()
+        await self.prune_history_once()
 
     async def sync_clock(self) -> None:
         """Measure a ``DatabaseClock``'s offset when it is due (a no-op for others)."""
@@ -110,9 +117,14 @@ class Maintenance:
         now = self.clock.now()
         revived = await self.db.shielded(
             partial(
-                _store.revive, table=self.table, threshold=now - self.config.dead_after, now=now
+                _store.revive,
+                table=self.table,
+                threshold=now - self.config.dead_after,
+                now=now,
+                history=self.config.history,
             ),
-            autocommit=True,
+            # the revival and its history entries commit together
+            autocommit=self.config.history == "none",
         )
         for execution in revived:
             log.warning(
@@ -178,3 +190,20 @@ class Maintenance:
                 data,
             )
         return deleted
+
+    async def prune_history_once(self) -> int:
+        """Delete history entries older than ``history_retention``, ``PRUNE_BATCH`` per
+        statement and at most ``PRUNE_BATCHES_PER_PASS`` statements; return how many."""
+        threshold = self.clock.now() - self.config.history_retention
+        prune = partial(
+            _history_store.prune, table=self.table, threshold=threshold, limit=PRUNE_BATCH
+        )
+        pruned = 0
+        for _ in range(PRUNE_BATCHES_PER_PASS):
+            deleted = await self.db.shielded(prune, autocommit=True)
+            pruned += deleted
+            if deleted < PRUNE_BATCH:
+                break
+        if pruned:
+            log.info("pruned %d history entries older than %s", pruned, threshold.isoformat())
+        return pruned

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from sqla_scheduler._error_text import error_text
@@ -46,8 +47,10 @@ class Abandon:
     #: The error of the last attempt; ``None`` when it was spent before it ran.
     error: BaseException | None = None
     #: The text of the last failed attempt's error, for the ``on_abandon`` hook
-    #: (``ctx.last_error``) and the row, should the abandon fail.
+    #: (``ctx.last_error``), the history entry, and the row should the abandon fail.
     last_error: str | None = None
+    #: When the last attempt's handler started; ``None`` when it did not run.
+    started_at: datetime | None = None
 
 
 @dataclass(eq=False, slots=True, kw_only=True)
@@ -103,43 +106,43 @@ def succeeded(
     *,
     now: datetime,
     scheduled: Sequence[TaskInstance[Any]] = (),
+    started_at: datetime | None = None,
 ) -> Completion:
-    """What a handler that returned ``result`` at ``now`` comes to.
+    """What a handler started at ``started_at`` that returned ``result`` at ``now`` comes to.
 
     Raises ``TypeError`` when the result is not one the task's kind can return; the
     caller records that as a failure.
     """
+    finish = partial(
+        Completion,
+        execution=execution,
+        now=now,
+        scheduled=scheduled,
+        outcome="succeeded",
+        started_at=started_at,
+    )
     if isinstance(task, RecurringTask):
         if isinstance(task.schedule, Disabled):
-            return Completion(execution=execution, kind="remove", now=now, scheduled=scheduled)
+            return finish(kind="remove")
         at = task.schedule.next_run(scheduled_at=execution.execution_time, completed_at=now)
         data = execution.data if result is None else task.codec.encode(result)
-        return Completion(
-            execution=execution, kind="succeed", now=now, at=at, data=data, scheduled=scheduled
-        )
+        return finish(kind="succeed", at=at, data=data)
     if task.kind == "custom":
         if result is None:
-            return Completion(execution=execution, kind="remove", now=now, scheduled=scheduled)
+            return finish(kind="remove")
         if not isinstance(result, NextAt):
             raise TypeError(
                 f"custom task {task.name!r} returned {result!r}; return NextAt(at, payload) "
                 "to run again or None to finish"
             )
         data = execution.data if result.payload is KEEP else task.codec.encode(result.payload)
-        return Completion(
-            execution=execution,
-            kind="succeed",
-            now=now,
-            at=result.at,
-            data=data,
-            scheduled=scheduled,
-        )
+        return finish(kind="succeed", at=result.at, data=data)
     if isinstance(result, NextAt):
         raise TypeError(
             f"one-time task {task.name!r} returned NextAt; only custom tasks reschedule "
             "themselves (define it with @custom)"
         )
-    return Completion(execution=execution, kind="remove", now=now, scheduled=scheduled)
+    return finish(kind="remove")
 
 
 def failed(
@@ -149,8 +152,10 @@ def failed(
     *,
     now: datetime,
     config: SchedulerConfig,
+    started_at: datetime | None = None,
 ) -> Completion | Abandon:
-    """What a handler that raised ``error`` at ``now`` comes to: a retry, or an abandon.
+    """What a handler started at ``started_at`` that raised ``error`` at ``now`` comes to:
+    a retry, or an abandon.
 
     A retry waits ``config.retry_delay``; a recurring task's waits no longer than its next
     regular run. A recurring task whose schedule is disabled has nothing to retry into
@@ -169,9 +174,22 @@ def failed(
             retry_at = min(retry_at, regular)
     text = error_text(error)
     if limit is not None and failures > limit:
-        return Abandon(execution=execution, failures=failures, error=error, last_error=text)
+        return Abandon(
+            execution=execution,
+            failures=failures,
+            error=error,
+            last_error=text,
+            started_at=started_at,
+        )
     return Completion(
-        execution=execution, kind="fail", now=now, at=retry_at, failures=failures, error=text
+        execution=execution,
+        kind="fail",
+        now=now,
+        at=retry_at,
+        failures=failures,
+        error=text,
+        outcome="failed",
+        started_at=started_at,
     )
 
 
@@ -192,9 +210,16 @@ def abandon_failed(abandon: Abandon, *, now: datetime, config: SchedulerConfig) 
     )
 
 
-def undecodable(execution: Execution, now: datetime) -> Completion:
-    """A payload that does not decode can never run: the row is removed."""
-    return Completion(execution=execution, kind="remove", now=now)
+def undecodable(execution: Execution, error: BaseException, now: datetime) -> Completion:
+    """A payload that does not decode can never run: the row is taken out of rotation,
+    into history with its payload and the decoding ``error``."""
+    return Completion(
+        execution=execution,
+        kind="quarantine",
+        now=now,
+        error=error_text(error),
+        outcome="undecodable",
+    )
 
 
 def release(execution: Execution, now: datetime) -> Completion:

@@ -1,9 +1,9 @@
 """Every SQL statement the library runs, built with SQLAlchemy Core; no I/O here.
 
-Statements are built once per table and database and cached, in three parts: what the
-application and admin page write (``Scheduling``), what a runner runs (``Running``), and
-what is read to show (``Listing``). "Now" is always a bound parameter, so tests can pin
-time and production binds the scheduler's clock.
+Statements are built once per table and database and cached, in four parts: what the
+application and admin page write (``Scheduling``), what a runner runs (``Running``), what
+is read to show (``Listing``), and the history table's (``History``). "Now" is always a
+bound parameter, so tests can pin time and production binds the scheduler's clock.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from functools import cache
 from sqlalchemy import Table
 
 from sqla_scheduler._dialects import Backend
+from sqla_scheduler._statements.history import History
 from sqla_scheduler._statements.listing import Listing
 from sqla_scheduler._statements.running import Running
 from sqla_scheduler._statements.scheduling import Scheduling
 
-__all__ = ["Listing", "Running", "Scheduling", "Statements", "statements_for"]
+__all__ = ["History", "Listing", "Running", "Scheduling", "Statements", "statements_for"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class Statements:
     scheduling: Scheduling
     running: Running
     listing: Listing
+    history: History
 
 
 @cache
@@ -37,4 +39,5 @@ def statements_for(table: Table, backend: Backend) -> Statements:
         scheduling=Scheduling(table, backend),
         running=Running(table, backend),
         listing=Listing(table, backend),
+        history=History(table, backend),
     )

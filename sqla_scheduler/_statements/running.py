@@ -106,9 +106,10 @@ class Running(Shapes):
         self.revive: Update | None = (
             self._revive(is_dead, revived) if backend.returning_sees_from else None
         )
-        #: The dead executions' keys (task, instance, version), picker and last heartbeat.
+        #: The dead executions' keys (task, instance, version), picker, last heartbeat and
+        #: start.
         self.find_dead: Select[Any] = select(
-            c.task_name, c.task_instance, c.version, c.picked_by, c.last_heartbeat
+            c.task_name, c.task_instance, c.version, c.picked_by, c.last_heartbeat, c.started_at
         ).where(is_dead)
         #: Revive the dead executions ``keys`` (task, instance, version) found by
         #: ``find_dead``, if they are still dead; returns them as revived.
@@ -247,11 +248,11 @@ class Running(Shapes):
 
     def _revive(self, is_dead: Any, revived: dict[str, Any]) -> Update:
         """``revived`` applied to the rows ``is_dead`` (skipping those another scheduler
-        holds locked), returning the rows as they were found: who had picked them and when
-        they last beat, which the revived values clear."""
+        holds locked), returning the rows as they were found: who had picked them, when
+        they last beat and when their handlers started, which the revived values clear."""
         c = self.table.c
         dead = (
-            select(c.task_name, c.task_instance, c.picked_by, c.last_heartbeat)
+            select(c.task_name, c.task_instance, c.picked_by, c.last_heartbeat, c.started_at)
             .where(is_dead)
             .with_for_update(skip_locked=True)
             .cte("dead")
@@ -260,6 +261,7 @@ class Running(Shapes):
             "picked": true(),
             "picked_by": dead.c.picked_by,
             "last_heartbeat": dead.c.last_heartbeat,
+            "started_at": dead.c.started_at,
         }
         return (
             update(self.table)

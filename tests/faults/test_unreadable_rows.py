@@ -162,9 +162,9 @@ async def test_json_python_cannot_load_affects_its_row_alone(
     db: Harness, clock: ManualClock, raw: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Where the database's own JSON check passes such a payload, the row is picked and
-    removed as undecodable, its raw payload in the log; SQLite's check refuses JSON
-    nested past 1,000 levels, so there the row is left out like any unreadable one. The
-    other rows run either way."""
+    moved into history as undecodable, its raw payload kept there and in the log;
+    SQLite's check refuses JSON nested past 1,000 levels, so there the row is left out
+    like any unreadable one. The other rows run either way."""
     ran: list[str] = []
     task = one_time("job")(lambda ctx: ran.append(ctx.instance_id))
     scheduler = db.scheduler([task], clock)
@@ -189,5 +189,11 @@ async def test_json_python_cannot_load_affects_its_row_alone(
         assert db.count() == 1
         return
     assert db.count() == 0
-    assert "removed job/bad: its payload does not decode" in caplog.text
+    assert "took job/bad out of the table" in caplog.text
     assert raw[:50] in caplog.text
+    # kept in history as it was stored, to be requeued once a codec can read it
+    (entry,) = await db.resolve(scheduler.history(db.engine, outcome="undecodable"))
+    assert (entry.task_name, entry.instance_id) == ("job", "bad")
+    with db.sync_engine.connect() as conn:
+        kept = conn.scalar(text("select task_data from scheduled_tasks_history"))
+    assert kept.replace(" ", "") == raw.replace(" ", "")

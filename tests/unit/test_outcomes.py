@@ -21,6 +21,7 @@ from sqla_scheduler import (
 )
 from sqla_scheduler._runner import outcomes
 from sqla_scheduler._runner.outcomes import Abandon
+from sqla_scheduler.exceptions import PayloadError
 from sqla_scheduler.models import INT_MAX
 from tests.unit._builders import execution_at
 
@@ -167,6 +168,23 @@ def test_failure_counts_stay_within_the_column(stored: int, counted: int) -> Non
 
 
 def test_undecodable_and_released_executions() -> None:
-    assert outcomes.undecodable(execution(), NOW).kind == "remove"
+    quarantined = outcomes.undecodable(execution(), PayloadError("bad shape"), NOW)
+    assert (quarantined.kind, quarantined.outcome) == ("quarantine", "undecodable")
+    assert "bad shape" in (quarantined.error or "")
     released = outcomes.release(replace(execution(), version=9), NOW)
-    assert (released.kind, released.execution.version) == ("release", 9)
+    assert (released.kind, released.execution.version, released.outcome) == ("release", 9, None)
+
+
+def test_outcomes_name_their_history_entries() -> None:
+    started = NOW - timedelta(seconds=3)
+    done = outcomes.succeeded(ONE_TIME, execution(), None, now=NOW, started_at=started)
+    assert (done.outcome, done.started_at, done.entry().attempt) == ("succeeded", started, 1)
+    failed = outcomes.failed(
+        HOURLY, execution(failures=2), RuntimeError("x"), now=NOW, config=CONFIG, started_at=started
+    )
+    assert not isinstance(failed, Abandon)
+    assert (failed.outcome, failed.entry().attempt, failed.entry().started_at) == (
+        "failed",
+        3,
+        started,
+    )

@@ -1,0 +1,119 @@
+"""The scheduler's client methods on its history: ``history`` and ``requeue``.
+
+A base of ``Scheduler`` (which keeps the scheduling and running methods), so that each
+class stays one screenful of concerns. Like every client method, each takes the caller's
+session, connection or engine, sync or async.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from datetime import datetime
+from functools import partial
+from typing import Any, overload
+
+from sqlalchemy import Connection, Table
+
+from sqla_scheduler import _bridge, _history_store
+from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
+from sqla_scheduler._checks import check_aware
+from sqla_scheduler._runner import Runner
+from sqla_scheduler.clock import Clock
+from sqla_scheduler.history import OUTCOMES, HistoryEntry, Outcome
+
+__all__ = ["HistoryMethods"]
+
+
+class HistoryMethods:
+    """``history`` and ``requeue``, over the table and clock of the scheduler."""
+
+    table: Table
+    clock: Clock
+
+    def _on_commit(self, conn: Connection) -> Callable[[datetime], None] | None:
+        raise NotImplementedError  # the scheduler's: tells its running loop of new times
+
+    def _make_runner(self) -> Runner:
+        raise NotImplementedError  # the scheduler's: the services of one loop
+
+    async def prune_history(self) -> int:
+        """Delete history entries older than ``history_retention`` now (the loop does it
+        every ``revive_interval``), in bounded batches; return how many went."""
+        return await self._make_runner().prune_history_once()
+
+    @overload
+    def history(
+        self,
+        target: SyncTarget,
+        *,
+        task_name: str | None = None,
+        instance_id: str | None = None,
+        outcome: Outcome | None = None,
+        since: datetime | None = None,
+        limit: int = 100,
+    ) -> list[HistoryEntry]: ...
+    @overload
+    def history(
+        self,
+        target: AsyncTarget,
+        *,
+        task_name: str | None = None,
+        instance_id: str | None = None,
+        outcome: Outcome | None = None,
+        since: datetime | None = None,
+        limit: int = 100,
+    ) -> Coroutine[Any, Any, list[HistoryEntry]]: ...
+    def history(
+        self,
+        target: Target,
+        *,
+        task_name: str | None = None,
+        instance_id: str | None = None,
+        outcome: Outcome | None = None,
+        since: datetime | None = None,
+        limit: int = 100,
+    ) -> list[HistoryEntry] | Coroutine[Any, Any, list[HistoryEntry]]:
+        """Finished attempts recorded in history, newest first: at most ``limit``, of
+        ``task_name``, ``instance_id`` and ``outcome`` where given, finished at or after
+        ``since``. What is recorded depends on the ``history`` setting."""
+        if outcome is not None and outcome not in OUTCOMES:
+            raise ValueError(f"unknown outcome {outcome!r} (one of: {', '.join(OUTCOMES)})")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ValueError(f"limit must be an int >= 0, got {limit!r}")
+        if since is not None:
+            check_aware(since, "since")
+        return _bridge.call(
+            target,
+            self.table,
+            partial(
+                _history_store.list_entries,
+                table=self.table,
+                task_name=task_name,
+                instance_id=instance_id,
+                outcomes=None if outcome is None else (outcome,),
+                since=since,
+                limit=limit,
+            ),
+            one_statement=True,
+        )
+
+    @overload
+    def requeue(self, target: SyncTarget, history_id: int) -> bool: ...
+    @overload
+    def requeue(self, target: AsyncTarget, history_id: int) -> Coroutine[Any, Any, bool]: ...
+    def requeue(self, target: Target, history_id: int) -> bool | Coroutine[Any, Any, bool]:
+        """Schedule the execution of an ``abandoned`` or ``undecodable`` history entry
+        again, due now, with its payload as stored, in ``target``'s transaction.
+
+        Returns ``False`` when the entry is not one of those (or does not exist), or an
+        execution with its task name and instance id exists. The entry stays in history.
+        """
+        if isinstance(history_id, bool) or not isinstance(history_id, int):
+            raise TypeError(f"history_id must be an int, got {history_id!r}")
+        return _bridge.call(
+            target,
+            self.table,
+            lambda conn: _history_store.requeue(
+                conn, self.table, history_id, self.clock.now(), on_inserted=self._on_commit(conn)
+            ),
+        )

@@ -1,0 +1,160 @@
+"""Database operations on the history table, each a sync function over a ``Connection``.
+
+Like ``_store``: nothing here commits, the caller owns the transaction, so an entry is
+written in the same transaction as the outcome it records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Table, func, select
+
+from sqla_scheduler._dialects import backend_for
+from sqla_scheduler._execution import Execution
+from sqla_scheduler._statements import History, statements_for
+from sqla_scheduler.history import HistoryEntry, HistorySetting, Outcome, keeps
+
+__all__ = ["Entry", "count_entries", "get", "list_entries", "move", "prune", "record", "requeue"]
+
+
+def _statements(conn: Connection, table: Table) -> History:
+    return statements_for(table, backend_for(conn.dialect)).history
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Entry:
+    """An entry to record for an execution that stays in the scheduler's table (or left it
+    with nothing to keep: a success)."""
+
+    execution: Execution
+    outcome: Outcome
+    finished_at: datetime
+    started_at: datetime | None = None
+    attempt: int = 1
+    error: str | None = None
+
+    def values(self) -> dict[str, Any]:
+        e = self.execution
+        return {
+            "task_name": e.task_name,
+            "task_instance": e.instance_id,
+            "outcome": self.outcome,
+            "execution_time": e.execution_time,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "picked_by": e.picked_by,
+            "attempt": self.attempt,
+            "error": self.error,
+            "task_data": None,
+            "priority": e.priority,
+        }
+
+
+def record(
+    conn: Connection, table: Table, setting: HistorySetting, entries: Sequence[Entry]
+) -> None:
+    """Write the entries ``setting`` keeps, in one statement."""
+    kept = [entry.values() for entry in entries if keeps(setting, entry.outcome)]
+    if kept:
+        conn.execute(_statements(conn, table).record, kept)
+
+
+def move(conn: Connection, table: Table, entry: Entry) -> bool:
+    """Delete the held execution of ``entry`` and record it, payload included; ``False``
+    (nothing written) when its version moved (another scheduler owns it)."""
+    stmts = _statements(conn, table)
+    e = entry.execution
+    params = {
+        "key_task": e.task_name,
+        "key_instance": e.instance_id,
+        "seen_version": e.version,
+        "outcome": entry.outcome,
+        "started_at": entry.started_at,
+        "finished_at": entry.finished_at,
+        "attempt": entry.attempt,
+        "error": entry.error,
+    }
+    moved = conn.execute(stmts.move, params).first() is not None
+    if moved and stmts.remove_moved is not None:
+        conn.execute(stmts.remove_moved, params)
+    return moved
+
+
+def list_entries(
+    conn: Connection,
+    table: Table,
+    *,
+    task_name: str | None = None,
+    instance_id: str | None = None,
+    outcomes: tuple[str, ...] | None = None,
+    since: datetime | None = None,
+    limit: int | None = 100,
+    offset: int = 0,
+) -> list[HistoryEntry]:
+    """Entries matching what is given, newest first."""
+    query = _statements(conn, table).listing(
+        task_name=task_name, instance_id=instance_id, outcomes=outcomes, since=since
+    )
+    query = query.limit(limit).offset(offset or None)
+    return [HistoryEntry.from_row(row) for row in conn.execute(query).mappings()]
+
+
+def count_entries(
+    conn: Connection,
+    table: Table,
+    *,
+    task_name: str | None = None,
+    instance_id: str | None = None,
+    outcomes: tuple[str, ...] | None = None,
+    since: datetime | None = None,
+) -> int:
+    """How many entries ``list_entries`` would list without a limit."""
+    query = _statements(conn, table).listing(
+        task_name=task_name, instance_id=instance_id, outcomes=outcomes, since=since
+    )
+    found = conn.execute(select(func.count()).select_from(query.order_by(None).subquery()))
+    return int(found.scalar_one())
+
+
+def get(conn: Connection, table: Table, history_id: int) -> HistoryEntry | None:
+    """The entry numbered ``history_id``, or ``None``."""
+    query = _statements(conn, table).listing(
+        task_name=None, instance_id=None, outcomes=None, since=None, history_id=history_id
+    )
+    row = conn.execute(query).mappings().one_or_none()
+    return None if row is None else HistoryEntry.from_row(row)
+
+
+def requeue(
+    conn: Connection,
+    table: Table,
+    history_id: int,
+    now: datetime,
+    on_inserted: Callable[[datetime], None] | None = None,
+) -> bool:
+    """Schedule an abandoned or undecodable entry's execution again, due ``now``.
+
+    ``False`` when the entry is not one of those, or an execution with its key exists.
+    The entry stays: history records what happened, and the requeued execution adds its
+    own entries as it runs.
+    """
+    every = statements_for(table, backend_for(conn.dialect))
+    name = conn.execute(every.history.requeue, {"history_id": history_id, "now": now}).scalar()
+    if name is None:
+        return False
+    notify = every.scheduling.notify
+    if notify is not None:  # due now: wake the schedulers on commit (PostgreSQL)
+        conn.execute(notify, {"channel": every.scheduling.channel, "payload": name})
+    if on_inserted is not None:
+        on_inserted(now)
+    return True
+
+
+def prune(conn: Connection, table: Table, *, threshold: datetime, limit: int) -> int:
+    """Delete up to ``limit`` entries that finished before ``threshold``; return how many."""
+    stmts = _statements(conn, table)
+    return conn.execute(stmts.prune, {"threshold": threshold, "limit": limit}).rowcount

@@ -1,0 +1,137 @@
+"""The history table's statements: record finished attempts, move an execution that leaves
+the scheduler's table into history with its payload, list, requeue and prune."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Delete,
+    Insert,
+    Select,
+    Table,
+    Text,
+    bindparam,
+    cast,
+    delete,
+    insert,
+    select,
+    type_coerce,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+from sqla_scheduler._dialects import Backend
+from sqla_scheduler._statements.shapes import Shapes
+from sqla_scheduler.models import history_table
+
+__all__ = ["REQUEUEABLE", "History"]
+
+#: The outcomes whose entries hold the payload of an execution that left the table.
+REQUEUEABLE = ("abandoned", "undecodable")
+
+
+class History(Shapes):
+    """Statements on ``table``'s history table (``Shapes`` describes ``table`` itself)."""
+
+    def __init__(self, table: Table, backend: Backend) -> None:
+        super().__init__(table, backend)
+        h = history_table(table)
+        self.history = h
+        c = table.c
+        #: Record finished attempts, each entry's values bound by column name.
+        self.record: Insert = insert(h)
+        # What a moved row's entry holds: the row's own columns, and bound values for what
+        # the row does not know (how the attempt ended, and when).
+        entry = {
+            "outcome": bindparam("outcome", type_=h.c.outcome.type),
+            "started_at": bindparam("started_at", type_=h.c.started_at.type),
+            "finished_at": bindparam("finished_at", type_=h.c.finished_at.type),
+            "attempt": bindparam("attempt", type_=h.c.attempt.type),
+            "error": bindparam("error", type_=h.c.error.type),
+        }
+        moved = ("task_name", "task_instance", "execution_time", "picked_by", "priority")
+        into = [*moved, "task_data", *entry]
+        held = (self.at_key, c.version == bindparam("seen_version"))
+        #: Move the held execution at the bound key and ``seen_version`` into history,
+        #: with the bound ``outcome``, times, ``attempt`` and ``error``; returns the
+        #: entry's id (a row count of an INSERT fed by a data-modifying CTE is not
+        #: reliable across drivers).
+        self.move: Any
+        #: SQLite: delete the row ``move`` copied (PostgreSQL's ``move`` deletes it too).
+        self.remove_moved: Delete | None
+        if backend.name == "postgresql":
+            # One statement: the row is deleted and its entry written from what was deleted.
+            gone = (
+                delete(table)
+                .where(*held)
+                .returning(*(c[name] for name in moved), cast(c.task_data, Text).label("data"))
+                .cte("gone")
+            )
+            rows = select(*(gone.c[name] for name in moved), gone.c.data, *entry.values())
+            self.move = insert(h).from_select(into, rows).returning(h.c.id)
+            self.remove_moved = None
+        else:
+            # Two statements in one transaction: SQLite's writer holds the database
+            # between them, so the row deleted is the row copied.
+            rows = select(*(c[name] for name in moved), self._as_text(c.task_data), *entry.values())
+            self.move = insert(h).from_select(into, rows.where(*held)).returning(h.c.id)
+            self.remove_moved = delete(table).where(*held)
+
+        #: Schedule the payload of the requeueable entry ``history_id`` again, due at
+        #: ``now``, unless an execution with its key exists; returns its task name.
+        entry_row = select(
+            h.c.task_name,
+            h.c.task_instance,
+            self._as_payload(h.c.task_data),
+            bindparam("now", type_=c.execution_time.type),
+            h.c.priority,
+        ).where(h.c.id == bindparam("history_id"), h.c.outcome.in_(REQUEUEABLE))
+        self.requeue: Any = (
+            backend.insert(table)
+            .from_select(
+                ["task_name", "task_instance", "task_data", "execution_time", "priority"],
+                entry_row,
+            )
+            .on_conflict_do_nothing()
+            .returning(c.task_name)
+        )
+
+        #: Delete up to ``limit`` entries that finished before ``threshold``, oldest first.
+        oldest = (
+            select(h.c.id)
+            .where(h.c.finished_at < bindparam("threshold", type_=h.c.finished_at.type))
+            .order_by(h.c.finished_at)
+            .limit(bindparam("limit"))
+        )
+        self.prune: Delete = delete(h).where(h.c.id.in_(oldest.scalar_subquery()))
+
+    def _as_payload(self, text: ColumnElement[Any]) -> ColumnElement[Any]:
+        """An entry's JSON text as the scheduler's payload column stores it."""
+        if self.backend.name == "postgresql":
+            return cast(text, JSONB)
+        return type_coerce(text, Text)  # SQLite keeps JSON as text
+
+    def listing(
+        self,
+        *,
+        task_name: str | None,
+        instance_id: str | None,
+        outcomes: tuple[str, ...] | None,
+        since: Any,
+        history_id: int | None = None,
+    ) -> Select[Any]:
+        """Entries matching what is given, newest first (no limit; the caller adds one)."""
+        h = self.history
+        query = select(h).order_by(h.c.id.desc())
+        if history_id is not None:
+            query = query.where(h.c.id == history_id)
+        if task_name is not None:
+            query = query.where(h.c.task_name == task_name)
+        if instance_id is not None:
+            query = query.where(h.c.task_instance == instance_id)
+        if outcomes is not None:
+            query = query.where(h.c.outcome.in_(outcomes))
+        if since is not None:
+            query = query.where(h.c.finished_at >= since)
+        return query
