@@ -23,7 +23,7 @@ from sqla_scheduler import _bridge, _store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
 from sqla_scheduler._checks import check_aware
 from sqla_scheduler._execution import KEEP, Execution, ExecutionState, TaskInstance
-from sqla_scheduler._history_methods import HistoryMethods
+from sqla_scheduler._observing import Observing
 from sqla_scheduler._payload import codec_for
 from sqla_scheduler._runner import Lifecycle, Runner
 from sqla_scheduler.clock import Clock, DatabaseClock, SystemClock
@@ -37,7 +37,7 @@ from sqla_scheduler.tasks import Task
 __all__ = ["Scheduler"]
 
 
-class Scheduler(HistoryMethods):
+class Scheduler(Observing):
     """A persistent, cluster-safe scheduler over one table.
 
     ``engine`` is a sync ``Engine`` or an ``AsyncEngine``; it is what the scheduler's own

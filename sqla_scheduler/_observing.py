@@ -1,4 +1,5 @@
-"""The scheduler's client methods on its history: ``history`` and ``requeue``.
+"""The scheduler's client methods for seeing what happened: ``history``, ``requeue`` and
+``prune_history``.
 
 A base of ``Scheduler`` (which keeps the scheduling and running methods), so that each
 class stays one screenful of concerns. Like every client method, each takes the caller's
@@ -21,11 +22,11 @@ from sqla_scheduler._runner import Runner
 from sqla_scheduler.clock import Clock
 from sqla_scheduler.history import OUTCOMES, HistoryEntry, Outcome
 
-__all__ = ["HistoryMethods"]
+__all__ = ["Observing"]
 
 
-class HistoryMethods:
-    """``history`` and ``requeue``, over the table and clock of the scheduler."""
+class Observing:
+    """What happened (``history``, ``requeue``), over the scheduler's table and clock."""
 
     table: Table
     clock: Clock
