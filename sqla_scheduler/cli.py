@@ -237,12 +237,7 @@ def executions(
             "knows which tasks are registered",
             2,
         )
-    scheduler = _load_app(spec) if spec is not None else None
-    source = click.get_current_context().get_parameter_source("url")
-    if scheduler is not None and source is not click.core.ParameterSource.COMMANDLINE:
-        url = None  # the application's own engine
-    elif url is None:
-        _fail("no database: give --url URL, set DATABASE_URL, or give --app MODULE:ATTR", 2)
+    url, scheduler = _client_url(url, spec)
     with _database_errors(url):
         found = list_executions(
             url,
@@ -323,6 +318,195 @@ def _age(delta: Any) -> str:
     if seconds < 3600:
         return f"{seconds // 60}m{seconds % 60:02d}s"
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+# --- history ----------------------------------------------------------------------------
+
+_OUTCOMES = ("succeeded", "failed", "abandoned", "dead", "undecodable")
+
+
+def _since(value: str | None) -> datetime | None:
+    """``--since``: a duration back from now (``1h``, ``2d``) or an ISO date and time (UTC
+    when it names no offset)."""
+    from sqla_scheduler._durations import parse_duration
+
+    if value is None:
+        return None
+    try:
+        return datetime.now(timezone.utc) - parse_duration(value)
+    except (ValueError, OverflowError):
+        pass
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        _fail(f"--since: {value!r} is neither a duration such as 1h nor an ISO date and time", 2)
+    return at if at.tzinfo is not None else at.replace(tzinfo=timezone.utc)
+
+
+def _client_url(url: str | None, spec: str | None) -> tuple[str | None, Scheduler | None]:
+    """The database to read and the application's scheduler, from --url and --app."""
+    scheduler = _load_app(spec) if spec is not None else None
+    source = click.get_current_context().get_parameter_source("url")
+    if scheduler is not None and source is not click.core.ParameterSource.COMMANDLINE:
+        return None, scheduler  # the application's own engine
+    if url is None:
+        _fail("no database: give --url URL, set DATABASE_URL, or give --app MODULE:ATTR", 2)
+    return url, scheduler
+
+
+_client_options = [
+    click.option("--url", envvar="DATABASE_URL", help=f"{_URL_HELP[:-1]}, or --app's engine."),
+    click.option(
+        "--app",
+        "spec",
+        metavar="MODULE:ATTR",
+        help="The application's Scheduler: its table, and its engine unless --url is given.",
+    ),
+]
+
+
+def _with_client_options(command: Any) -> Any:
+    for option in reversed(_client_options):
+        command = option(command)
+    return command
+
+
+@cli.command("history")
+@_with_client_options
+@click.option("--task", "task_name", metavar="NAME", help="Only entries of this task.")
+@click.option("--instance", "instance_id", metavar="ID", help="Only entries of this instance.")
+@click.option("--outcome", type=click.Choice(_OUTCOMES), help="Only entries with this outcome.")
+@click.option(
+    "--since",
+    metavar="WHEN",
+    help="Only entries finished since WHEN: a duration back from now (1h, 2d) or an ISO "
+    "date and time (UTC unless it names an offset).",
+)
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=100, show_default=True, help="At most N."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list with every field.")
+def history(
+    url: str | None,
+    spec: str | None,
+    task_name: str | None,
+    instance_id: str | None,
+    outcome: str | None,
+    since: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """List finished attempts from the history table, newest first.
+
+    What is there depends on the scheduler's `history` setting: failures (the default:
+    failed, abandoned, dead and undecodable attempts), all (successes too) or none.
+    Abandoned and undecodable entries keep their payload: `requeue ID` runs them again.
+    """
+    from sqla_scheduler.history import list_history
+
+    after = _since(since)
+    db_url, scheduler = _client_url(url, spec)
+    with _database_errors(db_url):
+        found = list_history(
+            db_url,
+            scheduler=scheduler,
+            task_name=task_name,
+            instance_id=instance_id,
+            outcome=outcome,  # type: ignore[arg-type]  # one of _OUTCOMES
+            since=after,
+            limit=limit + 1,  # one more tells whether there are more
+        )
+    more, found = len(found) > limit, found[:limit]
+    if as_json:
+        click.echo(json.dumps([_entry_json(e) for e in found], indent=2))
+        return
+    _print_history(found)
+    if more:
+        click.echo(f"(only the newest {limit} are shown; raise --limit to see more)", err=True)
+
+
+def _entry_json(entry: Any) -> dict[str, Any]:
+    def when(at: datetime | None) -> str | None:
+        return None if at is None else at.isoformat()
+
+    duration = entry.duration
+    return {
+        "id": entry.id,
+        "task_name": entry.task_name,
+        "instance_id": entry.instance_id,
+        "outcome": entry.outcome,
+        "execution_time": when(entry.execution_time),
+        "started_at": when(entry.started_at),
+        "finished_at": when(entry.finished_at),
+        "duration_seconds": None if duration is None else duration.total_seconds(),
+        "picked_by": entry.picked_by,
+        "attempt": entry.attempt,
+        "priority": entry.priority,
+        "error": entry.error,
+        "data": entry.data,
+    }
+
+
+def _print_history(found: list[Any]) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    if not found:
+        click.echo("no history entries")
+        return
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for header, justify in [
+        ("id", "right"),
+        ("task", "left"),
+        ("instance", "left"),
+        ("outcome", "left"),
+        ("finished (UTC)", "left"),
+        ("took", "right"),
+        ("attempt", "right"),
+        ("picked by", "left"),
+        ("error", "left"),
+    ]:
+        table.add_column(header, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for e in found:
+        took = "-" if e.duration is None else f"{e.duration.total_seconds():.3f}s"
+        table.add_row(
+            str(e.id),
+            Text(e.task_name),
+            Text(e.instance_id),
+            e.outcome,
+            e.finished_at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            took,
+            str(e.attempt),
+            Text(e.picked_by or "-"),
+            Text(_error_line(e.error)),  # as written: no rich markup in it
+        )
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=100_000)  # piped: never squeeze or cut columns
+    console.print(table)
+
+
+@cli.command("requeue")
+@click.argument("history_id", metavar="ID", type=click.IntRange(min=1))
+@_with_client_options
+def requeue(history_id: int, url: str | None, spec: str | None) -> None:
+    """Schedule an abandoned or undecodable execution again, due now, with its payload.
+
+    ID is the number `history` lists. The entry stays in history; the execution runs as
+    a new one (its failures counted from zero). Exits 1, saying why, when there is no such
+    entry, it is of another outcome, or an execution with its key is already scheduled.
+    """
+    from sqla_scheduler.history import requeue as requeue_entry
+
+    db_url, scheduler = _client_url(url, spec)
+    with _database_errors(db_url):
+        try:
+            entry = requeue_entry(db_url, history_id, scheduler=scheduler)
+        except LookupError as exc:
+            _fail(str(exc.args[0]))
+    click.echo(f"requeued {entry.task_name}/{entry.instance_id} (history entry {history_id})")
 
 
 # --- worker -----------------------------------------------------------------------------

@@ -14,9 +14,11 @@ for execution in list_executions("sqlite:///app.db", "failing", limit=20):
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Connection, Engine, create_engine
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -49,18 +51,34 @@ def list_executions(
     SQLite file that does not exist, is the file created). Database failures raise
     SQLAlchemy's own errors.
     """
-    from sqla_scheduler import _store
-    from sqla_scheduler.migrate import sync_url
-    from sqla_scheduler.scheduler import Scheduler
-
     if state == "orphaned" and scheduler is None:
         raise ValueError(
             "listing orphaned executions needs the application's scheduler: without its "
             "registered tasks no execution can be told to be an orphan"
         )
+    with connected(url, scheduler) as (client, conn):
+        return client.executions(conn, state, task_name=task_name, limit=limit, offset=offset)
+
+
+@contextmanager
+def connected(
+    url: str | URL | Engine | AsyncEngine | None, scheduler: Scheduler | None
+) -> Iterator[tuple[Scheduler, Connection]]:
+    """A client and a connection for a one-off call from outside the application.
+
+    ``url`` is a database URL or an engine (default: ``scheduler``'s engine); the client is
+    ``scheduler``, or one on the default table. The table is looked up first:
+    [`MissingTableError`][] when it is not there (nor, for a SQLite file that does not
+    exist, is the file created). The connection's transaction commits when the block ends
+    without an error.
+    """
+    from sqla_scheduler import _store
+    from sqla_scheduler.migrate import sync_url
+    from sqla_scheduler.scheduler import Scheduler
+
     if url is None:
         if scheduler is None:
-            raise TypeError("list_executions needs a database URL, an engine or a scheduler")
+            raise TypeError("a database URL, an engine or a scheduler is needed")
         url = scheduler.engine
     if isinstance(url, Engine):
         engine, owned = url, False
@@ -71,9 +89,9 @@ def list_executions(
     try:
         client = scheduler if scheduler is not None else Scheduler(engine)
         _store.check_sqlite_file(engine.url, client.table)
-        with engine.connect() as conn:
+        with engine.begin() as conn:
             _store.check_table(conn, client.table)
-            return client.executions(conn, state, task_name=task_name, limit=limit, offset=offset)
+            yield client, conn
     finally:
         if owned:
             engine.dispose()

@@ -17,13 +17,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from sqlalchemy import RowMapping
+from sqlalchemy import Engine, RowMapping
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler._types import load_json
 
-__all__ = ["HistoryEntry", "HistorySetting", "Outcome", "keeps"]
+if TYPE_CHECKING:
+    from sqla_scheduler.scheduler import Scheduler
+
+__all__ = ["HistoryEntry", "HistorySetting", "Outcome", "keeps", "list_history", "requeue"]
 
 Outcome = Literal["succeeded", "failed", "abandoned", "dead", "undecodable"]
 """How a finished attempt ended: its handler returned (``succeeded``) or raised
@@ -95,3 +100,66 @@ class HistoryEntry:
             data=load_json(row["task_data"]),
             priority=row["priority"],
         )
+
+
+def list_history(
+    url: str | URL | Engine | AsyncEngine | None = None,
+    *,
+    scheduler: Scheduler | None = None,
+    task_name: str | None = None,
+    instance_id: str | None = None,
+    outcome: Outcome | None = None,
+    since: datetime | None = None,
+    limit: int = 100,
+) -> list[HistoryEntry]:
+    """List history entries straight from the database at ``url``, as
+    ``Scheduler.history`` does: what ``sqla-scheduler history`` prints.
+
+    ``url`` and ``scheduler`` are those of
+    [`list_executions`][sqla_scheduler.executions.list_executions]: without a scheduler
+    the default table's history is read.
+    """
+    from sqla_scheduler.executions import connected
+
+    with connected(url, scheduler) as (client, conn):
+        return client.history(
+            conn,
+            task_name=task_name,
+            instance_id=instance_id,
+            outcome=outcome,
+            since=since,
+            limit=limit,
+        )
+
+
+def requeue(
+    url: str | URL | Engine | AsyncEngine | None,
+    history_id: int,
+    *,
+    scheduler: Scheduler | None = None,
+) -> HistoryEntry:
+    """Schedule the execution of history entry ``history_id`` again, due now, from outside
+    the application (``sqla-scheduler requeue``); return the entry.
+
+    Raises ``LookupError`` with the reason when it cannot be: there is no such entry, it
+    is not ``abandoned`` or ``undecodable``, or an execution with its key exists.
+    """
+    from sqla_scheduler import _history_store
+    from sqla_scheduler.executions import connected
+
+    with connected(url, scheduler) as (client, conn):
+        entry = _history_store.get(conn, client.table, history_id)
+        if entry is None:
+            raise LookupError(f"there is no history entry {history_id}")
+        if entry.outcome not in ("abandoned", "undecodable"):
+            raise LookupError(
+                f"history entry {history_id} ({entry.task_name}/{entry.instance_id}) is "
+                f"{entry.outcome}: only abandoned and undecodable entries left the table "
+                "and can be requeued"
+            )
+        if not client.requeue(conn, history_id):
+            raise LookupError(
+                f"an execution {entry.task_name}/{entry.instance_id} is already scheduled; "
+                f"cancel it first to requeue history entry {history_id}"
+            )
+    return entry
