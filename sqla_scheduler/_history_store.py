@@ -18,7 +18,17 @@ from sqla_scheduler._execution import Execution
 from sqla_scheduler._statements import History, statements_for
 from sqla_scheduler.history import HistoryEntry, HistorySetting, Outcome, keeps
 
-__all__ = ["Entry", "count_entries", "get", "list_entries", "move", "prune", "record", "requeue"]
+__all__ = [
+    "Entry",
+    "count_entries",
+    "get",
+    "list_entries",
+    "move",
+    "prune",
+    "quarantine",
+    "record",
+    "requeue",
+]
 
 
 def _statements(conn: Connection, table: Table) -> History:
@@ -81,6 +91,25 @@ def move(conn: Connection, table: Table, entry: Entry) -> bool:
     moved = conn.execute(stmts.move, params).first() is not None
     if moved and stmts.remove_moved is not None:
         conn.execute(stmts.remove_moved, params)
+    return moved
+
+
+def quarantine(
+    conn: Connection, table: Table, task_name: Any, instance_id: Any, *, now: datetime, error: str
+) -> bool:
+    """Take the row ``task_name``/``instance_id`` out of the table into history as
+    ``undecodable`` if the scheduler still cannot load it; ``error`` says what is wrong and
+    the row's raw values follow it. ``False`` when the row is gone or readable now."""
+    stmts = _statements(conn, table)
+    params = {
+        "key_task": task_name,
+        "key_instance": instance_id,
+        "finished_at": now,
+        "error": error,
+    }
+    moved = conn.execute(stmts.quarantine, params).first() is not None
+    if moved and stmts.remove_quarantined is not None:
+        conn.execute(stmts.remove_quarantined, params)
     return moved
 
 

@@ -140,32 +140,53 @@ class Maintenance:
         return revived
 
     async def report_unreadable_once(self) -> None:
-        """Log each row due or picked that no scheduler can load, once per process and
-        problem: picks, revivals and listings leave such rows out, so this log is how
-        anyone learns of them."""
+        """Take each row due or picked that no scheduler can load out of rotation: into
+        history as ``undecodable``, with every column's raw value, and log it by task,
+        instance and column. With ``history = "none"`` such a row stays in the table (picks,
+        revivals and listings leave it out) and is logged once per process and problem."""
+        now = self.clock.now()
         found = await self.db.shielded(
-            partial(
-                _store.find_unreadable,
-                table=self.table,
-                now=self.clock.now(),
-                limit=_UNREADABLE_PER_PASS,
-            ),
+            partial(_store.find_unreadable, table=self.table, now=now, limit=_UNREADABLE_PER_PASS),
             autocommit=True,
         )
         if len(self._reported) > _UNREADABLE_REMEMBERED:
             self._reported.clear()
         for name, instance, columns in found:
+            problem = (
+                f"{', '.join(columns)} {'holds a value' if len(columns) == 1 else 'hold values'}"
+                " not what the scheduler writes there"
+            )
+            if self.config.history != "none":
+                error = f"cannot read {name}/{instance}: {problem}; the row as it was: "
+                moved = await self.db.shielded(
+                    partial(
+                        _history_store.quarantine,
+                        table=self.table,
+                        task_name=name,
+                        instance_id=instance,
+                        now=now,
+                        error=error,
+                    )
+                )
+                if moved:
+                    log.error(
+                        "cannot read %s/%s: %s; took it out of the table into history as "
+                        "undecodable, with its raw values",
+                        name,
+                        instance,
+                        problem,
+                    )
+                continue
             key = (name, instance, tuple(columns))
             if key in self._reported:
                 continue
             self._reported.add(key)
             log.error(
-                "cannot read %s/%s: %s %s not what the scheduler writes there; the row is "
-                "not picked, revived or listed until it is fixed or cancelled",
+                "cannot read %s/%s: %s; the row is not picked, revived or listed until it is "
+                "fixed or cancelled",
                 name,
                 instance,
-                ", ".join(columns),
-                "holds a value" if len(columns) == 1 else "hold values",
+                problem,
             )
 
     async def delete_orphans_once(self) -> list[tuple[str, str, Any]]:

@@ -13,10 +13,14 @@ from sqlalchemy import (
     Table,
     Text,
     bindparam,
+    case,
     cast,
     delete,
+    func,
     insert,
+    literal,
     select,
+    true,
     type_coerce,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -78,6 +82,15 @@ class History(Shapes):
             self.move = insert(h).from_select(into, rows.where(*held)).returning(h.c.id)
             self.remove_moved = delete(table).where(*held)
 
+        #: Take the row at the bound key out of the table into history as ``undecodable``
+        #: when the scheduler cannot load it (see ``Shapes.readable``): what can be read
+        #: goes into its columns, and the raw value of every column, as the database
+        #: writes it, follows the bound ``error`` text. Returns the entry's id.
+        self.quarantine: Any
+        #: SQLite: delete the row ``quarantine`` copied.
+        self.remove_quarantined: Delete | None
+        self._unreadable(table, backend)
+
         #: Schedule the payload of the requeueable entry ``history_id`` again, due at
         #: ``now``, unless an execution with its key exists; returns its task name.
         entry_row = select(
@@ -105,6 +118,56 @@ class History(Shapes):
             .limit(bindparam("limit"))
         )
         self.prune: Delete = delete(h).where(h.c.id.in_(oldest.scalar_subquery()))
+
+    def _unreadable(self, table: Table, backend: Backend) -> None:
+        h = self.history
+        c = table.c
+        bad = (self.at_key, self.loadable.is_not(true()))
+
+        def readable(name: str, value: ColumnElement[Any], default: Any = None) -> Any:
+            check = self.readable.get(name)
+            return value if check is None else case((check, value), else_=default)
+
+        raw: ColumnElement[Any]
+        if backend.name == "postgresql":
+            pairs = self._raw_pairs(table, lambda value: cast(value, Text))
+            raw = cast(func.json_build_object(*pairs), Text)
+        else:  # quote() writes any value, a blob too, as an SQL literal
+            raw = func.json_object(*self._raw_pairs(table, func.quote))
+        values = {
+            "task_name": cast(c.task_name, Text),
+            "task_instance": cast(c.task_instance, Text),
+            "outcome": literal("undecodable"),
+            "execution_time": readable("execution_time", c.execution_time),
+            "finished_at": bindparam("finished_at", type_=h.c.finished_at.type),
+            "picked_by": readable("picked_by", c.picked_by),
+            "attempt": literal(1),
+            "error": bindparam("error", type_=Text) + raw,
+            "task_data": readable("task_data", self._as_text(c.task_data)),
+            "priority": readable("priority", c.priority, 0),
+        }
+        if backend.name == "postgresql":
+            gone = (
+                delete(table)
+                .where(*bad)
+                .returning(*(value.label(name) for name, value in values.items()))
+                .cte("gone")
+            )
+            rows = select(*(gone.c[name] for name in values))
+            self.quarantine = insert(h).from_select(list(values), rows).returning(h.c.id)
+            self.remove_quarantined = None
+        else:
+            rows = select(*values.values()).where(*bad)
+            self.quarantine = insert(h).from_select(list(values), rows).returning(h.c.id)
+            self.remove_quarantined = delete(table).where(*bad)
+
+    @staticmethod
+    def _raw_pairs(table: Table, as_text: Any) -> list[Any]:
+        """``name, value as text`` for each column, for a JSON object of the raw row."""
+        pairs: list[Any] = []
+        for column in table.c:
+            pairs += [cast(literal(column.name), Text), as_text(type_coerce(column, Text))]
+        return pairs
 
     def _as_payload(self, text: ColumnElement[Any]) -> ColumnElement[Any]:
         """An entry's JSON text as the scheduler's payload column stores it."""
