@@ -34,6 +34,7 @@ def drain(
     *,
     db: str | None = None,
     floor_key: str = "floor_drain",
+    extra: Sequence[str] = (),
 ) -> Figure:
     """``drain_rows`` due executions scheduled at once, drained by ``processes`` workers;
     on a fresh database, or on ``db`` (which may hold other rows: only the due rows of the
@@ -52,6 +53,7 @@ def drain(
                     f"{key}-w{i}",
                     handler,
                     polling_interval=bench.polling_interval,
+                    extra=extra,
                 )
             )
         for worker in workers:

@@ -9,6 +9,7 @@ from functools import partial
 
 from bench.floors import floor_batch, floor_drain, floor_single
 from bench.harness import Bench
+from bench.history import history_drains
 from bench.results import Figure
 from bench.scale import scale
 from bench.scenarios import (
@@ -27,6 +28,8 @@ FLOOR_OF = {
     "drain_sync_1": "floor_drain",
     "drain_async_2": "floor_drain",
     "drain_scale": "drain_async_1",
+    "drain_history_failures": "drain_history_none",
+    "drain_history_all": "drain_history_none",
     "latency_p50": "floor_latency_p50",
     "latency_p95": "floor_latency_p95",
     "latency_p99": "floor_latency_p99",
@@ -39,6 +42,7 @@ SCENARIOS = (
     "drain_sync_1",
     "drain_async_2",
     "scale",
+    "history",
     "floor_latency",
     "latency",
     "due_lag",
@@ -77,6 +81,13 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
             partial(drain, bench, key, label, handler, processes),
         )
     s("drain_scale", "scale", "rows/s", lambda: scale(bench)[0], "scale")
+    s(
+        "drain_history_failures",
+        "drain with each history setting",
+        "rows/s",
+        lambda: history_drains(bench)["drain_history_failures"],
+        "history",
+    )
     s(
         "floor_latency_p50",
         "floor: raw commit-to-pick",
@@ -125,6 +136,8 @@ def apply_targets(bench: Bench) -> None:
         ("schedule_async", 0.60),
         ("schedule_batch", 1.00),
         ("drain_scale", 0.80),
+        ("drain_history_failures", 0.90),  # within noise of no history at all
+        ("drain_history_all", 0.60),
     ):
         if key in f:
             f[key].target = f">= {ratio:.0%} of floor"

@@ -11,8 +11,9 @@ the scheduler's loop runs; with ``--report-starts`` each execution prints
 ``START <key> <time.time()> <its execution_time as epoch seconds>`` when its handler
 begins, the key being its instance id (``#retry`` added on a retry). ``--cron EXPR`` adds
 a recurring ``tick`` task on that cron schedule (key ``tick@<execution_time>``);
-``--fail-first`` makes the first attempt of each ``noop`` execution fail, and
-``--retry-delay`` sets ``retry_base_delay``. SIGTERM or SIGINT stops the scheduler
+``--fail-first`` makes the first attempt of each ``noop`` execution fail,
+``--retry-delay`` sets ``retry_base_delay`` and ``--history`` the ``history`` setting.
+SIGTERM or SIGINT stops the scheduler
 gracefully (``request_stop``) and the process exits 0.
 """
 
@@ -57,6 +58,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cron", default=None, help="also run a recurring task on this cron")
     parser.add_argument("--fail-first", action="store_true")
     parser.add_argument("--retry-delay", type=float, default=None, help="seconds")
+    parser.add_argument("--history", choices=("failures", "all", "none"), default=None)
     parser.add_argument("--log-level", default="WARNING")
     return parser.parse_args(argv)
 
@@ -112,6 +114,8 @@ def make_config(args: argparse.Namespace) -> SchedulerConfig:
         extra["pick_upper_fraction"] = args.pick_upper_fraction
     if args.retry_delay is not None:
         extra["retry_base_delay"] = timedelta(seconds=args.retry_delay)
+    if args.history is not None:
+        extra["history"] = args.history
     return SchedulerConfig(
         concurrency=args.concurrency,
         polling_interval=timedelta(seconds=args.polling_interval),

@@ -575,7 +575,7 @@ def complete(
             ok = conn.execute(hand_back[c.kind], params).rowcount == 1
         if ok and c.scheduled:
             insert_instances(conn, table, c.scheduled, c.now)
-        if ok and c.outcome is not None and c.kind != "quarantine":
+        if ok and c.outcome is not None and c.kind != "quarantine" and keeps(history, c.outcome):
             entries.append(c.entry())
         recorded.append(ok)
     _history_store.record(conn, table, history, entries)

@@ -1,0 +1,45 @@
+"""What history costs the drain of succeeding executions: one async worker process, as
+``drain_async_1``, with ``history`` set to ``none``, ``failures`` (the default, which
+records no success) and ``all`` (an entry per success, written in the completer's batch).
+
+The three settings are drained in turn, ``ROUNDS`` times, and each keeps its best round,
+so that a slow moment of the machine does not land on one setting alone. After each drain
+its database is vacuumed before the next begins: otherwise autovacuum cleans up the 40,000
+dead rows of one drain on the second core while the next one runs.
+"""
+
+from __future__ import annotations
+
+from bench.harness import Bench
+from bench.results import Figure
+from bench.scenarios import drain
+
+ROUNDS = 2
+SETTINGS = ("none", "failures", "all")
+
+
+def history_drains(bench: Bench) -> dict[str, Figure]:
+    """The drain with each ``history`` setting, keyed ``drain_history_<setting>``."""
+    best: dict[str, Figure] = {}
+    for _round in range(ROUNDS):
+        for setting in SETTINGS:
+            key = f"drain_history_{setting}"
+            db = bench.new_db(key)
+            figure = drain(
+                bench,
+                key,
+                f"drain: 1 process, async, history={setting!r}",
+                "async",
+                1,
+                db=db,
+                floor_key="drain_history_none",
+                extra=["--history", setting],
+            )
+            with bench.connect(db, autocommit=True) as conn:
+                conn.execute("VACUUM")
+            if key not in best or (figure.value or 0) > (best[key].value or 0):
+                best[key] = figure
+            figure.notes += f"; best of {ROUNDS} rounds"
+    for figure in best.values():
+        bench.add(figure)
+    return best
