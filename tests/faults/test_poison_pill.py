@@ -51,6 +51,19 @@ def test_a_poison_pill_is_abandoned_after_max_retries(
 ) -> None:
     report = run_poison_pill(workers, app_db, db_url)
     assert "abandoned poison/die after" in report, report
+    # history: each counted crash is a dead attempt (the first, whose start was not
+    # recorded, is none), then the abandon, which keeps the payload for a requeue
+    outcomes = rows(
+        app_db,
+        "select outcome, attempt, picked_by is not null from scheduled_tasks_history"
+        " where task_name = 'poison' and task_instance = 'die' order by id",
+    )
+    assert [tuple(r) for r in outcomes] == [
+        ("dead", 1, True),
+        ("dead", 2, True),
+        ("dead", 3, True),
+        ("abandoned", 3, True),
+    ], outcomes
 
 
 def test_executions_queued_beside_a_poison_pill_still_run(
