@@ -25,6 +25,7 @@ from sqla_scheduler.exceptions import (
     PayloadError,
     SchedulerError,
     TaskDefinitionError,
+    TaskTimeoutError,
     UnknownTaskError,
 )
 from sqla_scheduler.executions import Execution, ExecutionState
@@ -90,6 +91,7 @@ __all__ = [
     "Task",
     "TaskDefinitionError",
     "TaskInstance",
+    "TaskTimeoutError",
     "UnknownTaskError",
     "__version__",
     "configure_sqlite",

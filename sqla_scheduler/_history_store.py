@@ -15,8 +15,8 @@ from sqlalchemy import Connection, Table, func, select
 
 from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._execution import Execution
+from sqla_scheduler._history_entry import HistoryEntry, HistorySetting, Outcome, keeps
 from sqla_scheduler._statements import History, statements_for
-from sqla_scheduler.history import HistoryEntry, HistorySetting, Outcome, keeps
 
 __all__ = [
     "Entry",

@@ -18,9 +18,9 @@ from sqlalchemy import Connection, Table
 from sqla_scheduler import _bridge, _history_store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
 from sqla_scheduler._checks import check_aware
+from sqla_scheduler._history_entry import OUTCOMES, HistoryEntry, Outcome
 from sqla_scheduler._runner import Runner
 from sqla_scheduler.clock import Clock
-from sqla_scheduler.history import OUTCOMES, HistoryEntry, Outcome
 
 __all__ = ["Observing"]
 

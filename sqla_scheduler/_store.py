@@ -24,10 +24,10 @@ from sqla_scheduler._execution import (
     ExecutionState,
     TaskInstance,
 )
+from sqla_scheduler._history_entry import HistorySetting, Outcome, keeps
 from sqla_scheduler._statements import Scheduling, Statements, statements_for
 from sqla_scheduler._statements.shapes import Shapes
 from sqla_scheduler.exceptions import MissingTableError
-from sqla_scheduler.history import HistorySetting, Outcome, keeps
 
 Key = tuple[str, str]
 T = TypeVar("T")
