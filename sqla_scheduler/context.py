@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,27 +17,41 @@ P = TypeVar("P")
 
 
 class ShutdownSignal:
-    """Set when the scheduler running an execution starts to stop.
+    """Set when the scheduler running an execution starts to stop, or when the execution
+    reaches its task's ``timeout``.
 
     Long handlers poll [`is_set`][] (or call [`wait`][]) and wind up early. What the
     handler then does decides the outcome as usual: returning commits a success, raising
-    schedules a retry. A handler still running after ``shutdown_max_wait`` is abandoned by
-    the scheduler and its execution released, so another process takes it at once.
+    schedules a retry (past its timeout, an attempt fails either way). A handler still
+    running after ``shutdown_max_wait`` is abandoned by the scheduler and its execution
+    released, so another process takes it at once.
     """
 
-    __slots__ = ("_event",)
+    __slots__ = ("__weakref__", "_children", "_event")
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self._children: weakref.WeakSet[ShutdownSignal] = weakref.WeakSet()
 
     @property
     def is_set(self) -> bool:
-        """Whether the scheduler is stopping."""
+        """Whether the scheduler is stopping (or the execution's time is up)."""
         return self._event.is_set()
 
     def set(self) -> None:
-        """Signal shutdown (the runner calls this; tests may too)."""
+        """Signal shutdown (the runner calls this; tests may too), to the signals made
+        with [`child`][] too."""
         self._event.set()
+        for child in list(self._children):
+            child.set()
+
+    def child(self) -> ShutdownSignal:
+        """A signal of its own that is also set when this one is: one execution's."""
+        signal = ShutdownSignal()
+        self._children.add(signal)
+        if self.is_set:
+            signal.set()
+        return signal
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block a sync handler up to ``timeout`` seconds for shutdown; return whether it came."""
@@ -76,7 +91,8 @@ class ExecutionContext(Generic[P]):
     priority: int = 0
     """The execution's priority."""
     shutdown: ShutdownSignal = field(default_factory=ShutdownSignal)
-    """Set when the scheduler is stopping; long handlers should poll it."""
+    """Set when the scheduler is stopping or the attempt reached its task's ``timeout``;
+    long handlers should poll it."""
     trace_context: Mapping[str, str] | None = None
     """The trace context captured when this execution was scheduled (see
     ``ExecutionInterceptor.capture_context``), if any.

@@ -9,13 +9,18 @@ SchedulerError                  base of everything raised here
 │   └── InvalidScheduleError    a schedule expression or value that cannot be used
 ├── PayloadError                (ValueError) a payload that cannot be encoded or decoded
 ├── UnknownTaskError            (LookupError) a task name this scheduler does not know
-└── MissingTableError           the scheduler's table is not in the database (not migrated)
+├── MissingTableError           the scheduler's table is not in the database (not migrated)
+└── TaskTimeoutError            (TimeoutError) an attempt ran past its task's timeout
 ```
 
 Every message names the task, the field and the offending value where they exist.
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
+
+from sqla_scheduler._durations import format_duration
 
 __all__ = [
     "ConfigurationError",
@@ -24,6 +29,7 @@ __all__ = [
     "PayloadError",
     "SchedulerError",
     "TaskDefinitionError",
+    "TaskTimeoutError",
     "UnknownTaskError",
 ]
 
@@ -57,3 +63,12 @@ class MissingTableError(SchedulerError):
 
     Apply them with ``sqla-scheduler db upgrade`` or the application's own Alembic project.
     """
+
+
+class TaskTimeoutError(SchedulerError, TimeoutError):
+    """An attempt ran past its task's ``timeout``: the failure it is recorded as (the
+    error text of the attempt, ``ctx.last_error`` of the next one). The retry policy
+    applies as to any failure."""
+
+    def __init__(self, task_name: str, limit: timedelta, what: str) -> None:
+        super().__init__(f"task {task_name!r} timed out (timeout={format_duration(limit)}): {what}")

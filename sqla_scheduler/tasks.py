@@ -10,9 +10,10 @@ and the value in the message.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, overload
 
 from sqla_scheduler._checks import check_priority, check_task_name, is_int
@@ -59,6 +60,8 @@ class Task(Generic[P]):
     priority: int = 0
     max_retries: int | None = None
     on_abandon: AbandonHook | None = None
+    timeout: timedelta | None = None
+    """How long one attempt may run (seconds may be given as a number); ``None``: no limit."""
     codec: PayloadCodec[P] = field(init=False, repr=False)
     is_async: bool = field(init=False, repr=False)
 
@@ -73,6 +76,7 @@ class Task(Generic[P]):
                 f"task {self.name!r}: max_retries must be an int >= 0 or None, "
                 f"got {self.max_retries!r}"
             )
+        object.__setattr__(self, "timeout", _check_timeout(self.name, self.timeout))
         object.__setattr__(self, "codec", codec_for(self.name, self.payload_type))
         object.__setattr__(self, "is_async", _is_async(self.handler))
 
@@ -169,6 +173,7 @@ def recurring(
     payload_type: type[P],
     initial_payload: P | None = None,
     priority: int = 0,
+    timeout: timedelta | float | None = None,
 ) -> Callable[[Handler[P]], RecurringTask[P]]: ...
 @overload
 def recurring(
@@ -178,6 +183,7 @@ def recurring(
     payload_type: None = None,
     initial_payload: Any = None,
     priority: int = 0,
+    timeout: timedelta | float | None = None,
 ) -> Callable[[Handler[Any]], RecurringTask[Any]]: ...
 def recurring(
     name: str,
@@ -186,10 +192,12 @@ def recurring(
     payload_type: type[Any] | None = None,
     initial_payload: Any = None,
     priority: int = 0,
+    timeout: timedelta | float | None = None,
 ) -> Callable[[Handler[Any]], RecurringTask[Any]]:
     """Define a recurring task: one row, run by ``schedule``, forever.
 
     The handler's return value becomes the next run's payload unless it is ``None``.
+    ``timeout`` (a ``timedelta`` or seconds) limits each attempt: see ``one_time``.
     """
 
     return _decorator(
@@ -199,6 +207,7 @@ def recurring(
         payload_type=payload_type,
         initial_payload=initial_payload,
         priority=priority,
+        timeout=timeout,
     )
 
 
@@ -210,6 +219,7 @@ def one_time(
     max_retries: int | None = None,
     on_abandon: AbandonHook | None = None,
     priority: int = 0,
+    timeout: timedelta | float | None = None,
 ) -> Callable[[Handler[P]], OneTimeTask[P]]: ...
 @overload
 def one_time(
@@ -219,6 +229,7 @@ def one_time(
     max_retries: int | None = None,
     on_abandon: AbandonHook | None = None,
     priority: int = 0,
+    timeout: timedelta | float | None = None,
 ) -> Callable[[Handler[Any]], OneTimeTask[Any]]: ...
 def one_time(
     name: str,
@@ -227,11 +238,17 @@ def one_time(
     max_retries: int | None = None,
     on_abandon: AbandonHook | None = None,
     priority: int = 0,
+    timeout: timedelta | float | None = None,
 ) -> Callable[[Handler[Any]], OneTimeTask[Any]]:
     """Define a one-time task: each scheduled instance runs once and its row is removed.
 
     ``max_retries=N`` allows N retries after the first attempt; when they are spent the row
     is removed and ``on_abandon(context, session)`` runs in the same transaction.
+
+    ``timeout`` (a ``timedelta`` or seconds) limits each attempt. An async handler is
+    cancelled at its timeout; a sync handler cannot be stopped, so its context's
+    ``shutdown`` signal is set and the attempt counts as failed when it returns. Either
+    way the error says it timed out, and the retry policy applies.
     """
 
     return _decorator(
@@ -241,6 +258,7 @@ def one_time(
         max_retries=max_retries,
         on_abandon=on_abandon,
         priority=priority,
+        timeout=timeout,
     )
 
 
@@ -252,6 +270,7 @@ def custom(
     max_retries: int | None = None,
     on_abandon: AbandonHook | None = None,
     priority: int = 0,
+    timeout: timedelta | float | None = None,
 ) -> Callable[[Handler[P]], CustomTask[P]]: ...
 @overload
 def custom(
@@ -261,6 +280,7 @@ def custom(
     max_retries: int | None = None,
     on_abandon: AbandonHook | None = None,
     priority: int = 0,
+    timeout: timedelta | float | None = None,
 ) -> Callable[[Handler[Any]], CustomTask[Any]]: ...
 def custom(
     name: str,
@@ -269,8 +289,12 @@ def custom(
     max_retries: int | None = None,
     on_abandon: AbandonHook | None = None,
     priority: int = 0,
+    timeout: timedelta | float | None = None,
 ) -> Callable[[Handler[Any]], CustomTask[Any]]:
-    """Define a custom task: its handler returns [`NextAt`][] to run again, ``None`` to end."""
+    """Define a custom task: its handler returns [`NextAt`][] to run again, ``None`` to end.
+
+    ``max_retries``, ``on_abandon`` and ``timeout`` are those of ``one_time``.
+    """
 
     return _decorator(
         CustomTask,
@@ -279,6 +303,7 @@ def custom(
         max_retries=max_retries,
         on_abandon=on_abandon,
         priority=priority,
+        timeout=timeout,
     )
 
 
@@ -307,6 +332,25 @@ def _check_callable(task_name: str, field_name: str, fn: object, *, arity: int) 
             f"task {task_name!r}: {field_name} {fn!r} must accept {arity} positional "
             f"argument{'s' if arity > 1 else ''}; its signature is {signature}"
         ) from None
+
+
+def _check_timeout(task_name: str, value: object) -> timedelta | None:
+    """``value`` as a positive ``timedelta`` (numbers are seconds), or ``None``."""
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise TaskDefinitionError(
+            f"task {task_name!r}: timeout must be a timedelta or a number of seconds, got {value!r}"
+        )
+    if not math.isfinite(seconds) or seconds <= 0 or seconds > 100 * 365 * 86400:
+        raise TaskDefinitionError(
+            f"task {task_name!r}: timeout must be more than 0 and at most 100 years, got {value!r}"
+        )
+    return value if isinstance(value, timedelta) else timedelta(seconds=seconds)
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:

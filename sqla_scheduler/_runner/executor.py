@@ -31,7 +31,7 @@ from sqla_scheduler._threads import HandlerThreads
 from sqla_scheduler.clock import Clock
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.context import ExecutionContext, ShutdownSignal
-from sqla_scheduler.exceptions import PayloadError
+from sqla_scheduler.exceptions import PayloadError, TaskTimeoutError
 from sqla_scheduler.interceptors import ExecutionInterceptor, run_chain
 from sqla_scheduler.listeners import SchedulerListener, dispatch
 from sqla_scheduler.tasks import Task
@@ -96,7 +96,8 @@ class Executor:
             consecutive_failures=execution.consecutive_failures,
             last_error=execution.last_error,
             priority=execution.priority,
-            shutdown=self.shutdown,
+            # an execution with a timeout has a signal of its own, also set at its timeout
+            shutdown=self.shutdown if task.timeout is None else self.shutdown.child(),
             trace_context=execution.trace_context,
         )
         spent = outcomes.spent(task, execution, self.config)
@@ -110,11 +111,10 @@ class Executor:
         error: BaseException | None = None
         result: Any = None
         try:
-            if self.interceptors:
-                call = partial(self._call, task, context)
-                result = await run_chain(self.interceptors, context, call)
+            if task.timeout is None:
+                result = await self._chain(task, context)
             else:
-                result = await self._call(task, context)
+                result = await self._within_timeout(task, context, task.timeout)
         except anyio.get_cancelled_exc_class():
             raise  # the loop is stopping: the execution is released, not failed
         except BaseException as exc:  # SystemExit, KeyboardInterrupt too: only a stop stops us
@@ -153,6 +153,56 @@ class Executor:
         )
         dispatch(self.listeners, "on_failure", context, error, duration)
         return Outcome(held=held, decision=decision, context=context, on_abandon=task.on_abandon)
+
+    async def _chain(self, task: Task[Any], context: ExecutionContext[Any]) -> Any:
+        """The handler, through the interceptors when there are any."""
+        if self.interceptors:
+            return await run_chain(self.interceptors, context, partial(self._call, task, context))
+        return await self._call(task, context)
+
+    async def _within_timeout(
+        self, task: Task[Any], context: ExecutionContext[Any], limit: timedelta
+    ) -> Any:
+        """The handler, held to its task's timeout ``limit``: an async one is cancelled
+        when it is up; a sync one cannot be, so its context's shutdown signal is set and it
+        runs on (its execution held, heartbeats going) until it returns. Either way the
+        attempt then fails with ``TaskTimeoutError``, whatever the handler did after its
+        time was up."""
+        seconds = limit.total_seconds()
+        if task.is_async:
+            with anyio.move_on_after(seconds) as scope:
+                result = await self._chain(task, context)
+            if scope.cancel_called:
+                raise TaskTimeoutError(task.name, limit, "the handler was cancelled")
+            return result
+        expired = anyio.Event()
+        started = time.monotonic()
+
+        async def expire() -> None:
+            await anyio.sleep(seconds)
+            expired.set()
+            context.shutdown.set()
+
+        raised: BaseException | None = None
+        async with anyio.create_task_group() as group:
+            group.start_soon(expire)
+            try:
+                result = await self._chain(task, context)
+            except anyio.get_cancelled_exc_class():
+                raise
+            except BaseException as exc:  # raised below, not wrapped in the group's error
+                raised = exc
+            group.cancel_scope.cancel()
+        if expired.is_set():
+            took = time.monotonic() - started
+            raise TaskTimeoutError(
+                task.name,
+                limit,
+                f"the sync handler was signalled (ctx.shutdown) and returned after {took:.1f}s",
+            ) from raised
+        if raised is not None:
+            raise raised
+        return result
 
     async def _call(self, task: Task[Any], context: ExecutionContext[Any]) -> Any:
         if task.is_async:
