@@ -44,6 +44,7 @@ __all__ = [
     "history_table",
     "metadata",
     "nodes_table",
+    "paused_table",
     "scheduled_tasks_table",
     "table_for",
 ]
@@ -61,6 +62,8 @@ HISTORY_SUFFIX = "_history"
 """The history table is named after the scheduler's table with this suffix."""
 NODES_SUFFIX = "_nodes"
 """The nodes table is named after the scheduler's table with this suffix."""
+PAUSED_SUFFIX = "_paused"
+"""The table of paused task names is named after the scheduler's table with this suffix."""
 HISTORY_OUTCOMES = ("succeeded", "failed", "abandoned", "dead", "undecodable")
 """What a finished attempt can come to, as the history table spells it."""
 
@@ -92,7 +95,8 @@ def scheduled_tasks_table(
     target: MetaData, name: str = DEFAULT_TABLE_NAME, schema: str | None = None
 ) -> Table:
     """Build the scheduler's table as ``name`` (in ``schema``) on ``target`` metadata,
-    with its history (``<name>_history``) and nodes (``<name>_nodes``) tables beside it.
+    with its history (``<name>_history``), nodes (``<name>_nodes``) and paused tasks
+    (``<name>_paused``) tables beside it.
 
     The two partial indexes serve the hot queries. Unpicked rows by task, priority and
     time: a scheduler reads its own tasks' rows only, and within each task and priority
@@ -135,6 +139,7 @@ def scheduled_tasks_table(
     Index(f"ix_{name}_picked", table.c.picked_by, postgresql_where=picked, sqlite_where=picked)
     _history(target, name + HISTORY_SUFFIX, schema)
     _nodes(target, name + NODES_SUFFIX, schema)
+    _paused(target, name + PAUSED_SUFFIX, schema)
     return table
 
 
@@ -184,6 +189,17 @@ def _nodes(target: MetaData, name: str, schema: str | None) -> Table:
     )
 
 
+def _paused(target: MetaData, name: str, schema: str | None) -> Table:
+    """One row per paused task name: no scheduler picks that task's executions."""
+    return Table(
+        name,
+        target,
+        Column("task_name", String(MAX_TASK_NAME_LENGTH), primary_key=True),
+        Column("paused_at", UTCDateTime(), nullable=False),
+        schema=schema,
+    )
+
+
 def _beside(table: Table, suffix: str) -> Table:
     key = table.name + suffix if table.schema is None else f"{table.schema}.{table.name}{suffix}"
     return table.metadata.tables[key]
@@ -197,6 +213,11 @@ def history_table(table: Table) -> Table:
 def nodes_table(table: Table) -> Table:
     """The nodes table that goes with the scheduler's ``table``."""
     return _beside(table, NODES_SUFFIX)
+
+
+def paused_table(table: Table) -> Table:
+    """The table of paused task names that goes with the scheduler's ``table``."""
+    return _beside(table, PAUSED_SUFFIX)
 
 
 @cache

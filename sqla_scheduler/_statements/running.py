@@ -42,7 +42,8 @@ class Running(Shapes):
         now = self.time("now")
         seen = c.version == bindparam("seen_version")
 
-        #: Pick up to ``limit`` due executions of ``names`` for ``picker`` (see ``_pick``).
+        #: Pick up to ``limit`` due executions of ``names`` for ``picker``, none of a
+        #: paused task (see ``_pick``).
         self.pick: Update = self._pick()
         #: The earliest execution time after ``now`` among unpicked rows of ``names`` that
         #: can be loaded: what the picker waits for between picks (see ``_next_due``).
@@ -178,7 +179,7 @@ class Running(Shapes):
         else:
             due = (
                 select(row)
-                .where(self.one_of(c.task_name, "names"), *due_of)
+                .where(self.one_of(c.task_name, "names"), self.not_paused(c.task_name), *due_of)
                 .order_by(c.priority.desc(), c.execution_time)
                 .limit(limit)
                 .with_for_update(skip_locked=True)
@@ -222,7 +223,7 @@ class Running(Shapes):
         later = (self.unpicked, c.execution_time > self.time("now"), self.loadable)
         if self.backend.name != "postgresql":
             return select(func.min(c.execution_time)).where(
-                self.one_of(c.task_name, "names"), *later
+                self.one_of(c.task_name, "names"), self.not_paused(c.task_name), *later
             )
         band = self.bands()
         first = (

@@ -18,6 +18,7 @@ from sqlalchemy import (
     bindparam,
     case,
     cast,
+    exists,
     false,
     func,
     select,
@@ -29,7 +30,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 
 from sqla_scheduler._dialects import Backend, notify_channel
 from sqla_scheduler._statements.readable import readable_columns
-from sqla_scheduler.models import BIGINT_MAX, INT_MAX
+from sqla_scheduler.models import BIGINT_MAX, INT_MAX, paused_table
 
 __all__ = ["Shapes"]
 
@@ -47,6 +48,8 @@ class Shapes:
         self.table = table
         self.backend = backend
         self.channel = notify_channel(table)
+        #: The paused task names that go with ``table`` (see ``not_paused``).
+        self.paused: Table = paused_table(table)
         c = table.c
         self.unpicked: ColumnElement[bool] = c.picked == false()
         self.picked: ColumnElement[bool] = c.picked == true()
@@ -105,10 +108,15 @@ class Shapes:
             return column == any_(bindparam(name, type_=ARRAY(String())))
         return column.in_(bindparam(name, expanding=True))
 
+    def not_paused(self, task_name: ColumnElement[str]) -> ColumnElement[bool]:
+        """``task_name`` is not in the paused tasks' table (one probe of its key)."""
+        paused = self.paused
+        return ~exists().where(paused.c.task_name == task_name)
+
     def bands(self) -> CTE:
         """The priorities among the unpicked rows of each task in the list bound as
-        ``names`` (PostgreSQL): rows ``(name, priority)``, highest priority first, and a
-        last one per task with a NULL priority.
+        ``names`` that is not paused (PostgreSQL): rows ``(name, priority)``, highest
+        priority first, and a last one per task with a NULL priority.
 
         Found by a recursive walk of the due index, one probe per priority, so that a
         statement can then read each task and priority as one range of the index (by
@@ -119,8 +127,10 @@ class Shapes:
         names = func.unnest(bindparam("names", type_=ARRAY(String()))).table_valued("name")
         names = names.render_derived(name="each_name")
         highest = select(func.max(c.priority)).where(c.task_name == names.c.name, self.unpicked)
-        band = select(names.c.name.label("name"), highest.scalar_subquery().label("priority")).cte(
-            "band", recursive=True
+        band = (
+            select(names.c.name.label("name"), highest.scalar_subquery().label("priority"))
+            .where(self.not_paused(names.c.name))
+            .cte("band", recursive=True)
         )
         lower = select(func.max(c.priority)).where(
             c.task_name == band.c.name, self.unpicked, c.priority < band.c.priority
