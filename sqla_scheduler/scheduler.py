@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqla_scheduler import _bridge, _store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
 from sqla_scheduler._checks import check_aware
+from sqla_scheduler._control import Control
 from sqla_scheduler._execution import KEEP, Execution, ExecutionState, TaskInstance
 from sqla_scheduler._observing import Observing
 from sqla_scheduler._payload import codec_for
@@ -37,7 +38,7 @@ from sqla_scheduler.tasks import Task
 __all__ = ["Scheduler"]
 
 
-class Scheduler(Observing):
+class Scheduler(Observing, Control):
     """A persistent, cluster-safe scheduler over one table.
 
     ``engine`` is a sync ``Engine`` or an ``AsyncEngine``; it is what the scheduler's own

@@ -1,0 +1,78 @@
+"""Database operations of control: pause, resume, run now. Sync functions over a
+``Connection``, in the caller's transaction (like ``_store``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from sqlalchemy import Connection, Table, delete, select
+
+from sqla_scheduler import _store
+from sqla_scheduler._dialects import backend_for
+from sqla_scheduler._execution import KEEP
+from sqla_scheduler._statements import statements_for
+from sqla_scheduler.models import paused_table
+
+__all__ = ["pause", "paused", "resume", "run_now"]
+
+
+def pause(conn: Connection, table: Table, task_name: str, now: datetime) -> bool:
+    """Pause ``task_name``; ``False`` when it was paused already."""
+    paused_tasks = paused_table(table)
+    backend = backend_for(conn.dialect)
+    statement = (
+        backend.insert(paused_tasks)
+        .values(task_name=task_name, paused_at=now)
+        .on_conflict_do_nothing()
+        .returning(paused_tasks.c.task_name)
+    )
+    return conn.execute(statement).first() is not None
+
+
+def resume(conn: Connection, table: Table, task_name: str) -> bool:
+    """Resume ``task_name``; ``False`` when it was not paused. Its due executions wake the
+    schedulers when the transaction commits (PostgreSQL)."""
+    paused_tasks = paused_table(table)
+    statement = (
+        delete(paused_tasks)
+        .where(paused_tasks.c.task_name == task_name)
+        .returning(paused_tasks.c.task_name)
+    )
+    if conn.execute(statement).first() is None:
+        return False
+    scheduling = statements_for(table, backend_for(conn.dialect)).scheduling
+    if scheduling.notify is not None:
+        conn.execute(scheduling.notify, {"channel": scheduling.channel, "payload": task_name})
+    return True
+
+
+def paused(conn: Connection, table: Table) -> frozenset[str]:
+    """The paused task names."""
+    paused_tasks = paused_table(table)
+    return frozenset(conn.execute(select(paused_tasks.c.task_name)).scalars())
+
+
+def run_now(
+    conn: Connection,
+    table: Table,
+    task_name: str,
+    instance_id: str,
+    now: datetime,
+    shown_version: int | None = None,
+    on_moved: Callable[[datetime], None] | None = None,
+) -> bool:
+    """Make an execution that is not running due ``now``, keeping its payload and schedule
+    (and, with ``shown_version``, only if it is still at that version); ``False`` when
+    there is none or a scheduler holds it."""
+    return _store.reschedule(
+        conn,
+        table,
+        task_name,
+        instance_id,
+        now,
+        KEEP,
+        now,
+        shown_version=shown_version,
+        on_moved=on_moved,
+    )
