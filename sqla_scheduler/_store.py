@@ -6,6 +6,7 @@ Sync callers run these directly; async callers reach them through SQLAlchemy's
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, replace
@@ -432,6 +433,40 @@ def pick(
     return picked
 
 
+def pick_limited(
+    conn: Connection,
+    table: Table,
+    *,
+    limits: Sequence[tuple[str, int]],
+    limit: int,
+    picker: str,
+    now: datetime,
+) -> list[Execution]:
+    """Pick up to ``limit`` due executions of the tasks in ``limits`` (name, most at once),
+    none beyond its task's most: in the caller's transaction, each task's picks counted
+    under its lock (PostgreSQL; SQLite lets one writer in at a time), so that concurrent
+    pickers in any number of processes never exceed it together."""
+    stmts = _statements(conn, table).running
+    picked: list[Execution] = []
+    for name, most in sorted(limits):
+        room = limit - len(picked)
+        if room <= 0:
+            break
+        if stmts.lock_task is not None:
+            conn.execute(stmts.lock_task, {"lock_key": _lock_key(table, name)})
+        running = int(conn.execute(stmts.count_picked, {"name": name}).scalar_one())
+        allowed = min(room, most - running)
+        if allowed > 0:
+            picked += pick(conn, table, names=[name], limit=allowed, picker=picker, now=now)
+    return picked
+
+
+def _lock_key(table: Table, task_name: str) -> int:
+    """A signed 64-bit advisory lock key for ``task_name`` on ``table``."""
+    digest = hashlib.blake2b(f"{table.fullname}\x00{task_name}".encode(), digest_size=8)
+    return int.from_bytes(digest.digest(), "big", signed=True)
+
+
 def heartbeat(
     conn: Connection, table: Table, held: Sequence[tuple[str, str, int]], now: datetime
 ) -> set[Key]:
@@ -537,12 +572,18 @@ class Completion:
 
 
 def complete(
-    conn: Connection, table: Table, batch: Sequence[Completion], history: HistorySetting
+    conn: Connection,
+    table: Table,
+    batch: Sequence[Completion],
+    history: HistorySetting,
+    notify: frozenset[str] = frozenset(),
 ) -> list[bool]:
     """Commit a batch of outcomes; return, for each, whether it was recorded.
 
     All removals go in one statement, the history entries that ``history`` keeps in
-    another; the other outcomes one statement each.
+    another; the other outcomes one statement each. The recorded outcomes of tasks in
+    ``notify`` (those with a ``max_concurrency``) wake the schedulers on commit: a place
+    they may be waiting for is free.
     """
     stmts = _statements(conn, table).running
     removes = [c.execution for c in batch if c.kind == "remove"]
@@ -579,6 +620,9 @@ def complete(
             entries.append(c.entry())
         recorded.append(ok)
     _history_store.record(conn, table, history, entries)
+    if notify:
+        freed = {c.execution.task_name for c, ok in zip(batch, recorded, strict=True) if ok}
+        _notify(conn, _statements(conn, table).scheduling, freed & notify)
     return recorded
 
 

@@ -62,6 +62,9 @@ class Task(Generic[P]):
     on_abandon: AbandonHook | None = None
     timeout: timedelta | None = None
     """How long one attempt may run (seconds may be given as a number); ``None``: no limit."""
+    max_concurrency: int | None = None
+    """At most this many executions of the task run at once across every process sharing
+    the table (picked ones count, running or waiting); ``None``: no limit."""
     codec: PayloadCodec[P] = field(init=False, repr=False)
     is_async: bool = field(init=False, repr=False)
 
@@ -77,6 +80,13 @@ class Task(Generic[P]):
                 f"got {self.max_retries!r}"
             )
         object.__setattr__(self, "timeout", _check_timeout(self.name, self.timeout))
+        if self.max_concurrency is not None and (
+            not is_int(self.max_concurrency) or self.max_concurrency < 1
+        ):
+            raise TaskDefinitionError(
+                f"task {self.name!r}: max_concurrency must be an int >= 1 or None, "
+                f"got {self.max_concurrency!r}"
+            )
         object.__setattr__(self, "codec", codec_for(self.name, self.payload_type))
         object.__setattr__(self, "is_async", _is_async(self.handler))
 
@@ -174,6 +184,7 @@ def recurring(
     initial_payload: P | None = None,
     priority: int = 0,
     timeout: timedelta | float | None = None,
+    max_concurrency: int | None = None,
 ) -> Callable[[Handler[P]], RecurringTask[P]]: ...
 @overload
 def recurring(
@@ -184,6 +195,7 @@ def recurring(
     initial_payload: Any = None,
     priority: int = 0,
     timeout: timedelta | float | None = None,
+    max_concurrency: int | None = None,
 ) -> Callable[[Handler[Any]], RecurringTask[Any]]: ...
 def recurring(
     name: str,
@@ -193,11 +205,12 @@ def recurring(
     initial_payload: Any = None,
     priority: int = 0,
     timeout: timedelta | float | None = None,
+    max_concurrency: int | None = None,
 ) -> Callable[[Handler[Any]], RecurringTask[Any]]:
     """Define a recurring task: one row, run by ``schedule``, forever.
 
     The handler's return value becomes the next run's payload unless it is ``None``.
-    ``timeout`` (a ``timedelta`` or seconds) limits each attempt: see ``one_time``.
+    ``timeout`` and ``max_concurrency`` are those of ``one_time``.
     """
 
     return _decorator(
@@ -208,6 +221,7 @@ def recurring(
         initial_payload=initial_payload,
         priority=priority,
         timeout=timeout,
+        max_concurrency=max_concurrency,
     )
 
 
@@ -220,6 +234,7 @@ def one_time(
     on_abandon: AbandonHook | None = None,
     priority: int = 0,
     timeout: timedelta | float | None = None,
+    max_concurrency: int | None = None,
 ) -> Callable[[Handler[P]], OneTimeTask[P]]: ...
 @overload
 def one_time(
@@ -230,6 +245,7 @@ def one_time(
     on_abandon: AbandonHook | None = None,
     priority: int = 0,
     timeout: timedelta | float | None = None,
+    max_concurrency: int | None = None,
 ) -> Callable[[Handler[Any]], OneTimeTask[Any]]: ...
 def one_time(
     name: str,
@@ -239,6 +255,7 @@ def one_time(
     on_abandon: AbandonHook | None = None,
     priority: int = 0,
     timeout: timedelta | float | None = None,
+    max_concurrency: int | None = None,
 ) -> Callable[[Handler[Any]], OneTimeTask[Any]]:
     """Define a one-time task: each scheduled instance runs once and its row is removed.
 
@@ -249,6 +266,9 @@ def one_time(
     cancelled at its timeout; a sync handler cannot be stopped, so its context's
     ``shutdown`` signal is set and the attempt counts as failed when it returns. Either
     way the error says it timed out, and the retry policy applies.
+
+    ``max_concurrency=N`` lets at most N executions of the task run at once across every
+    process sharing the table; the database enforces it.
     """
 
     return _decorator(
@@ -259,6 +279,7 @@ def one_time(
         on_abandon=on_abandon,
         priority=priority,
         timeout=timeout,
+        max_concurrency=max_concurrency,
     )
 
 
@@ -271,6 +292,7 @@ def custom(
     on_abandon: AbandonHook | None = None,
     priority: int = 0,
     timeout: timedelta | float | None = None,
+    max_concurrency: int | None = None,
 ) -> Callable[[Handler[P]], CustomTask[P]]: ...
 @overload
 def custom(
@@ -281,6 +303,7 @@ def custom(
     on_abandon: AbandonHook | None = None,
     priority: int = 0,
     timeout: timedelta | float | None = None,
+    max_concurrency: int | None = None,
 ) -> Callable[[Handler[Any]], CustomTask[Any]]: ...
 def custom(
     name: str,
@@ -290,10 +313,12 @@ def custom(
     on_abandon: AbandonHook | None = None,
     priority: int = 0,
     timeout: timedelta | float | None = None,
+    max_concurrency: int | None = None,
 ) -> Callable[[Handler[Any]], CustomTask[Any]]:
     """Define a custom task: its handler returns [`NextAt`][] to run again, ``None`` to end.
 
-    ``max_retries``, ``on_abandon`` and ``timeout`` are those of ``one_time``.
+    ``max_retries``, ``on_abandon``, ``timeout`` and ``max_concurrency`` are those of
+    ``one_time``.
     """
 
     return _decorator(
@@ -304,6 +329,7 @@ def custom(
         on_abandon=on_abandon,
         priority=priority,
         timeout=timeout,
+        max_concurrency=max_concurrency,
     )
 
 

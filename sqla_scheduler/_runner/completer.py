@@ -52,8 +52,12 @@ class Completer:
         waker: Waker,
         shutdown: ShutdownSignal,
         listeners: Sequence[SchedulerListener] = (),
+        limited: frozenset[str] = frozenset(),
     ) -> None:
         self.db = db
+        #: The tasks with a ``max_concurrency``: an outcome of theirs frees a place that
+        #: pickers here and, through NOTIFY, elsewhere may be waiting for.
+        self.limited = limited
         self.table = table
         self.config = config
         self.clock = clock
@@ -118,7 +122,10 @@ class Completer:
     ) -> None:
         completions = [completion for _, completion in batch]
         # A batch of plain removals is one DELETE: it needs no transaction around it.
-        single = all(c.recorded_alone(self.config.history) for c in completions)
+        single = all(
+            c.recorded_alone(self.config.history) and c.execution.task_name not in self.limited
+            for c in completions
+        )
         try:
             recorded = await self.db.shielded(
                 partial(
@@ -126,6 +133,7 @@ class Completer:
                     table=self.table,
                     batch=completions,
                     history=self.config.history,
+                    notify=self.limited,
                 ),
                 autocommit=single,
                 lane=None if lane is None else f"{lane}{'-autocommit' if single else ''}",
@@ -138,8 +146,10 @@ class Completer:
                     await self._commit([record], lane=lane)
                 return
         earliest: datetime | None = None
+        freed = False
         for (outcome, completion), ok in zip(batch, recorded, strict=True):
             self.held.let_go(outcome.held)
+            freed = freed or completion.execution.task_name in self.limited
             if not ok:
                 if completion.kind != "release" or not outcome.held.lost:
                     log_lost(completion.execution, completion.kind)
@@ -151,6 +161,8 @@ class Completer:
                 earliest = at
         if earliest is not None:
             self.waker.wake_at(earliest)
+        if freed:
+            self.waker.wake()  # a limited task's place is free: its due work may be picked
 
     async def _retry(self, completion: Completion) -> list[bool]:
         """Retry committing one outcome with backoff, for as long as the row cannot have
@@ -186,6 +198,7 @@ class Completer:
                         table=self.table,
                         batch=[completion],
                         history=self.config.history,
+                        notify=self.limited,
                     )
                 )
             except Exception as exc:
@@ -228,6 +241,8 @@ class Completer:
         if not removed:
             log_lost(execution, "abandon")
             return
+        if execution.task_name in self.limited:
+            self.waker.wake()
         log.warning(
             "abandoned %s/%s after %d consecutive failure(s)",
             execution.task_name,

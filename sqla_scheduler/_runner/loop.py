@@ -74,8 +74,20 @@ class Runner:
         self.held = held = HeldSet()
         self.waker = waker = Waker(clock)
         self._threads = HandlerThreads()
+        limits = {
+            name: task.max_concurrency
+            for name, task in self.tasks.items()
+            if task.max_concurrency is not None
+        }
         self.picker = Picker(
-            db=db, table=table, clock=clock, names=names, config=config, held=held, waker=waker
+            db=db,
+            table=table,
+            clock=clock,
+            names=names,
+            config=config,
+            held=held,
+            waker=waker,
+            limits=limits,
         )
         self.executor = Executor(
             db=db,
@@ -92,6 +104,7 @@ class Runner:
             db=db,
             table=table,
             clock=clock,
+            limited=frozenset(limits),
             config=config,
             held=held,
             waker=waker,

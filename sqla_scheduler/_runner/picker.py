@@ -7,6 +7,10 @@ freed capacity, a commit in this process, a revival), for the earliest execution
 knows of (``refresh_next`` asks the table after a pick that took all that was due), or
 for its poll, whichever comes first.
 
+Tasks with ``max_concurrency`` are picked first, in a transaction of their own that
+counts each one's picked executions under its lock (``_store.pick_limited``); the others
+with one statement, as if there were no limits at all.
+
 Under a backlog of short executions the workers can drain a pick before the next one
 returns; the picker then multiplies both limits (the *boost*, up to ``_MAX_BOOST``) and
 falls back to the base limits once a pick finds the backlog gone.
@@ -16,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
 
@@ -53,10 +57,15 @@ class Picker:
         clock: Clock,
         held: HeldSet,
         waker: Waker,
+        limits: Mapping[str, int] | None = None,
     ) -> None:
         self.db = db
         self.table = table
+        #: Every task this scheduler runs, and those with a ``max_concurrency`` (its value).
         self.names = names
+        self.limits = dict(limits or {})
+        self._unlimited = [name for name in names if name not in self.limits]
+        self._limited = sorted(self.limits.items())
         self.config = config
         self.clock = clock
         self.held = held
@@ -100,19 +109,33 @@ class Picker:
         if limit is None:
             limit = self.high - self.held.outstanding
         self.picked_by = self.waker.due_by()
-        picked = await self.db.shielded(
-            partial(
-                _store.pick,
-                table=self.table,
-                names=self.names,
-                limit=limit,
-                picker=self.config.scheduler_name,
-                now=self.picked_by,
-            ),
-            autocommit=True,
-            lane="picker",
-            plan_once=True,
-        )
+        picked = []
+        if self._limited and limit > 0:
+            picked = await self.db.shielded(
+                partial(
+                    _store.pick_limited,
+                    table=self.table,
+                    limits=self._limited,
+                    limit=limit,
+                    picker=self.config.scheduler_name,
+                    now=self.picked_by,
+                ),
+                lane="picker-limited",
+            )
+        if self._unlimited and limit > len(picked):
+            picked += await self.db.shielded(
+                partial(
+                    _store.pick,
+                    table=self.table,
+                    names=self._unlimited,
+                    limit=limit - len(picked),
+                    picker=self.config.scheduler_name,
+                    now=self.picked_by,
+                ),
+                autocommit=True,
+                lane="picker",
+                plan_once=True,
+            )
         self.more_due = len(picked) == limit
         if not self.more_due:
             self.boost = 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     BindParameter,
     ColumnElement,
     Delete,
@@ -45,6 +46,18 @@ class Running(Shapes):
         #: Pick up to ``limit`` due executions of ``names`` for ``picker``, none of a
         #: paused task (see ``_pick``).
         self.pick: Update = self._pick()
+        #: PostgreSQL: wait for the transaction-scoped lock on the bound ``lock_key`` (one
+        #: task's), so that picks of a task with ``max_concurrency`` take turns and each
+        #: counts what the others picked. ``None`` on SQLite, whose writers take turns.
+        self.lock_task: Executable | None = (
+            select(func.pg_advisory_xact_lock(bindparam("lock_key", type_=BigInteger())))
+            if backend.name == "postgresql"
+            else None
+        )
+        #: How many executions of the task ``name`` are picked (running or waiting).
+        self.count_picked: Select[Any] = select(func.count()).where(
+            c.task_name == bindparam("name"), self.picked
+        )
         #: The earliest execution time after ``now`` among unpicked rows of ``names`` that
         #: can be loaded: what the picker waits for between picks (see ``_next_due``).
         self.next_due: Select[Any] = self._next_due()

@@ -1,0 +1,79 @@
+"""``max_concurrency=N``: at most N executions of a task run at once, counted in the
+database across every scheduler sharing the table; tasks without a limit are unaffected.
+Real processes: tests/concurrency/test_limits_across_processes.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from sqla_scheduler import TaskDefinitionError, one_time, recurring
+from tests.conftest import Harness, wait_for
+
+pytestmark = pytest.mark.anyio
+
+
+class Overlap:
+    """Counts how many handlers run at once, and the most that ever did."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.most = 0
+        self.done: list[str] = []
+
+    async def run(self, ctx: Any) -> None:
+        self.now += 1
+        self.most = max(self.most, self.now)
+        try:
+            await anyio.sleep(0.02)  # the work: long enough for others to start beside it
+        finally:
+            self.now -= 1
+            self.done.append(ctx.instance_id)
+
+
+async def test_two_schedulers_run_at_most_the_limit_together(db: Harness) -> None:
+    overlap = Overlap()
+    free: list[str] = []
+    limited = one_time("limited", max_concurrency=2)(overlap.run)
+    unlimited = one_time("free")(lambda ctx: free.append(ctx.instance_id))
+    first = db.scheduler([limited, unlimited], scheduler_name="first", concurrency=10)
+    second = db.scheduler([limited, unlimited], scheduler_name="second", concurrency=10)
+    await db.resolve(
+        first.schedule_batch(db.engine, [limited.instance(f"l{i}") for i in range(12)])
+    )
+    await db.resolve(
+        first.schedule_batch(db.engine, [unlimited.instance(f"f{i}") for i in range(12)])
+    )
+    async with first, second:
+        await wait_for(lambda: len(overlap.done) == 12 and len(free) == 12)
+    assert overlap.most == 2
+    assert sorted(overlap.done) == sorted(f"l{i}" for i in range(12))
+
+
+async def test_picked_executions_count_whether_running_or_waiting(db: Harness) -> None:
+    """Rows picked by a scheduler that is gone hold their places until they are revived."""
+    overlap = Overlap()
+    limited = one_time("limited", max_concurrency=3)(overlap.run)
+    scheduler = db.scheduler([limited], concurrency=10)
+    await db.resolve(
+        scheduler.schedule_batch(db.engine, [limited.instance(f"l{i}") for i in range(5)])
+    )
+    with db.sync_engine.begin() as conn:  # two places held elsewhere
+        conn.execute(
+            db.table.update()
+            .where(db.table.c.task_instance.in_(["l0", "l1"]))
+            .values(picked=True, picked_by="elsewhere")
+        )
+    assert await scheduler.run_due() == 3
+    assert overlap.most == 1  # one place left: one at a time
+    assert sorted(overlap.done) == ["l2", "l3", "l4"]
+
+
+def test_bad_limits_name_the_task_and_field() -> None:
+    for value in (0, -1, 1.5, True, "2"):
+        with pytest.raises(TaskDefinitionError, match=r"task 'job': max_concurrency must be"):
+            one_time("job", max_concurrency=value)(lambda ctx: None)  # type: ignore[arg-type]
+    with pytest.raises(TaskDefinitionError, match=r"task 'tick': max_concurrency must be"):
+        recurring("tick", "FIXED_DELAY|1m", max_concurrency=0)(lambda ctx: None)
