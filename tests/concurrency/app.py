@@ -11,6 +11,8 @@ transaction of its own, so a test can see every execution from outside the worke
   after ``deadline`` seconds.
 - ``fault``: a row with phase ``started``, an optional pause (``FAULT_SLEEP_MS``), a row
   with phase ``finished`` (the fault tests: a re-run must follow a start by a killed pid).
+- ``limited``: ``max_concurrency=LIMIT``; a row with phase ``started``, a pause
+  (``LIMITED_SLEEP_MS``, default 50), a row with phase ``finished``.
 - ``poison``: an instance whose id starts with ``die`` kills the worker process
   (``os._exit``); one whose id starts with ``exit`` raises ``SystemExit(0)`` and one
   starting ``interrupt`` ``KeyboardInterrupt`` (each recording phase ``raised`` first);
@@ -71,6 +73,9 @@ runs = Table(
 
 release = Table("release", metadata, Column("id", Integer, primary_key=True))
 
+#: The ``limited`` task's ``max_concurrency``.
+LIMIT = 2
+
 
 class SkewedClock(SystemClock):
     """A machine clock ``skew`` ahead (or, negative, behind) the true time."""
@@ -93,6 +98,7 @@ def build_scheduler(
     shutdown_max_wait: timedelta = timedelta(seconds=5),
     slow_deadline: float = 60.0,
     fault_sleep: float = 0.0,
+    limited_sleep: float = 0.05,
     max_retries: int | None = None,
     skew: float = 0.0,
     db_clock: bool = True,
@@ -129,6 +135,12 @@ def build_scheduler(
             time.sleep(fault_sleep)
         log_run("fault", ctx.instance_id, "finished")
 
+    @one_time("limited", max_concurrency=LIMIT)
+    def limited(ctx: ExecutionContext[Any]) -> None:
+        log_run("limited", ctx.instance_id, "started")
+        time.sleep(limited_sleep)
+        log_run("limited", ctx.instance_id, "finished")
+
     @one_time("poison")
     def poison(ctx: ExecutionContext[Any]) -> None:
         if ctx.instance_id.startswith("die"):
@@ -153,7 +165,7 @@ def build_scheduler(
     if skew or not db_clock:
         base = SkewedClock(timedelta(seconds=skew))
         clock = DatabaseClock(base) if db_clock else base
-    return Scheduler(engine, [record, slow, fault, poison], config, clock=clock)
+    return Scheduler(engine, [record, slow, fault, limited, poison], config, clock=clock)
 
 
 def one_time_task(scheduler: Scheduler, name: str) -> OneTimeTask[Any]:
@@ -207,6 +219,7 @@ def scheduler_from_env() -> Scheduler:
         shutdown_max_wait=_ms("SHUTDOWN_WAIT_MS", 5000),
         slow_deadline=float(os.environ.get("SLOW_DEADLINE_S", 60)),
         fault_sleep=int(os.environ.get("FAULT_SLEEP_MS", 0)) / 1000,
+        limited_sleep=int(os.environ.get("LIMITED_SLEEP_MS", 50)) / 1000,
         max_retries=int(os.environ["MAX_RETRIES"]) if "MAX_RETRIES" in os.environ else None,
         skew=float(os.environ.get("SKEW_S", 0)),
         db_clock=os.environ.get("DB_CLOCK", "1") != "0",
