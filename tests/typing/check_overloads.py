@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
 from typing_extensions import assert_type
 
-from sqla_scheduler import Execution, Scheduler, TaskInstance
+from sqla_scheduler import Execution, Node, Scheduler, TaskInstance
 
 
 def sync_calls(
@@ -27,6 +27,7 @@ def sync_calls(
     assert_type(scheduler.cancel(session, "t", "i"), bool)
     assert_type(scheduler.executions(session, "due"), list[Execution])
     assert_type(scheduler.get_execution(conn, "t", "i"), Execution | None)
+    assert_type(scheduler.nodes(engine), list[Node])
 
 
 async def async_calls(
@@ -44,6 +45,7 @@ async def async_calls(
     assert_type(await scheduler.schedule_batch(session, [inst]), int)
     assert_type(await scheduler.reschedule(session, "t", "i", at=_now()), bool)
     assert_type(await scheduler.executions(engine), list[Execution])
+    assert_type(await scheduler.nodes(session), list[Node])
 
 
 def _now() -> Any:
