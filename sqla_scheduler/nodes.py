@@ -7,7 +7,7 @@ how many handlers it runs and its sqla-scheduler version. It removes its row whe
 cleanly; a process that was killed or lost the database leaves its row behind, and a
 [`Node`][sqla_scheduler.nodes.Node] last seen more than three intervals ago is not alive.
 
-``Scheduler.nodes(target)`` lists them from the application; [`list_nodes`][] from
+[`Scheduler.nodes`][sqla_scheduler.Scheduler.nodes] lists them from the application; [`list_nodes`][] from
 outside it, given a database URL: it is what ``sqla-scheduler nodes`` prints.
 
 ```python
