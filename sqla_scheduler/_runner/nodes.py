@@ -3,7 +3,7 @@
 The loop records the scheduler when it starts (``run_once``), again every
 ``node_heartbeat_interval`` (``run``), and removes the row once a clean stop has handed
 back every execution (``remove``). A row left behind by a killed process stops being
-refreshed, and after three intervals readers call it not alive. Writing the row is
+refreshed, and after three intervals readers call it stale. Writing the row is
 bookkeeping for observers: a failure is logged and retried at the next beat, and never
 stops the scheduler.
 """
@@ -122,8 +122,8 @@ class NodeHeartbeater:
             )
         except Exception:
             log.warning(
-                "could not remove scheduler %r from the nodes table; it shows as not alive "
-                "after three node_heartbeat_intervals",
+                "could not remove scheduler %r from the nodes table; it shows as stale "
+                "three node_heartbeat_intervals from now",
                 self.name,
                 exc_info=True,
             )
