@@ -5,10 +5,12 @@ Each running scheduler records itself in ``<table_name>_nodes`` (default
 default): its name, host, pid, start time, the time it was last seen, its concurrency,
 how many handlers it runs and its sqla-scheduler version. It removes its row when it stops
 cleanly; a process that was killed or lost the database leaves its row behind, and a
-[`Node`][sqla_scheduler.nodes.Node] last seen more than three intervals ago is not alive.
+[`Node`][sqla_scheduler.nodes.Node] last seen more than three intervals ago is stale (not
+alive).
 
-[`Scheduler.nodes`][sqla_scheduler.Scheduler.nodes] lists them from the application; [`list_nodes`][] from
-outside it, given a database URL: it is what ``sqla-scheduler nodes`` prints.
+[`Scheduler.nodes`][sqla_scheduler.Scheduler.nodes] lists them from the application;
+[`list_nodes`][] from outside it, given a database URL: it is what ``sqla-scheduler nodes``
+prints.
 
 ```python
 from sqla_scheduler.nodes import list_nodes
