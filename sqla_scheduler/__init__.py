@@ -33,6 +33,7 @@ from sqla_scheduler.history import HistoryEntry
 from sqla_scheduler.interceptors import ExecutionInterceptor
 from sqla_scheduler.listeners import SchedulerListener
 from sqla_scheduler.models import ScheduledTask, metadata
+from sqla_scheduler.nodes import Node
 from sqla_scheduler.scheduler import Scheduler
 from sqla_scheduler.schedules import (
     Cron,
@@ -77,6 +78,7 @@ __all__ = [
     "ManualClock",
     "MissingTableError",
     "NextAt",
+    "Node",
     "OneTimeTask",
     "PayloadError",
     "RecurringTask",

@@ -45,7 +45,8 @@ class Backend:
     row_locator: str
 
     def insert(self, table: Table) -> Any:
-        """An INSERT for ``table`` that supports ``on_conflict_do_nothing``."""
+        """An INSERT for ``table`` that supports ``on_conflict_do_nothing`` and
+        ``on_conflict_do_update``."""
         if self.name == "postgresql":
             return postgresql.insert(table)
         return sqlite.insert(table)

@@ -1,5 +1,5 @@
-"""The scheduler's client methods for seeing what happened: ``history``, ``requeue`` and
-``prune_history``.
+"""The scheduler's client methods for seeing what happened and who is running:
+``history``, ``requeue``, ``prune_history`` and ``nodes``.
 
 A base of ``Scheduler`` (which keeps the scheduling and running methods), so that each
 class stays one screenful of concerns. Like every client method, each takes the caller's
@@ -15,21 +15,25 @@ from typing import Any, overload
 
 from sqlalchemy import Connection, Table
 
-from sqla_scheduler import _bridge, _history_store
+from sqla_scheduler import _bridge, _history_store, _node_store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
 from sqla_scheduler._checks import check_aware
 from sqla_scheduler._history_entry import OUTCOMES, HistoryEntry, Outcome
+from sqla_scheduler._node import Node
 from sqla_scheduler._runner import Runner
 from sqla_scheduler.clock import Clock
+from sqla_scheduler.config import SchedulerConfig
 
 __all__ = ["Observing"]
 
 
 class Observing:
-    """What happened (``history``, ``requeue``), over the scheduler's table and clock."""
+    """What happened (``history``, ``requeue``) and who runs (``nodes``), over the
+    scheduler's table, clock and config."""
 
     table: Table
     clock: Clock
+    config: SchedulerConfig
 
     def _on_commit(self, conn: Connection) -> Callable[[datetime], None] | None:
         raise NotImplementedError  # the scheduler's: tells its running loop of new times
@@ -117,4 +121,28 @@ class Observing:
             lambda conn: _history_store.requeue(
                 conn, self.table, history_id, self.clock.now(), on_inserted=self._on_commit(conn)
             ),
+        )
+
+    @overload
+    def nodes(self, target: SyncTarget) -> list[Node]: ...
+    @overload
+    def nodes(self, target: AsyncTarget) -> Coroutine[Any, Any, list[Node]]: ...
+    def nodes(self, target: Target) -> list[Node] | Coroutine[Any, Any, list[Node]]:
+        """The schedulers running on this table, by name, as each last recorded itself.
+
+        A node is alive when it was seen within three of this scheduler's
+        ``node_heartbeat_interval`` of its clock's now: give every scheduler of a table the
+        same interval. A scheduler that stopped cleanly is not listed; one that was killed
+        stays listed, not alive (a scheduler started again under its name replaces its row).
+        """
+        return _bridge.call(
+            target,
+            self.table,
+            partial(
+                _node_store.list_nodes,
+                table=self.table,
+                now=self.clock.now(),
+                interval=self.config.node_heartbeat_interval,
+            ),
+            one_statement=True,
         )

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
@@ -29,6 +29,7 @@ from sqla_scheduler.exceptions import ConfigurationError, MissingTableError
 
 if TYPE_CHECKING:
     from sqla_scheduler.executions import Execution
+    from sqla_scheduler.nodes import Node
     from sqla_scheduler.scheduler import Scheduler
 
 __all__ = ["cli", "main"]
@@ -36,6 +37,30 @@ __all__ = ["cli", "main"]
 _URL_HELP = "Database URL, e.g. postgresql+psycopg://user@host/db (default: $DATABASE_URL)."
 
 _url_option = click.option("--url", envvar="DATABASE_URL", required=True, help=_URL_HELP)
+
+
+def _interval(ctx: click.Context, param: click.Parameter, value: str) -> timedelta:
+    """``--node-heartbeat-interval`` read as the scheduler's config reads it: ``30s``, ``1m``."""
+    from sqla_scheduler.config import SchedulerConfig
+
+    try:
+        config = SchedulerConfig.from_mapping({"node_heartbeat_interval": value})
+    except ConfigurationError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+    return config.node_heartbeat_interval
+
+
+_interval_option = click.option(
+    "--node-heartbeat-interval",
+    "interval",
+    metavar="DURATION",
+    callback=_interval,
+    envvar="SQLA_SCHEDULER_NODE_HEARTBEAT_INTERVAL",
+    default="30s",
+    help="How often the schedulers record themselves (their node_heartbeat_interval); a "
+    "node not seen for three intervals is stale. Default: "
+    "$SQLA_SCHEDULER_NODE_HEARTBEAT_INTERVAL, else 30s.",
+)
 
 
 def _fail(message: str, status: int = 1) -> NoReturn:
@@ -169,16 +194,25 @@ def db_current(url: str) -> None:
     help="Your own Alembic project's version table, read when sqla-scheduler db upgrade's "
     "(sqla_scheduler_alembic_version) records nothing.",
 )
-def health(url: str, version_table: str) -> None:
-    """Check that the database is reachable and its schema at the package's head.
+@click.option(
+    "--name",
+    metavar="NAME",
+    help="Also require the scheduler named NAME (its scheduler_name) to be alive: recorded "
+    "in the nodes table within three node heartbeat intervals.",
+)
+@_interval_option
+def health(url: str, version_table: str, name: str | None, interval: timedelta) -> None:
+    """Check that the database is reachable and its schema at the package's head and, with
+    --name, that the scheduler of that name is alive.
 
     For liveness and readiness probes: exit 0, printing what was found, or 1 with one
-    line on stderr saying why not (unreachable, no table, the schema behind the head).
+    line on stderr saying why not (unreachable, no table, the schema behind the head, no
+    such scheduler, or one last seen too long ago).
     """
     from sqla_scheduler.health import check
 
     with _database_errors(url):
-        found = check(url, version_table=version_table)
+        found = check(url, version_table=version_table, name=name, node_heartbeat_interval=interval)
     if not found.healthy:
         _fail(found.reason)
     click.echo(found.reason)
@@ -507,6 +541,93 @@ def requeue(history_id: int, url: str | None, spec: str | None) -> None:
         except LookupError as exc:
             _fail(str(exc.args[0]))
     click.echo(f"requeued {entry.task_name}/{entry.instance_id} (history entry {history_id})")
+
+
+# --- nodes ------------------------------------------------------------------------------
+
+
+@cli.command("nodes")
+@_url_option
+@_interval_option
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list with every field.")
+def nodes(url: str, interval: timedelta, as_json: bool) -> None:
+    """List the schedulers recorded in the nodes table, alive or stale.
+
+    Each running scheduler records itself every node_heartbeat_interval and removes its
+    row when it stops cleanly; a row last written more than three intervals ago is stale
+    (its process was killed, hangs, or cannot reach the database). Prints a table (name,
+    state, host, pid, started and last seen in UTC, last seen age, concurrency, running,
+    version), or with --json every field of each node.
+    """
+    from sqla_scheduler.nodes import list_nodes
+
+    with _database_errors(url):
+        found = list_nodes(url, node_heartbeat_interval=interval)
+    if as_json:
+        click.echo(json.dumps([_node_json(node) for node in found], indent=2))
+        return
+    _print_nodes(found)
+
+
+def _node_json(node: Node) -> dict[str, Any]:
+    return {
+        "name": node.name,
+        "alive": node.alive,
+        "host": node.host,
+        "pid": node.pid,
+        "started_at": node.started_at.isoformat(),
+        "last_seen": node.last_seen.isoformat(),
+        "concurrency": node.concurrency,
+        "running": node.running,
+        "version": node.version,
+    }
+
+
+def _print_nodes(found: list[Node]) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    if not found:
+        click.echo("no nodes")
+        return
+    now = datetime.now(timezone.utc)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for header, justify in [
+        ("name", "left"),
+        ("state", "left"),
+        ("host", "left"),
+        ("pid", "right"),
+        ("started (UTC)", "left"),
+        ("last seen (UTC)", "left"),
+        ("seen", "right"),
+        ("concurrency", "right"),
+        ("running", "right"),
+        ("version", "left"),
+    ]:
+        table.add_column(header, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for node in found:
+        table.add_row(
+            Text(node.name),  # as written: no rich markup in it
+            "alive" if node.alive else "stale",
+            Text(node.host),
+            str(node.pid),
+            _utc(node.started_at),
+            _utc(node.last_seen),
+            f"{_age(now - node.last_seen)} ago",
+            str(node.concurrency),
+            str(node.running),
+            Text(node.version),
+        )
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=100_000)  # piped: never squeeze or cut columns
+    console.print(table)
+
+
+def _utc(at: datetime) -> str:
+    return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # --- worker -----------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Whether a database is ready for the scheduler: reachable, its schema at the package's head.
+"""Whether a database is ready for the scheduler: reachable, its schema at the package's head
+and, when asked about one, a named scheduler alive.
 
 [`check`][sqla_scheduler.health.check] is what ``sqla-scheduler health`` runs, as a
 liveness or readiness probe:
@@ -9,6 +10,7 @@ from sqla_scheduler.health import check
 found = check("postgresql+psycopg://app@db/app")
 if not found.healthy:
     print(found.reason)
+found = check("postgresql+psycopg://app@db/app", name="worker-1")  # and is worker-1 alive?
 ```
 
 The schema's revision is read where either way of migrating records it: the version table
@@ -21,7 +23,8 @@ with the package's model, as autogenerate would.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any
 
 from alembic.autogenerate import compare_metadata
@@ -29,8 +32,10 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, Engine, create_engine
 from sqlalchemy.engine import URL
 
-from sqla_scheduler import _store, migrate
-from sqla_scheduler.models import metadata, table_for
+from sqla_scheduler import _node_store, _store, migrate
+from sqla_scheduler._durations import format_duration
+from sqla_scheduler._node import ALIVE_INTERVALS, Node, database_now
+from sqla_scheduler.models import metadata, nodes_table, table_for
 
 __all__ = ["APP_VERSION_TABLE", "Health", "check"]
 
@@ -44,7 +49,7 @@ class Health:
     """What [`check`][sqla_scheduler.health.check] found."""
 
     healthy: bool
-    """Whether the schema is at the package's head."""
+    """Whether the schema is at the package's head (and the node asked about is alive)."""
     reason: str
     """One line: what was found, and when it is not healthy, what to do."""
     current: tuple[str, ...]
@@ -53,17 +58,33 @@ class Health:
     """The package's head revision(s)."""
     version_table: str | None
     """Where ``current`` was read, or ``None`` when the table was compared with the model."""
+    node: Node | None = None
+    """The node the check was asked about, as found (``None`` when it was not asked about
+    one, or found none)."""
 
 
-def check(url: str | URL | Engine, *, version_table: str = APP_VERSION_TABLE) -> Health:
-    """Connect to ``url`` (a URL or an engine) and tell whether its schema is at head.
+def check(
+    url: str | URL | Engine,
+    *,
+    version_table: str = APP_VERSION_TABLE,
+    name: str | None = None,
+    node_heartbeat_interval: timedelta = timedelta(seconds=30),
+) -> Health:
+    """Connect to ``url`` (a URL or an engine) and tell whether its schema is at head and,
+    with ``name``, whether the scheduler of that name is alive.
 
     ``version_table`` names the application's own Alembic version table, read when
-    ``sqla_scheduler_alembic_version`` records nothing. An unreachable database raises
-    SQLAlchemy's ``OperationalError``; a missing table (or SQLite file, which is not
-    created) raises [`MissingTableError`][]. The default table is checked: the shipped
-    migrations create that one.
+    ``sqla_scheduler_alembic_version`` records nothing. A scheduler is alive when its row
+    in the nodes table was written within three ``node_heartbeat_interval``s (the
+    interval it runs with) by the database's clock on PostgreSQL, this machine's on
+    SQLite. An unreachable database raises SQLAlchemy's ``OperationalError``; a missing
+    table (or SQLite file, which is not created) raises [`MissingTableError`][]. The
+    default table is checked: the shipped migrations create that one.
     """
+    if node_heartbeat_interval <= timedelta(0):
+        raise ValueError(
+            f"node_heartbeat_interval must be more than zero, got {node_heartbeat_interval!r}"
+        )
     if isinstance(url, Engine):
         engine, owned = url, False
     else:
@@ -73,10 +94,37 @@ def check(url: str | URL | Engine, *, version_table: str = APP_VERSION_TABLE) ->
         _store.check_sqlite_file(engine.url, table)
         with engine.connect() as conn:
             _store.check_table(conn, table)
-            return _schema_health(conn, version_table)
+            found = _schema_health(conn, version_table)
+            if name is None or not found.healthy:
+                return found
+            return _node_health(conn, found, name, node_heartbeat_interval)
     finally:
         if owned:
             engine.dispose()
+
+
+def _node_health(conn: Connection, schema: Health, name: str, interval: timedelta) -> Health:
+    """``schema`` (healthy), and whether the node ``name`` is alive."""
+    table = table_for()
+    now = database_now(conn)
+    node = _node_store.get_node(conn, table, name, now=now, interval=interval)
+    if node is None:
+        reason = (
+            f"no scheduler named {name!r} is recorded in {nodes_table(table).fullname!r}: it "
+            "has not started, stopped, or runs under another name"
+        )
+        return replace(schema, healthy=False, reason=reason)
+    ago = format_duration(timedelta(seconds=max(0, round((now - node.last_seen).total_seconds()))))
+    if not node.alive:
+        reason = (
+            f"scheduler {name!r} was last seen {ago} ago, more than {ALIVE_INTERVALS} "
+            f"node_heartbeat_intervals of {format_duration(interval)}: it was killed, hangs, "
+            "or cannot reach the database"
+        )
+        return replace(schema, healthy=False, reason=reason, node=node)
+    return replace(
+        schema, reason=f"{schema.reason}; scheduler {name!r} was last seen {ago} ago", node=node
+    )
 
 
 def _schema_health(conn: Connection, app_version_table: str) -> Health:

@@ -3,8 +3,8 @@
 - ``held``: the executions this process holds, and the counts that size a pick;
 - ``waker``: the wake-up the picker waits on, and the LISTEN service that wakes it;
 - ``outcomes``: the pure policy from a handler's result or error to what is recorded;
-- ``picker``, ``executor``, ``completer``, ``heartbeater``, ``maintenance``: one service
-  each, each with a ``run_once`` that tests call directly;
+- ``picker``, ``executor``, ``completer``, ``heartbeater``, ``maintenance``, ``nodes``: one
+  service each, each with a ``run_once`` that tests call directly;
 - ``workers``: the queue and the workers, the one place outcomes go to the completer;
 - ``loop``: the ``Runner`` that builds them and runs them in one task group;
 - ``lifecycle``: how a scheduler runs its ``Runner`` (task group, context, thread).

@@ -3,11 +3,12 @@
 ``Runner`` builds the services from plain parts (engine, table, tasks, config, clock,
 listeners, interceptors) and runs them: the picker feeds a queue, ``concurrency``
 workers take from it and hand each execution's outcome to the completer, the
-heartbeater, maintenance and (on PostgreSQL) the listener run beside them. ``run_due``
-runs the same per-execution code without the loop, for tests.
+heartbeater, maintenance, the node heartbeater and (on PostgreSQL) the listener run beside
+them. ``run_due`` runs the same per-execution code without the loop, for tests.
 
 Stopping: no new picks; running handlers get ``shutdown_max_wait``; whatever is still
-held after that is released for other schedulers, and every outcome is committed.
+held after that is released for other schedulers, and every outcome is committed. Then,
+and only after such a clean stop, the scheduler's row leaves the nodes table.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from sqla_scheduler._runner.executor import Executor
 from sqla_scheduler._runner.heartbeater import Heartbeater
 from sqla_scheduler._runner.held import HeldSet
 from sqla_scheduler._runner.maintenance import Maintenance
+from sqla_scheduler._runner.nodes import NodeHeartbeater
 from sqla_scheduler._runner.picker import Picker
 from sqla_scheduler._runner.waker import Listener, Waker, after_commit
 from sqla_scheduler._runner.workers import Workers
@@ -124,6 +126,15 @@ class Runner:
             waker=waker,
             listeners=listeners,
         )
+        self.node = NodeHeartbeater(
+            db=db,
+            table=table,
+            clock=clock,
+            held=held,
+            name=config.scheduler_name,
+            concurrency=config.concurrency,
+            interval=config.node_heartbeat_interval,
+        )
         #: Hears NOTIFY wake-ups: on PostgreSQL, with ``listen`` on; ``None`` otherwise.
         self.listener: Listener | None = None
         if config.listen and backend_for(engine.dialect).supports_notify:
@@ -182,6 +193,7 @@ class Runner:
         self.waker.bind()
         await self.maintenance.sync_clock()
         await self.maintenance.register_recurring()
+        await self.node.run_once()
         log.info(
             "scheduler %r started: %d task(s), concurrency %d",
             self.config.scheduler_name,
@@ -194,6 +206,7 @@ class Runner:
                 services.start_soon(self.picker.run, self.workers.deliver, self._stopping)
                 services.start_soon(self.heartbeater.run)
                 services.start_soon(self.maintenance.run)
+                services.start_soon(self.node.run)
                 if self.listener is not None:
                     services.start_soon(self.listener.run)
                 await self.workers.run(
@@ -201,6 +214,8 @@ class Runner:
                 )
                 await self.completer.flush()
                 services.cancel_scope.cancel()
+            # after the services, so that no beat writes the row again
+            await self.node.remove()
         finally:
             if self.listener is not None:
                 self.listener.stop()

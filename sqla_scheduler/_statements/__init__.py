@@ -1,9 +1,10 @@
 """Every SQL statement the library runs, built with SQLAlchemy Core; no I/O here.
 
-Statements are built once per table and database and cached, in four parts: what the
+Statements are built once per table and database and cached, in five parts: what the
 application and admin page write (``Scheduling``), what a runner runs (``Running``), what
-is read to show (``Listing``), and the history table's (``History``). "Now" is always a
-bound parameter, so tests can pin time and production binds the scheduler's clock.
+is read to show (``Listing``), the history table's (``History``) and the nodes table's
+(``Nodes``). "Now" is always a bound parameter, so tests can pin time and production binds
+the scheduler's clock.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from sqlalchemy import Table
 from sqla_scheduler._dialects import Backend
 from sqla_scheduler._statements.history import History
 from sqla_scheduler._statements.listing import Listing
+from sqla_scheduler._statements.nodes import Nodes
 from sqla_scheduler._statements.running import Running
 from sqla_scheduler._statements.scheduling import Scheduling
 
-__all__ = ["History", "Listing", "Running", "Scheduling", "Statements", "statements_for"]
+__all__ = ["History", "Listing", "Nodes", "Running", "Scheduling", "Statements", "statements_for"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class Statements:
     running: Running
     listing: Listing
     history: History
+    nodes: Nodes
 
 
 @cache
@@ -40,4 +43,5 @@ def statements_for(table: Table, backend: Backend) -> Statements:
         running=Running(table, backend),
         listing=Listing(table, backend),
         history=History(table, backend),
+        nodes=Nodes(table, backend),
     )

@@ -12,7 +12,7 @@ from tests._cli import INVOCATIONS, run, run_all
 HELP = {
     (): [
         "persistent, cluster-safe task scheduler", "db", "health", "worker", "executions",
-        "admin", "demo", "--version",
+        "nodes", "admin", "demo", "--version",
     ],
     ("db",): ["Create, upgrade or inspect the scheduler's table", "upgrade", "current"],
     ("db", "upgrade"): ["Upgrade the scheduler's table to REVISION", "--url", "DATABASE_URL"],
@@ -20,12 +20,17 @@ HELP = {
     ("db", "current"): ["Show the revision the scheduler's table is at"],
     ("health",): [
         "Check that the database is reachable and its schema at the package's head",
-        "--url", "DATABASE_URL", "--version-table", "probes",
+        "--url", "DATABASE_URL", "--version-table", "probes", "--name",
+        "--node-heartbeat-interval", "SQLA_SCHEDULER_NODE_HEARTBEAT_INTERVAL",
     ],
     ("worker",): ["Run the Scheduler at MODULE:ATTR until SIGINT or SIGTERM", "--concurrency"],
     ("executions",): [
         "List scheduled executions", "--state", "orphaned", "--task", "--limit", "--json",
         "--app", "DATABASE_URL",
+    ],
+    ("nodes",): [
+        "List the schedulers recorded in the nodes table, alive or stale", "--json",
+        "--node-heartbeat-interval", "DATABASE_URL",
     ],
     ("admin",): ["admin page", "ADMIN_PASSWORD", "--host", "--port", "sqla-scheduler[admin]"],
     ("demo",): ["Run a small shop on the scheduler", "--database-url", "--duration", "Ctrl-C"],

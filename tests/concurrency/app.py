@@ -102,6 +102,7 @@ def build_scheduler(
     max_retries: int | None = None,
     skew: float = 0.0,
     db_clock: bool = True,
+    node_heartbeat_interval: timedelta = timedelta(seconds=30),
 ) -> Scheduler:
     """A scheduler on a sync engine (psycopg or pysqlite) with ``record`` and ``slow``."""
     # The runner holds up to concurrency + 4 connections, and each handler one more.
@@ -160,6 +161,7 @@ def build_scheduler(
         shutdown_max_wait=shutdown_max_wait,
         retry_base_delay=timedelta(seconds=1),
         max_retries=max_retries,
+        node_heartbeat_interval=node_heartbeat_interval,
     )
     clock: Clock | None = None
     if skew or not db_clock:
@@ -205,8 +207,8 @@ def scheduler_from_env() -> Scheduler:
     """The scheduler the environment describes: ``DATABASE_URL`` (required),
     ``WORKER_NAME``, ``CONCURRENCY``, ``POLL_MS``, ``HEARTBEAT_MS``, ``MISSED_LIMIT``,
     ``SHUTDOWN_WAIT_MS``, ``SLOW_DEADLINE_S``, ``FAULT_SLEEP_MS``, ``MAX_RETRIES``,
-    ``SKEW_S`` and ``DB_CLOCK``; with ``PARENT_PID``, the process exits
-    when its parent does."""
+    ``SKEW_S``, ``DB_CLOCK`` and ``NODE_HEARTBEAT_MS``; with ``PARENT_PID``, the process
+    exits when its parent does."""
     if "PARENT_PID" in os.environ:
         _exit_with_parent(int(os.environ["PARENT_PID"]))
     return build_scheduler(
@@ -223,6 +225,7 @@ def scheduler_from_env() -> Scheduler:
         max_retries=int(os.environ["MAX_RETRIES"]) if "MAX_RETRIES" in os.environ else None,
         skew=float(os.environ.get("SKEW_S", 0)),
         db_clock=os.environ.get("DB_CLOCK", "1") != "0",
+        node_heartbeat_interval=_ms("NODE_HEARTBEAT_MS", 30_000),
     )
 
 

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
 from typing_extensions import assert_type
 
-from sqla_scheduler import Execution, HistoryEntry, Scheduler, TaskInstance
+from sqla_scheduler import Execution, HistoryEntry, Node, Scheduler, TaskInstance
 
 
 def sync_calls(
@@ -29,6 +29,7 @@ def sync_calls(
     assert_type(scheduler.get_execution(conn, "t", "i"), Execution | None)
     assert_type(scheduler.history(engine, outcome="abandoned"), list[HistoryEntry])
     assert_type(scheduler.requeue(session, 7), bool)
+    assert_type(scheduler.nodes(engine), list[Node])
 
 
 async def async_calls(
@@ -48,6 +49,7 @@ async def async_calls(
     assert_type(await scheduler.executions(engine), list[Execution])
     assert_type(await scheduler.history(conn, task_name="t"), list[HistoryEntry])
     assert_type(await scheduler.requeue(session, 7), bool)
+    assert_type(await scheduler.nodes(session), list[Node])
 
 
 def _now() -> Any:

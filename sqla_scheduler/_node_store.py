@@ -1,0 +1,64 @@
+"""Database operations on the nodes table, each a sync function over a ``Connection``.
+
+Like ``_store``: nothing here commits; the caller owns the transaction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import Connection, Table
+
+from sqla_scheduler._dialects import backend_for
+from sqla_scheduler._node import Node
+from sqla_scheduler._statements import Nodes, statements_for
+
+__all__ = ["Record", "get_node", "list_nodes", "record", "remove"]
+
+
+def _statements(conn: Connection, table: Table) -> Nodes:
+    return statements_for(table, backend_for(conn.dialect)).nodes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Record:
+    """What a running scheduler writes about itself each time it records itself."""
+
+    name: str
+    host: str
+    pid: int
+    started_at: datetime
+    last_seen: datetime
+    concurrency: int
+    running: int
+    version: str
+
+
+def record(conn: Connection, table: Table, node: Record) -> None:
+    """Write ``node``'s row, inserting it or overwriting the row of its name."""
+    conn.execute(_statements(conn, table).record, dataclasses.asdict(node))
+
+
+def remove(conn: Connection, table: Table, *, name: str, started_at: datetime) -> bool:
+    """Delete the row of ``name`` written by the scheduler that started at ``started_at``;
+    return whether there was one."""
+    deleted = conn.execute(
+        _statements(conn, table).remove, {"name": name, "started_at": started_at}
+    )
+    return deleted.rowcount > 0
+
+
+def list_nodes(conn: Connection, table: Table, *, now: datetime, interval: timedelta) -> list[Node]:
+    """Every recorded node by name, alive or not at ``now``."""
+    rows = conn.execute(_statements(conn, table).listing).mappings()
+    return [Node.from_row(row, now=now, interval=interval) for row in rows]
+
+
+def get_node(
+    conn: Connection, table: Table, name: str, *, now: datetime, interval: timedelta
+) -> Node | None:
+    """The node called ``name``, alive or not at ``now``, or ``None``."""
+    row = conn.execute(_statements(conn, table).named, {"name": name}).mappings().one_or_none()
+    return None if row is None else Node.from_row(row, now=now, interval=interval)

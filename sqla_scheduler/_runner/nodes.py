@@ -1,0 +1,130 @@
+"""The node service: this scheduler's row in the nodes table, where others see it alive.
+
+The loop records the scheduler when it starts (``run_once``), again every
+``node_heartbeat_interval`` (``run``), and removes the row once a clean stop has handed
+back every execution (``remove``). A row left behind by a killed process stops being
+refreshed, and after three intervals readers call it stale. Writing the row is
+bookkeeping for observers: a failure is logged and retried at the next beat, and never
+stops the scheduler.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import os
+import socket
+from datetime import datetime, timedelta
+from functools import cache, partial
+
+import anyio
+from sqlalchemy import Table
+
+from sqla_scheduler import _node_store
+from sqla_scheduler._bridge import Database
+from sqla_scheduler._durations import format_duration
+from sqla_scheduler._runner.held import HeldSet
+from sqla_scheduler.clock import Clock
+
+__all__ = ["NodeHeartbeater"]
+
+log = logging.getLogger("sqla_scheduler")
+
+#: The longest host name and version the nodes table holds.
+_MAX_HOST = 255
+_MAX_VERSION = 50
+
+
+@cache
+def library_version() -> str:
+    """The installed sqla-scheduler's version, as ``sqla-scheduler --version`` prints it."""
+    try:
+        return importlib.metadata.version("sqla-scheduler")[:_MAX_VERSION]
+    except importlib.metadata.PackageNotFoundError:  # imported from a checkout, not installed
+        return "unknown"
+
+
+class NodeHeartbeater:
+    """Records this scheduler in the nodes table, and removes it on a clean stop."""
+
+    def __init__(
+        self,
+        *,
+        db: Database,
+        table: Table,
+        clock: Clock,
+        held: HeldSet,
+        name: str,
+        concurrency: int,
+        interval: timedelta,
+    ) -> None:
+        self.db = db
+        self.table = table
+        self.clock = clock
+        self.held = held
+        self.name = name
+        self.concurrency = concurrency
+        self.interval = interval
+        self.host = socket.gethostname()[:_MAX_HOST]
+        self.pid = os.getpid()
+        #: When this scheduler first recorded itself; its row is removed only if it is
+        #: still the one written since then.
+        self.started_at: datetime | None = None
+
+    async def run(self) -> None:
+        """Record the scheduler every ``interval`` until cancelled."""
+        while True:
+            await anyio.sleep(self.interval.total_seconds())
+            await self.run_once()
+
+    async def run_once(self) -> bool:
+        """Write this scheduler's row, last seen now; return whether it was written.
+
+        The first call is the start record: it sets ``started_at``.
+        """
+        now = self.clock.now()
+        if self.started_at is None:
+            self.started_at = now
+        node = _node_store.Record(
+            name=self.name,
+            host=self.host,
+            pid=self.pid,
+            started_at=self.started_at,
+            last_seen=now,
+            concurrency=self.concurrency,
+            running=self.held.running,
+            version=library_version(),
+        )
+        try:
+            await self.db.shielded(
+                partial(_node_store.record, table=self.table, node=node), autocommit=True
+            )
+        except Exception:
+            log.warning(
+                "could not record scheduler %r in the nodes table; retrying in %s",
+                self.name,
+                format_duration(self.interval),
+                exc_info=True,
+            )
+            return False
+        return True
+
+    async def remove(self) -> bool:
+        """Delete this scheduler's row (a clean stop); return whether it was there."""
+        if self.started_at is None:
+            return False  # never recorded
+        try:
+            return await self.db.shielded(
+                partial(
+                    _node_store.remove, table=self.table, name=self.name, started_at=self.started_at
+                ),
+                autocommit=True,
+            )
+        except Exception:
+            log.warning(
+                "could not remove scheduler %r from the nodes table; it shows as stale "
+                "three node_heartbeat_intervals from now",
+                self.name,
+                exc_info=True,
+            )
+            return False
