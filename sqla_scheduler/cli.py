@@ -15,7 +15,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -291,41 +291,54 @@ def executions(
 
 
 def _print_executions(found: list[Execution], known: frozenset[str] | None) -> None:
+    now = datetime.now(timezone.utc)
+    _print_table(
+        [
+            ("task", "left"),
+            ("instance", "left"),
+            ("execution time (UTC)", "left"),
+            ("state", "left"),
+            ("picked by", "left"),
+            ("heartbeat age", "right"),
+            ("failures", "right"),
+            ("priority", "right"),
+            ("last error", "left"),
+        ],
+        (
+            [
+                e.task_name,
+                e.instance_id,
+                _utc(e.execution_time),
+                e.status(now, known),
+                e.picked_by or "-",
+                _age(now - e.last_heartbeat) if e.picked and e.last_heartbeat else "-",
+                str(e.consecutive_failures),
+                str(e.priority),
+                _error_line(e.last_error),
+            ]
+            for e in found
+        ),
+        empty="no executions",
+    )
+
+
+def _print_table(columns: list[tuple[str, str]], rows: Iterable[list[str]], *, empty: str) -> None:
+    """A table with ``columns`` (header, justification) of ``rows``, each cell shown as
+    written (no rich markup in names, ids or error text is interpreted); ``empty`` when
+    there are no rows."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    if not found:
-        click.echo("no executions")
-        return
-    now = datetime.now(timezone.utc)
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for header, justify in [
-        ("task", "left"),
-        ("instance", "left"),
-        ("execution time (UTC)", "left"),
-        ("state", "left"),
-        ("picked by", "left"),
-        ("heartbeat age", "right"),
-        ("failures", "right"),
-        ("priority", "right"),
-        ("last error", "left"),
-    ]:
+    for header, justify in columns:
         table.add_column(header, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    for e in found:
-        age = _age(now - e.last_heartbeat) if e.picked and e.last_heartbeat else "-"
-        table.add_row(
-            e.task_name,
-            e.instance_id,
-            e.execution_time.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            e.status(now, known),
-            e.picked_by or "-",
-            age,
-            str(e.consecutive_failures),
-            str(e.priority),
-            Text(_error_line(e.last_error)),  # as written: no rich markup in it
-        )
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))
+    if not table.row_count:
+        click.echo(empty)
+        return
     console = Console()
     if not console.is_terminal:
         # Piped or captured: never squeeze or cut columns to fit 80 characters.
@@ -482,44 +495,34 @@ def _entry_json(entry: Any) -> dict[str, Any]:
 
 
 def _print_history(found: list[Any]) -> None:
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    if not found:
-        click.echo("no history entries")
-        return
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for header, justify in [
-        ("id", "right"),
-        ("task", "left"),
-        ("instance", "left"),
-        ("outcome", "left"),
-        ("finished (UTC)", "left"),
-        ("took", "right"),
-        ("attempt", "right"),
-        ("picked by", "left"),
-        ("error", "left"),
-    ]:
-        table.add_column(header, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    for e in found:
-        took = "-" if e.duration is None else f"{e.duration.total_seconds():.3f}s"
-        table.add_row(
-            str(e.id),
-            Text(e.task_name),
-            Text(e.instance_id),
-            e.outcome,
-            e.finished_at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            took,
-            str(e.attempt),
-            Text(e.picked_by or "-"),
-            Text(_error_line(e.error)),  # as written: no rich markup in it
-        )
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=100_000)  # piped: never squeeze or cut columns
-    console.print(table)
+    _print_table(
+        [
+            ("id", "right"),
+            ("task", "left"),
+            ("instance", "left"),
+            ("outcome", "left"),
+            ("finished (UTC)", "left"),
+            ("took", "right"),
+            ("attempt", "right"),
+            ("picked by", "left"),
+            ("error", "left"),
+        ],
+        (
+            [
+                str(e.id),
+                e.task_name,
+                e.instance_id,
+                e.outcome,
+                _utc(e.finished_at),
+                "-" if e.duration is None else f"{e.duration.total_seconds():.3f}s",
+                str(e.attempt),
+                e.picked_by or "-",
+                _error_line(e.error),
+            ]
+            for e in found
+        ),
+        empty="no history entries",
+    )
 
 
 @cli.command("requeue")
@@ -584,46 +587,37 @@ def _node_json(node: Node) -> dict[str, Any]:
 
 
 def _print_nodes(found: list[Node]) -> None:
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    if not found:
-        click.echo("no nodes")
-        return
     now = datetime.now(timezone.utc)
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for header, justify in [
-        ("name", "left"),
-        ("state", "left"),
-        ("host", "left"),
-        ("pid", "right"),
-        ("started (UTC)", "left"),
-        ("last seen (UTC)", "left"),
-        ("seen", "right"),
-        ("concurrency", "right"),
-        ("running", "right"),
-        ("version", "left"),
-    ]:
-        table.add_column(header, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    for node in found:
-        table.add_row(
-            Text(node.name),  # as written: no rich markup in it
-            "alive" if node.alive else "stale",
-            Text(node.host),
-            str(node.pid),
-            _utc(node.started_at),
-            _utc(node.last_seen),
-            f"{_age(now - node.last_seen)} ago",
-            str(node.concurrency),
-            str(node.running),
-            Text(node.version),
-        )
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=100_000)  # piped: never squeeze or cut columns
-    console.print(table)
+    _print_table(
+        [
+            ("name", "left"),
+            ("state", "left"),
+            ("host", "left"),
+            ("pid", "right"),
+            ("started (UTC)", "left"),
+            ("last seen (UTC)", "left"),
+            ("seen", "right"),
+            ("concurrency", "right"),
+            ("running", "right"),
+            ("version", "left"),
+        ],
+        (
+            [
+                node.name,
+                "alive" if node.alive else "stale",
+                node.host,
+                str(node.pid),
+                _utc(node.started_at),
+                _utc(node.last_seen),
+                f"{_age(now - node.last_seen)} ago",
+                str(node.concurrency),
+                str(node.running),
+                node.version,
+            ]
+            for node in found
+        ),
+        empty="no nodes",
+    )
 
 
 def _utc(at: datetime) -> str:
