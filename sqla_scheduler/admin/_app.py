@@ -17,6 +17,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
+from sqla_scheduler.admin._history import HistoryPages
 from sqla_scheduler.admin._pages import (
     HERE,
     MAX_PAGE_SIZE,
@@ -61,9 +62,11 @@ def create_app(
 
     The page is read-only unless ``actions`` is true; then it offers run now, retry and
     delete, each a POST form with a CSRF token that applies only if the execution is still
-    at the version the page showed. Tokens are derived from ``secret`` (random per app by
-    default; pass the same bytes to every process behind one load balancer).
-    ``page_size`` is how many executions a listing page shows.
+    at the version the page showed, and requeue on the dead letters (abandoned and
+    undecodable history entries), as ``Scheduler.requeue`` does. Tokens are derived from
+    ``secret`` (random per app by default; pass the same bytes to every process behind one
+    load balancer). ``page_size`` is how many executions or history entries a listing
+    page shows.
     """
     if not isinstance(scheduler, Scheduler):
         raise TypeError(f"create_app needs a Scheduler, got {type(scheduler).__name__}")
@@ -86,7 +89,7 @@ def create_app(
         secret=secret if secret is not None else secrets.token_bytes(32),
         page_size=page_size,
     )
-    executions = _Executions(pages)
+    executions, history = _Executions(pages), HistoryPages(pages)
     methods = ["GET", "HEAD", "POST"] if actions else ["GET", "HEAD"]
     routes = [
         Route("/", refusing_nul(executions.overview), methods=["GET"]),
@@ -95,10 +98,19 @@ def create_app(
         Route("/api/summary", refusing_nul(executions.api_summary), methods=["GET"]),
         Route("/api/executions", refusing_nul(executions.api_listing), methods=["GET"]),
         Route("/api/execution", refusing_nul(executions.api_one), methods=["GET"]),
+        Route("/history", refusing_nul(history.listing), methods=["GET"]),
+        Route("/dead-letters", refusing_nul(history.dead_letters), methods=["GET"]),
+        Route("/history/entry", refusing_nul(history.entry), methods=["GET"]),
+        Route("/api/history", refusing_nul(history.api_listing), methods=["GET"]),
+        Route("/api/dead-letters", refusing_nul(history.api_dead_letters), methods=["GET"]),
+        Route("/api/history/entry", refusing_nul(history.api_entry), methods=["GET"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     if actions:
-        routes.append(Route("/actions/{action}", refusing_nul(executions.act), methods=["POST"]))
+        routes += [
+            Route("/actions/requeue", refusing_nul(history.requeue), methods=["POST"]),
+            Route("/actions/{action}", refusing_nul(executions.act), methods=["POST"]),
+        ]
     app = Starlette(
         routes=routes,
         middleware=[

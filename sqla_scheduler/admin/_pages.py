@@ -23,7 +23,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from sqla_scheduler.admin._reads import Reads
 from sqla_scheduler.admin._security import USER_KEY, csrf_token, csrf_valid
-from sqla_scheduler.admin._views import STATES, relative
+from sqla_scheduler.admin._views import STATES, elapsed, relative
 from sqla_scheduler.scheduler import Scheduler
 
 __all__ = [
@@ -51,6 +51,7 @@ NOTICES = {
     "run-now": "rescheduled to now",
     "retry": "rescheduled to now for a retry",
     "delete": "deleted",
+    "requeue": "requeued: scheduled again, due now",
 }
 
 
@@ -74,6 +75,7 @@ class Pages:
         )
         self.templates.filters["when"] = _when
         self.templates.filters["relative"] = relative
+        self.templates.filters["elapsed"] = elapsed
         self.templates.filters["number"] = "{:,}".format
 
     def render(

@@ -13,9 +13,11 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from sqla_scheduler._durations import format_duration
+from sqla_scheduler._statements.history import REQUEUEABLE
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.exceptions import InvalidScheduleError
 from sqla_scheduler.executions import Execution
+from sqla_scheduler.history import HistoryEntry
 from sqla_scheduler.schedules import (
     Cron,
     Daily,
@@ -30,14 +32,18 @@ from sqla_scheduler.tasks import RecurringTask, Task, TaskKind
 __all__ = [
     "PREVIEW_CHARS",
     "STATES",
+    "EntryView",
     "ExecutionView",
     "RecurringView",
     "TaskView",
     "describe_schedule",
+    "elapsed",
     "heartbeat_health",
     "iso",
     "relative",
+    "view_entry",
     "view_execution",
+    "view_listed_entry",
     "view_recurring",
     "view_tasks",
 ]
@@ -76,6 +82,19 @@ def relative(delta: timedelta) -> str:
         return f"{hours} h {minutes} min" if minutes else f"{hours} h"
     days, hours = divmod(hours, 24)
     return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def elapsed(delta: timedelta) -> str:
+    """How long an attempt ran, to the precision its length calls for: ``4 ms``, ``1.25 s``,
+    ``42.1 s``, then as ``relative`` puts it."""
+    seconds = delta.total_seconds()
+    if seconds < 1:
+        return f"{round(seconds * 1000)} ms"
+    if seconds < 10:
+        return f"{seconds:.2f} s"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    return relative(delta)
 
 
 def heartbeat_health(
@@ -245,6 +264,83 @@ def view_execution(
         due_in=execution.execution_time - now,
         payload=None if preview is not None else _pretty(execution.data),
         payload_preview=_preview(execution.data) if preview is None else _shorten(preview),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EntryView:
+    """One history entry as the page shows it."""
+
+    entry: HistoryEntry
+    #: The first line of the error (its type and message), cut to a preview's length.
+    error_line: str | None
+    #: A one-line preview of the payload of a requeueable entry (``None`` for the others,
+    #: which keep none), and the payload as indented JSON text on the entry's own page.
+    payload_preview: str | None
+    payload: str | None
+    #: Whether the view has the entry's error and payload in full (its own page) or only
+    #: their previews (a listing, which reads no more).
+    full: bool
+
+    @property
+    def requeueable(self) -> bool:
+        """Whether the entry is a dead letter, which requeue can schedule again."""
+        return self.entry.outcome in REQUEUEABLE
+
+    def to_json(self) -> dict[str, Any]:
+        """The view as JSON-ready values (datetimes as ISO 8601 text)."""
+        e = self.entry
+        return {
+            "id": e.id,
+            "task_name": e.task_name,
+            "instance_id": e.instance_id,
+            "outcome": e.outcome,
+            "requeueable": self.requeueable,
+            "execution_time": iso(e.execution_time),
+            "started_at": iso(e.started_at),
+            "finished_at": iso(e.finished_at),
+            "duration_seconds": None if e.duration is None else e.duration.total_seconds(),
+            "picked_by": e.picked_by,
+            "attempt": e.attempt,
+            "priority": e.priority,
+            "error_line": self.error_line,
+            "data_preview": self.payload_preview,
+            **({"error": e.error, "data": e.data} if self.full else {}),
+        }
+
+
+def _error_line(error: str | None) -> str | None:
+    lines = (error or "").splitlines()
+    return _shorten(lines[0]) if lines else None
+
+
+def view_entry(entry: HistoryEntry) -> EntryView:
+    """The ``EntryView`` of an entry read in full."""
+    kept = entry.outcome in REQUEUEABLE
+    return EntryView(
+        entry=entry,
+        error_line=_error_line(entry.error),
+        payload_preview=_preview(entry.data) if kept else None,
+        payload=_pretty(entry.data) if kept else None,
+        full=True,
+    )
+
+
+def view_listed_entry(
+    entry: HistoryEntry, *, data_preview: str | None, error_preview: str | None
+) -> EntryView:
+    """The ``EntryView`` of an entry of a listing, which read only the first characters of
+    its payload's JSON text and of its error."""
+    kept = entry.outcome in REQUEUEABLE
+    return EntryView(
+        entry=entry,
+        error_line=_error_line(error_preview),
+        # a NULL payload has no JSON text: its preview is that of None
+        payload_preview=_shorten("null" if data_preview is None else data_preview)
+        if kept
+        else None,
+        payload=None,
+        full=False,
     )
 
 
