@@ -140,7 +140,17 @@ class _Executions:
         """The overview: counts, tasks by kind, recurring tasks, and the first rows of the
         running, failing and orphaned executions."""
         summary = await self.reads.summary()
-        return self.pages.render(request, "overview.html", {**summary, "page_name": "overview"})
+        config = self.scheduler.config
+        return self.pages.render(
+            request,
+            "overview.html",
+            {
+                **summary,
+                "history_setting": config.history,
+                "retention": config.history_retention,
+                "page_name": "overview",
+            },
+        )
 
     async def listing(self, request: Request) -> Response:
         """One page of executions in a state, filtered by task name and instance id."""
@@ -178,6 +188,12 @@ class _Executions:
                 "table": self.scheduler.table.fullname,
                 "counts": s["counts"],
                 "tasks": {kind: [t.to_json() for t in views] for kind, views in s["tasks"].items()},
+                "history": {
+                    "setting": self.scheduler.config.history,
+                    "retention_seconds": self.scheduler.config.history_retention.total_seconds(),
+                    "counted_outcomes": list(s["counted_outcomes"]),
+                    "dead_letters": s["dead_letters"],
+                },
                 "recurring": [r.to_json() for r in s["recurring"]],
                 "running": [v.to_json() for v in s["running"]],
                 "failing": [v.to_json() for v in s["failing"]],

@@ -21,6 +21,7 @@ from sqla_scheduler.admin._views import (
     PREVIEW_CHARS,
     EntryView,
     ExecutionView,
+    counted_outcomes,
     view_entry,
     view_execution,
     view_listed_entry,
@@ -132,6 +133,8 @@ class Reads:
         """The overview: counts, tasks, recurring tasks, and the first rows of the running,
         failing and orphaned executions."""
         now = self.scheduler.clock.now()
+        config = self.scheduler.config
+        since = now - config.history_retention
         table, known = self.scheduler.table, self._known
         recurring_names = [
             name for name, task in self.scheduler.tasks.items() if task.kind == "recurring"
@@ -151,6 +154,7 @@ class Reads:
             return {
                 "counts": self._counts(conn, now),
                 "task_counts": _store.task_counts(conn, table, names=sorted(known), now=now),
+                "outcomes": _history_store.outcome_counts(conn, table, since=since),
                 "recurring": _store.recurring_executions(
                     conn, table, names=recurring_names, instance_id=RECURRING_INSTANCE_ID
                 ),
@@ -161,10 +165,13 @@ class Reads:
 
         found = await self.db.run(read, read_only=True)
         tasks = self.scheduler.tasks
+        counted = counted_outcomes(config.history)
         return {
             "now": now,
             "counts": found["counts"],
-            "tasks": view_tasks(tasks, found["task_counts"]),
+            "tasks": view_tasks(tasks, found["task_counts"], found["outcomes"], counted),
+            "counted_outcomes": counted,
+            "dead_letters": sum(c["requeueable"] for c in found["outcomes"].values()),
             "recurring": view_recurring(
                 tasks, {name: self._view(e, now) for name, e in found["recurring"].items()}
             ),

@@ -17,7 +17,7 @@ from sqla_scheduler._statements.history import REQUEUEABLE
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.exceptions import InvalidScheduleError
 from sqla_scheduler.executions import Execution
-from sqla_scheduler.history import HistoryEntry
+from sqla_scheduler.history import HistoryEntry, HistorySetting, Outcome, keeps
 from sqla_scheduler.schedules import (
     Cron,
     Daily,
@@ -30,12 +30,14 @@ from sqla_scheduler.schedules import (
 from sqla_scheduler.tasks import RecurringTask, Task, TaskKind
 
 __all__ = [
+    "COUNTED_OUTCOMES",
     "PREVIEW_CHARS",
     "STATES",
     "EntryView",
     "ExecutionView",
     "RecurringView",
     "TaskView",
+    "counted_outcomes",
     "describe_schedule",
     "elapsed",
     "heartbeat_health",
@@ -344,15 +346,30 @@ def view_listed_entry(
     )
 
 
+#: The outcomes the overview counts for each task, over ``history_retention``.
+COUNTED_OUTCOMES: tuple[Outcome, ...] = ("succeeded", "failed")
+
+
+def counted_outcomes(setting: HistorySetting) -> tuple[Outcome, ...]:
+    """Those of ``COUNTED_OUTCOMES`` that the ``history`` setting records."""
+    return tuple(outcome for outcome in COUNTED_OUTCOMES if keeps(setting, outcome))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskView:
-    """A registered task with how many of its executions are in each state."""
+    """A registered task with how many of its executions are in each state, how many of
+    its attempts ended in each recorded outcome of ``COUNTED_OUTCOMES`` lately, and how
+    many of its entries are dead letters."""
 
     name: str
     kind: TaskKind
     priority: int
     max_retries: int | None
     counts: Mapping[str, int]
+    #: By outcome, for the outcomes the ``history`` setting records (none with ``none``).
+    outcomes: Mapping[str, int]
+    #: How many of its entries are dead letters (abandoned or undecodable), however old.
+    dead_letters: int
 
     def to_json(self) -> dict[str, Any]:
         """The view as JSON-ready values."""
@@ -362,17 +379,25 @@ class TaskView:
             "priority": self.priority,
             "max_retries": self.max_retries,
             "counts": dict(self.counts),
+            "outcomes": dict(self.outcomes),
+            "dead_letters": self.dead_letters,
         }
 
 
 def view_tasks(
-    tasks: Mapping[str, Task[Any]], counts: Mapping[str, Mapping[str, int]]
+    tasks: Mapping[str, Task[Any]],
+    counts: Mapping[str, Mapping[str, int]],
+    outcomes: Mapping[str, Mapping[str, int]],
+    counted: Sequence[Outcome],
 ) -> dict[TaskKind, list[TaskView]]:
-    """The registered tasks by kind, each kind sorted by name."""
+    """The registered tasks by kind, each kind sorted by name, with their ``counted``
+    outcomes and their dead letters from ``outcomes`` (by task name, then outcome, as
+    ``_history_store.outcome_counts`` counts them)."""
     empty = dict.fromkeys(("all", "scheduled", "due", "running", "failing"), 0)
     by_kind: dict[TaskKind, list[TaskView]] = {kind: [] for kind in KINDS}
     for name in sorted(tasks):
         task = tasks[name]
+        recorded = outcomes.get(name, {})
         by_kind[task.kind].append(
             TaskView(
                 name=name,
@@ -380,6 +405,8 @@ def view_tasks(
                 priority=task.priority,
                 max_retries=task.max_retries,
                 counts=counts.get(name, empty),
+                outcomes={outcome: recorded.get(outcome, 0) for outcome in counted},
+                dead_letters=recorded.get("requeueable", 0),
             )
         )
     return by_kind

@@ -357,7 +357,17 @@ def test_history_in_a_browser(browser: Browser, pg_url: str) -> None:
             page = context.new_page()
             watch = Watch(page)
             page.goto(f"{base}{MOUNT}/")
-            page.locator("nav.states a", has_text="Dead letters").click()
+
+            # The overview counts the failures of each task (history="failures") and
+            # links to the dead letters with their count.
+            counted = page.locator("#history table.outcomes")
+            assert counted.locator("th.outcome-count").all_inner_texts() == ["Failed last 14 d"]
+            send_email = counted.locator("tr", has_text="send-email")
+            assert send_email.locator("td.failed").inner_text() == "2"
+            assert send_email.locator("td.dead-letters").inner_text() == "1"
+            dead_letters = page.locator("#history a.dead-letters")
+            assert dead_letters.inner_text() == "Dead letters 3"
+            dead_letters.click()
             page.wait_for_load_state()
             assert page.url == f"{base}{MOUNT}/dead-letters"
             rows = page.locator("table.history tbody tr")

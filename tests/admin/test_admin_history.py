@@ -1,6 +1,6 @@
 """The admin page's history over HTTP, on PostgreSQL and SQLite through sync and async
 engines: the listing and its filters and pages, the dead letters, one entry in full (its
-hostile error and payload escaped), and requeue."""
+hostile error and payload escaped), the counts on the overview, and requeue."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 from markupsafe import escape
-from sqlalchemy import insert, select
+from sqlalchemy import event, insert, select
+from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
@@ -28,6 +29,7 @@ from tests.admin.conftest import (
     BOUNCE_ERROR,
     NOW,
     PASSWORD,
+    TASKS,
     USER,
     XSS,
     XSS_ESCAPED,
@@ -325,6 +327,90 @@ async def test_history_pages_have_no_script_and_follow_the_mount_point(
     assert response.status_code == 303
     assert response.headers["location"] == "/admin/jobs/dead-letters?done=requeue"
     assert history.row("send-email", XSS) is not None
+
+
+# --- the overview's counts --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("setting", "counted"),
+    [("failures", ["failed"]), ("all", ["succeeded", "failed"]), ("none", [])],
+)
+async def test_the_overview_counts_what_the_history_setting_records(
+    history: Harness, setting: str, counted: list[str]
+) -> None:
+    scheduler = Scheduler(
+        history.engine, TASKS, SchedulerConfig(history=setting), clock=ManualClock(NOW)
+    )
+    async with client_for(create_app(scheduler, username=USER, password=PASSWORD)) as client:
+        summary = await _json(client, "/api/summary")
+        html = (await client.get("/")).text
+
+    assert summary["history"] == {
+        "setting": setting,
+        "retention_seconds": 14 * 24 * 3600.0,
+        "counted_outcomes": counted,
+        "dead_letters": 3,  # whatever the setting: the table has them
+    }
+    tasks = {t["name"]: t for kind in summary["tasks"].values() for t in kind}
+    expected = {
+        "send-email": {"succeeded": 1, "failed": 2},
+        # its success of 20 days ago is past history_retention
+        "nightly-report": {"succeeded": 0, "failed": 0},
+        "sync-account": {"succeeded": 0, "failed": 0},
+        "cleanup": {"succeeded": 0, "failed": 0},
+    }
+    for name, outcomes in expected.items():
+        assert tasks[name]["outcomes"] == {o: outcomes[o] for o in counted}, name
+    dead_letters = {name: t["dead_letters"] for name, t in tasks.items()}
+    assert dead_letters == {
+        "send-email": 1,
+        "sync-account": 1,
+        "nightly-report": 0,
+        "poll-feed": 0,
+        "cleanup": 0,
+    }  # and the orphaned legacy-import's, in the total alone
+
+    section = re.search(r'<section id="history">.*?</section>', html, re.S)
+    assert section is not None
+    shown = section.group(0)
+    headers = re.findall(r'<th class="num outcome-count"[^>]*>(\w+)', shown)
+    assert headers == [o.capitalize() for o in counted]
+    if counted:
+        row = re.search(r"<tr>\s*<td><a class=\"task\"[^>]*>send-email</a>.*?</tr>", shown, re.S)
+        assert row is not None
+        for outcome in counted:
+            n = expected["send-email"][outcome]
+            assert f'<a href="/history?task=send-email&amp;outcome={outcome}">{n}</a>' in row.group(
+                0
+            )
+        assert '<a href="/dead-letters?task=send-email">1</a>' in row.group(0)
+        assert shown.count("<tr>") == 1 + len(TASKS)  # the header, and each registered task
+    else:
+        assert "<table" not in shown  # nothing to count
+    assert 'href="/dead-letters">Dead letters <span class="count bad">3</span>' in shown
+    assert f'history="{setting}"' in shown
+
+
+async def test_the_counts_are_one_grouped_statement(
+    history: Harness, client: httpx.AsyncClient
+) -> None:
+    statements: list[str] = []
+    engine = history.engine
+    if isinstance(engine, AsyncEngine):
+        engine = engine.sync_engine
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        await _json(client, "/api/summary")
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    on_history = [s for s in statements if "scheduled_tasks_history" in s]
+    assert len(on_history) == 1
+    assert "GROUP BY scheduled_tasks_history.task_name" in on_history[0]
 
 
 # --- requeue ---------------------------------------------------------------------------
