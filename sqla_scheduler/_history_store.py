@@ -23,7 +23,9 @@ __all__ = [
     "count_entries",
     "get",
     "list_entries",
+    "list_previews",
     "move",
+    "outcome_counts",
     "prune",
     "quarantine",
     "record",
@@ -130,6 +132,42 @@ def list_entries(
     )
     query = query.limit(limit).offset(offset or None)
     return [HistoryEntry.from_row(row) for row in conn.execute(query).mappings()]
+
+
+def list_previews(
+    conn: Connection,
+    table: Table,
+    *,
+    task_name: str | None = None,
+    instance_id: str | None = None,
+    outcomes: tuple[str, ...] | None = None,
+    limit: int,
+    offset: int = 0,
+    preview: int,
+) -> list[tuple[HistoryEntry, str | None, str | None]]:
+    """``list_entries`` without the payloads and errors: each entry (its ``data`` and
+    ``error`` ``None``) with the first ``preview`` characters of its payload's JSON text
+    and of its error."""
+    query = _statements(conn, table).previews(
+        task_name=task_name,
+        instance_id=instance_id,
+        outcomes=outcomes,
+        limit=limit,
+        offset=offset,
+        preview=preview,
+    )
+    return [
+        (HistoryEntry.from_row(row), row["task_data_preview"], row["error_preview"])
+        for row in conn.execute(query).mappings()
+    ]
+
+
+def outcome_counts(conn: Connection, table: Table, *, since: datetime) -> dict[str, dict[str, int]]:
+    """For each task name that has entries: how many ``succeeded`` and how many ``failed``
+    at or after ``since``, and how many are ``requeueable`` (abandoned or undecodable,
+    whenever they finished), counted in one statement."""
+    rows = conn.execute(_statements(conn, table).outcome_counts, {"since": since}).mappings()
+    return {row["task_name"]: {k: v for k, v in row.items() if k != "task_name"} for row in rows}
 
 
 def count_entries(

@@ -12,6 +12,7 @@ from sqlalchemy import (
     Select,
     Table,
     Text,
+    and_,
     bindparam,
     case,
     cast,
@@ -19,6 +20,7 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    null,
     select,
     true,
     type_coerce,
@@ -119,6 +121,17 @@ class History(Shapes):
         )
         self.prune: Delete = delete(h).where(h.c.id.in_(oldest.scalar_subquery()))
 
+        #: For each task name that has entries: how many of them succeeded and how many
+        #: failed at or after the bound ``since``, and how many are requeueable (however
+        #: old: they stay until pruned), in one pass over the table.
+        recent = h.c.finished_at >= bindparam("since", type_=h.c.finished_at.type)
+        self.outcome_counts: Select[Any] = select(
+            h.c.task_name,
+            func.count().filter(and_(h.c.outcome == "succeeded", recent)).label("succeeded"),
+            func.count().filter(and_(h.c.outcome == "failed", recent)).label("failed"),
+            func.count().filter(h.c.outcome.in_(REQUEUEABLE)).label("requeueable"),
+        ).group_by(h.c.task_name)
+
     def _unreadable(self, table: Table, backend: Backend) -> None:
         h = self.history
         c = table.c
@@ -198,3 +211,28 @@ class History(Shapes):
         if since is not None:
             query = query.where(h.c.finished_at >= since)
         return query
+
+    def previews(
+        self,
+        *,
+        task_name: str | None,
+        instance_id: str | None,
+        outcomes: tuple[str, ...] | None,
+        limit: int,
+        offset: int,
+        preview: int,
+    ) -> Select[Any]:
+        """One page of ``listing`` without the payloads and errors: ``task_data`` and
+        ``error`` are ``NULL``, and ``task_data_preview`` and ``error_preview`` hold the
+        first ``preview`` characters of each, so a page costs the same whatever they weigh.
+        """
+        query = self.listing(
+            task_name=task_name, instance_id=instance_id, outcomes=outcomes, since=None
+        )
+        # Cut from the page's rows only, not from every row the OFFSET skips.
+        page = query.limit(limit).offset(offset or None).subquery("page")
+        cut = ("task_data", "error")
+        return select(
+            *(null().label(col.name) if col.name in cut else col for col in page.c),
+            *(func.substr(page.c[name], 1, preview).label(f"{name}_preview") for name in cut),
+        ).order_by(page.c.id.desc())

@@ -9,8 +9,9 @@ Starlette application, behind HTTP Basic auth with no default password::
 
 It shows the registered tasks by kind; the recurring tasks with their schedule, next run,
 last success and failure and owner; running executions with their picker and heartbeat
-age; failing executions, latest failure first; orphaned rows; and counts per state. It is
-read-only unless built with ``actions=True`` (run now, retry, delete).
+age; failing executions, latest failure first; orphaned rows; counts per state; and the
+history of finished attempts with its dead letters. It is read-only unless built with
+``actions=True`` (run now, retry, delete, requeue).
 
 Needs the ``admin`` extra: ``pip install sqla-scheduler[admin]``.
 """

@@ -1,42 +1,38 @@
-"""The admin page: routes, page rendering and actions over one ``Scheduler``.
+"""The admin page: its routes, and the pages and actions of the scheduler's executions.
 
-Every request reads the table in one transaction (see ``_reads``). Links are built from
-the ASGI ``root_path``, so the app works wherever it is mounted.
+Every request reads the table in one transaction (see ``_reads``); what pages share
+(rendering, parameter checks, error pages) is ``_pages.Pages``.
 """
 
 from __future__ import annotations
 
-import logging
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
-from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit
 
-import jinja2
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from sqla_scheduler.admin._reads import Listing, Reads
-from sqla_scheduler.admin._security import (
-    USER_KEY,
-    AllowedMethods,
-    BasicAuth,
-    SecurityHeaders,
-    csrf_token,
-    csrf_valid,
+from sqla_scheduler.admin._history import HistoryPages
+from sqla_scheduler.admin._pages import (
+    HERE,
+    MAX_PAGE_SIZE,
+    NOTICES,
+    Pages,
+    back_to,
+    logger,
+    page_params,
+    positive_int,
+    refusing_nul,
+    text_param,
 )
-from sqla_scheduler.admin._views import (
-    STATES,
-    relative,
-)
+from sqla_scheduler.admin._reads import Listing
+from sqla_scheduler.admin._security import AllowedMethods, BasicAuth, SecurityHeaders
+from sqla_scheduler.admin._views import STATES
 from sqla_scheduler.exceptions import ConfigurationError
 from sqla_scheduler.executions import Execution
 from sqla_scheduler.models import MAX_INSTANCE_ID_LENGTH, MAX_TASK_NAME_LENGTH
@@ -44,20 +40,8 @@ from sqla_scheduler.scheduler import Scheduler
 
 __all__ = ["create_app"]
 
-logger = logging.getLogger("sqla_scheduler.admin")
-
-T = TypeVar("T")
-
-_HERE = Path(__file__).parent
-_MAX_PAGE_SIZE = 500
-_MAX_FORM_BYTES = 16 * 1024
-_REFRESH_RANGE = (2, 3600)
-#: What each action does to the row, in words for the log and the confirmation.
-_ACTIONS = {
-    "run-now": "rescheduled to now",
-    "retry": "rescheduled to now for a retry",
-    "delete": "deleted",
-}
+#: The actions on one execution.
+_ACTIONS = ("run-now", "retry", "delete")
 
 
 def create_app(
@@ -78,9 +62,11 @@ def create_app(
 
     The page is read-only unless ``actions`` is true; then it offers run now, retry and
     delete, each a POST form with a CSRF token that applies only if the execution is still
-    at the version the page showed. Tokens are derived from ``secret`` (random per app by
-    default; pass the same bytes to every process behind one load balancer).
-    ``page_size`` is how many executions a listing page shows.
+    at the version the page showed, and requeue on the dead letters (abandoned and
+    undecodable history entries), as ``Scheduler.requeue`` does. Tokens are derived from
+    ``secret`` (random per app by default; pass the same bytes to every process behind one
+    load balancer). ``page_size`` is how many executions or history entries a listing
+    page shows.
     """
     if not isinstance(scheduler, Scheduler):
         raise TypeError(f"create_app needs a Scheduler, got {type(scheduler).__name__}")
@@ -93,28 +79,38 @@ def create_app(
         raise ConfigurationError(
             f"admin username must be non-empty and contain no ':', got {username!r}"
         )
-    if not 1 <= page_size <= _MAX_PAGE_SIZE:
-        raise ConfigurationError(f"page_size must be 1 to {_MAX_PAGE_SIZE}, got {page_size}")
+    if not 1 <= page_size <= MAX_PAGE_SIZE:
+        raise ConfigurationError(f"page_size must be 1 to {MAX_PAGE_SIZE}, got {page_size}")
     if secret is not None and len(secret) < 16:
         raise ConfigurationError("secret must be at least 16 bytes")
-    admin = _Admin(
+    pages = Pages(
         scheduler,
         actions=actions,
         secret=secret if secret is not None else secrets.token_bytes(32),
         page_size=page_size,
     )
+    executions, history = _Executions(pages), HistoryPages(pages)
     methods = ["GET", "HEAD", "POST"] if actions else ["GET", "HEAD"]
     routes = [
-        Route("/", _refusing_nul(admin.overview), methods=["GET"]),
-        Route("/executions", _refusing_nul(admin.executions), methods=["GET"]),
-        Route("/execution", _refusing_nul(admin.execution), methods=["GET"]),
-        Route("/api/summary", _refusing_nul(admin.api_summary), methods=["GET"]),
-        Route("/api/executions", _refusing_nul(admin.api_executions), methods=["GET"]),
-        Route("/api/execution", _refusing_nul(admin.api_execution), methods=["GET"]),
-        Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
+        Route("/", refusing_nul(executions.overview), methods=["GET"]),
+        Route("/executions", refusing_nul(executions.listing), methods=["GET"]),
+        Route("/execution", refusing_nul(executions.one), methods=["GET"]),
+        Route("/api/summary", refusing_nul(executions.api_summary), methods=["GET"]),
+        Route("/api/executions", refusing_nul(executions.api_listing), methods=["GET"]),
+        Route("/api/execution", refusing_nul(executions.api_one), methods=["GET"]),
+        Route("/history", refusing_nul(history.listing), methods=["GET"]),
+        Route("/dead-letters", refusing_nul(history.dead_letters), methods=["GET"]),
+        Route("/history/entry", refusing_nul(history.entry), methods=["GET"]),
+        Route("/api/history", refusing_nul(history.api_listing), methods=["GET"]),
+        Route("/api/dead-letters", refusing_nul(history.api_dead_letters), methods=["GET"]),
+        Route("/api/history/entry", refusing_nul(history.api_entry), methods=["GET"]),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     if actions:
-        routes.append(Route("/actions/{action}", _refusing_nul(admin.act), methods=["POST"]))
+        routes += [
+            Route("/actions/requeue", refusing_nul(history.requeue), methods=["POST"]),
+            Route("/actions/{action}", refusing_nul(executions.act), methods=["POST"]),
+        ]
     app = Starlette(
         routes=routes,
         middleware=[
@@ -126,93 +122,41 @@ def create_app(
             ),
             Middleware(AllowedMethods, methods=methods),
         ],
-        exception_handlers={HTTPException: admin.http_error},
+        exception_handlers={HTTPException: pages.http_error},
     )
     # Outside Starlette's own error middleware, so its 500 page gets the headers too.
     return SecurityHeaders(app)
 
 
-class _Admin:
-    """The request handlers of one admin app."""
+class _Executions:
+    """The request handlers of the overview and of the scheduler's executions."""
 
-    def __init__(
-        self, scheduler: Scheduler, *, actions: bool, secret: bytes, page_size: int
-    ) -> None:
-        self.scheduler = scheduler
-        self.reads = Reads(scheduler)
-        self.actions = actions
-        self.secret = secret
-        self.page_size = page_size
-        self.templates = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(_HERE / "templates"),
-            autoescape=True,
-            undefined=jinja2.StrictUndefined,
-            trim_blocks=True,
-            lstrip_blocks=True,
-        )
-        self.templates.filters["when"] = _when
-        self.templates.filters["relative"] = relative
-        self.templates.filters["number"] = "{:,}".format
-
-    # --- requests -------------------------------------------------------------------
-
-    def _render(
-        self, request: Request, template: str, context: Mapping[str, Any], status: int = 200
-    ) -> HTMLResponse:
-        root: str = request.scope.get("root_path", "")
-        refresh = _refresh(request)
-
-        def url(path: str, **params: Any) -> str:
-            """A link to ``path`` of this app, keeping the page's auto-refresh."""
-            if refresh is not None and "refresh" not in params:
-                params["refresh"] = refresh
-            query = urlencode({k: v for k, v in params.items() if v is not None and v != ""})
-            return root + path + ("?" + query if query else "")
-
-        def here(**changes: Any) -> str:
-            """A link to this page with some query parameters changed (``None`` drops one)."""
-            params = {k: v for k, v in request.query_params.items() if k != "done"}
-            for name, value in changes.items():
-                if value is None:
-                    params.pop(name, None)
-                else:
-                    params[name] = str(value)
-            query = urlencode(params)
-            return root + _app_path(request, query=False) + ("?" + query if query else "")
-
-        user = request.scope.get(USER_KEY, "")
-        html = self.templates.get_template(template).render(
-            {
-                "request_path": _app_path(request),
-                "url": url,
-                "here": here,
-                "page_name": "",
-                "page_state": "",
-                "static": lambda name: f"{root}/static/{name}",
-                "refresh": refresh,
-                "actions": self.actions,
-                "csrf": csrf_token(self.secret, user) if self.actions else "",
-                "user": user,
-                "scheduler_name": self.scheduler.config.scheduler_name,
-                "table_name": self.scheduler.table.fullname,
-                "states": STATES,
-                "notice": _ACTIONS.get(request.query_params.get("done", "")),
-                **context,
-            }
-        )
-        return HTMLResponse(html, status_code=status)
+    def __init__(self, pages: Pages) -> None:
+        self.pages = pages
+        self.scheduler = pages.scheduler
+        self.reads = pages.reads
 
     async def overview(self, request: Request) -> Response:
         """The overview: counts, tasks by kind, recurring tasks, and the first rows of the
         running, failing and orphaned executions."""
         summary = await self.reads.summary()
-        return self._render(request, "overview.html", {**summary, "page_name": "overview"})
+        config = self.scheduler.config
+        return self.pages.render(
+            request,
+            "overview.html",
+            {
+                **summary,
+                "history_setting": config.history,
+                "retention": config.history_retention,
+                "page_name": "overview",
+            },
+        )
 
-    async def executions(self, request: Request) -> Response:
+    async def listing(self, request: Request) -> Response:
         """One page of executions in a state, filtered by task name and instance id."""
-        listing = _listing_params(request, self.page_size)
+        listing = _listing_params(request, self.pages.page_size)
         found = await self.reads.listing(listing)
-        return self._render(
+        return self.pages.render(
             request,
             "executions.html",
             {
@@ -224,13 +168,15 @@ class _Admin:
             },
         )
 
-    async def execution(self, request: Request) -> Response:
+    async def one(self, request: Request) -> Response:
         """One execution, its payload in full."""
         task, instance = _key_params(request)
         now, counts, view = await self.reads.one(task, instance)
         if view is None:
             raise HTTPException(404, "There is no such execution (it may have completed).")
-        return self._render(request, "execution.html", {"now": now, "counts": counts, "e": view})
+        return self.pages.render(
+            request, "execution.html", {"now": now, "counts": counts, "e": view}
+        )
 
     async def api_summary(self, request: Request) -> Response:
         """The overview as JSON."""
@@ -242,6 +188,12 @@ class _Admin:
                 "table": self.scheduler.table.fullname,
                 "counts": s["counts"],
                 "tasks": {kind: [t.to_json() for t in views] for kind, views in s["tasks"].items()},
+                "history": {
+                    "setting": self.scheduler.config.history,
+                    "retention_seconds": self.scheduler.config.history_retention.total_seconds(),
+                    "counted_outcomes": list(s["counted_outcomes"]),
+                    "dead_letters": s["dead_letters"],
+                },
                 "recurring": [r.to_json() for r in s["recurring"]],
                 "running": [v.to_json() for v in s["running"]],
                 "failing": [v.to_json() for v in s["failing"]],
@@ -249,9 +201,9 @@ class _Admin:
             }
         )
 
-    async def api_executions(self, request: Request) -> Response:
+    async def api_listing(self, request: Request) -> Response:
         """One page of a listing as JSON."""
-        listing = _listing_params(request, self.page_size)
+        listing = _listing_params(request, self.pages.page_size)
         found = await self.reads.listing(listing)
         return JSONResponse(
             {
@@ -266,7 +218,7 @@ class _Admin:
             }
         )
 
-    async def api_execution(self, request: Request) -> Response:
+    async def api_one(self, request: Request) -> Response:
         """One execution as JSON."""
         task, instance = _key_params(request)
         _, _, view = await self.reads.one(task, instance)
@@ -279,18 +231,13 @@ class _Admin:
         action = request.path_params["action"]
         if action not in _ACTIONS:
             raise HTTPException(404, f"There is no action {action!r}.")
-        user = request.scope.get(USER_KEY, "")
-        form = await _read_form(request)
-        if not csrf_valid(self.secret, user, form.get("csrf")):
-            logger.warning("refused %s by %r: missing or wrong CSRF token", action, user)
-            raise HTTPException(403, "The form's token is missing or wrong; reload the page.")
+        user, form = await self.pages.checked_form(request, action)
         task, instance = form.get("task"), form.get("instance")
         if not task or instance is None:
             raise HTTPException(400, "task and instance are required")
-        shown = _positive_int(form.get("version"), "version", default=None)
-        back = _safe_back(form.get("back"))
+        shown = positive_int(form.get("version"), "version", default=None)
         done, current = await self.reads.act(action, task, instance, shown)
-        outcome = _ACTIONS[action] if done else "refused: " + _why_not(current, shown)
+        outcome = NOTICES[action] if done else "refused: " + _why_not(current, shown)
         logger.info(
             "%s by %r on %r / %r (shown version %d): %s",
             action,
@@ -309,24 +256,10 @@ class _Admin:
             },
         )
         if done:
-            root = request.scope.get("root_path", "")
-            return RedirectResponse(root + _with_done(back, action), status_code=303)
+            return back_to(request, form.get("back"), action)
         if current is None:
             raise HTTPException(404, "There is no such execution any more; nothing was done.")
         raise HTTPException(409, f"Nothing was done: {_why_not(current, shown)}.")
-
-    async def http_error(self, request: Request, exc: Exception) -> Response:
-        """Errors as JSON under ``/api``, as a page elsewhere."""
-        assert isinstance(exc, HTTPException)
-        headers = dict(exc.headers or {})
-        if _app_path(request).startswith("/api/"):
-            return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=headers)
-        return self._render(
-            request,
-            "message.html",
-            {"status": exc.status_code, "message": exc.detail, "counts": None},
-            status=exc.status_code,
-        )
 
 
 def _listing_params(request: Request, page_size: int) -> Listing:
@@ -335,16 +268,9 @@ def _listing_params(request: Request, page_size: int) -> Listing:
     state = q.get("state") or "all"
     if state not in STATES:
         raise HTTPException(400, f"state must be one of {', '.join(STATES)}")
-    task = q.get("task") or None
-    if task is not None and len(task) > MAX_TASK_NAME_LENGTH:
-        raise HTTPException(400, f"task is longer than {MAX_TASK_NAME_LENGTH} characters")
-    instance = q.get("instance") or None
-    if instance is not None and len(instance) > MAX_INSTANCE_ID_LENGTH:
-        raise HTTPException(400, f"instance is longer than {MAX_INSTANCE_ID_LENGTH} characters")
-    page = _positive_int(q.get("page"), "page", default=1)
-    per_page = _positive_int(q.get("per_page"), "per_page", default=page_size)
-    if per_page > _MAX_PAGE_SIZE:
-        raise HTTPException(400, f"per_page must be at most {_MAX_PAGE_SIZE}")
+    task = text_param(q, "task", MAX_TASK_NAME_LENGTH)
+    instance = text_param(q, "instance", MAX_INSTANCE_ID_LENGTH)
+    page, per_page = page_params(q, page_size)
     return Listing(
         state=state,  # type: ignore[arg-type]  # checked against STATES above
         task=task,
@@ -372,94 +298,3 @@ def _why_not(current: Execution | None, shown: int) -> str:
         f"the execution changed since the page showed it "
         f"(version {shown} was shown, it is now at {current.version})"
     )
-
-
-def _when(value: datetime | None) -> str:
-    if value is None:
-        return "—"
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _positive_int(raw: str | None, name: str, *, default: int | None) -> int:
-    """``raw`` as a whole number of at least 1; ``default`` when absent (required if None)."""
-    if raw is None or raw == "":
-        if default is None:
-            raise HTTPException(400, f"{name} is required")
-        return default
-    if not raw.isdigit() or len(raw) > 18:
-        raise HTTPException(400, f"{name} must be a positive whole number")
-    value = int(raw)
-    if value < 1:
-        raise HTTPException(400, f"{name} must be a positive whole number")
-    return value
-
-
-def _refresh(request: Request) -> int | None:
-    raw = request.query_params.get("refresh", "")
-    if not raw.isdigit() or len(raw) > 6:
-        return None
-    low, high = _REFRESH_RANGE
-    return min(max(int(raw), low), high)
-
-
-def _app_path(request: Request, *, query: bool = True) -> str:
-    """The request's path within this app (without the mount point) and its query."""
-    path: str = request.scope["path"]
-    root: str = request.scope.get("root_path", "")
-    if root and path.startswith(root):
-        path = path[len(root) :] or "/"
-    if not query:
-        return path
-    query_string = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "done"])
-    return path + ("?" + query_string if query_string else "")
-
-
-def _safe_back(raw: str | None) -> str:
-    """Where to return after an action: a path of this app, never another site."""
-    if not raw or not raw.startswith("/") or raw.startswith("//") or "\\" in raw:
-        return "/"
-    parts = urlsplit(raw)
-    if parts.scheme or parts.netloc or len(raw) > 2000:
-        return "/"
-    return raw
-
-
-def _with_done(back: str, action: str) -> str:
-    parts = urlsplit(back)
-    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "done"]
-    query.append(("done", action))
-    return parts.path + "?" + urlencode(query)
-
-
-def _refusing_nul(
-    endpoint: Callable[[Request], Awaitable[Response]],
-) -> Callable[[Request], Awaitable[Response]]:
-    """``endpoint``, answering 400 to a query with a NUL character (no database stores one
-    in text, so no execution can match it)."""
-
-    async def checked(request: Request) -> Response:
-        if any("\x00" in k or "\x00" in v for k, v in request.query_params.multi_items()):
-            raise HTTPException(400, "A query parameter contains a NUL character.")
-        return await endpoint(request)
-
-    return checked
-
-
-async def _read_form(request: Request) -> dict[str, str]:
-    """An url-encoded form body, at most 16 KiB (the action forms are a few hundred bytes)."""
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type != "application/x-www-form-urlencoded":
-        raise HTTPException(415, "Send the form as application/x-www-form-urlencoded.")
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > _MAX_FORM_BYTES:
-            raise HTTPException(413, "The form is too large.")
-    try:
-        text = body.decode()
-    except UnicodeDecodeError:
-        raise HTTPException(400, "The form is not UTF-8.") from None
-    form = dict(parse_qsl(text, keep_blank_values=True))
-    if any("\x00" in k or "\x00" in v for k, v in form.items()):
-        raise HTTPException(400, "A form field contains a NUL character.")
-    return form

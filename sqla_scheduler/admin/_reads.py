@@ -14,20 +14,26 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from sqla_scheduler import _store
+from sqla_scheduler import _history_store, _store
 from sqla_scheduler._bridge import Database
+from sqla_scheduler._statements.history import REQUEUEABLE
 from sqla_scheduler.admin._views import (
     PREVIEW_CHARS,
+    EntryView,
     ExecutionView,
+    counted_outcomes,
+    view_entry,
     view_execution,
+    view_listed_entry,
     view_recurring,
     view_tasks,
 )
 from sqla_scheduler.executions import Execution, ExecutionState
+from sqla_scheduler.history import HistoryEntry, Outcome
 from sqla_scheduler.scheduler import Scheduler
 from sqla_scheduler.tasks import RECURRING_INSTANCE_ID
 
-__all__ = ["Listing", "Reads"]
+__all__ = ["HistoryListing", "Listing", "Reads"]
 
 #: How many rows of each section the overview shows; the listings page through the rest.
 SECTION_ROWS = 10
@@ -52,6 +58,40 @@ class Listing:
             "state": self.state,
             "task": self.task,
             "instance": self.instance,
+            "page": self.page,
+        }
+        params.update(changes)
+        return params
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryListing:
+    """A history listing request: which entries (of the dead letters alone, or of all
+    history), which page."""
+
+    dead_letters: bool
+    task: str | None
+    instance: str | None
+    outcome: Outcome | None
+    page: int
+    per_page: int
+
+    @property
+    def offset(self) -> int:
+        return (self.page - 1) * self.per_page
+
+    @property
+    def outcomes(self) -> tuple[str, ...] | None:
+        """The outcomes listed; ``None`` for all of them."""
+        if self.outcome is not None:
+            return (self.outcome,)
+        return REQUEUEABLE if self.dead_letters else None
+
+    def query(self, **changes: Any) -> dict[str, Any]:
+        params = {
+            "task": self.task,
+            "instance": self.instance,
+            "outcome": self.outcome,
             "page": self.page,
         }
         params.update(changes)
@@ -93,6 +133,8 @@ class Reads:
         """The overview: counts, tasks, recurring tasks, and the first rows of the running,
         failing and orphaned executions."""
         now = self.scheduler.clock.now()
+        config = self.scheduler.config
+        since = now - config.history_retention
         table, known = self.scheduler.table, self._known
         recurring_names = [
             name for name, task in self.scheduler.tasks.items() if task.kind == "recurring"
@@ -112,6 +154,7 @@ class Reads:
             return {
                 "counts": self._counts(conn, now),
                 "task_counts": _store.task_counts(conn, table, names=sorted(known), now=now),
+                "outcomes": _history_store.outcome_counts(conn, table, since=since),
                 "recurring": _store.recurring_executions(
                     conn, table, names=recurring_names, instance_id=RECURRING_INSTANCE_ID
                 ),
@@ -122,10 +165,13 @@ class Reads:
 
         found = await self.db.run(read, read_only=True)
         tasks = self.scheduler.tasks
+        counted = counted_outcomes(config.history)
         return {
             "now": now,
             "counts": found["counts"],
-            "tasks": view_tasks(tasks, found["task_counts"]),
+            "tasks": view_tasks(tasks, found["task_counts"], found["outcomes"], counted),
+            "counted_outcomes": counted,
+            "dead_letters": sum(c["requeueable"] for c in found["outcomes"].values()),
             "recurring": view_recurring(
                 tasks, {name: self._view(e, now) for name, e in found["recurring"].items()}
             ),
@@ -209,5 +255,84 @@ class Reads:
                     now=now,
                 )
             return done, None if done else _store.get_execution(conn, table, task, instance)
+
+        return await self.db.run(write, read_only=False)
+
+    async def history(self, listing: HistoryListing) -> dict[str, Any]:
+        """One page of history entries, with the counts and how many pages there are."""
+        now = self.scheduler.clock.now()
+        table = self.scheduler.table
+        filters: dict[str, Any] = {
+            "task_name": listing.task,
+            "instance_id": listing.instance,
+            "outcomes": listing.outcomes,
+        }
+
+        def read(
+            conn: Connection,
+        ) -> tuple[dict[str, int], int, list[tuple[HistoryEntry, str | None, str | None]]]:
+            counts = self._counts(conn, now)
+            total = _history_store.count_entries(conn, table, **filters)
+            rows = (
+                _history_store.list_previews(
+                    conn,
+                    table,
+                    limit=listing.per_page,
+                    offset=listing.offset,
+                    preview=PREVIEW_CHARS,
+                    **filters,
+                )
+                if listing.offset < total
+                else []
+            )
+            return counts, total, rows
+
+        counts, total, rows = await self.db.run(read, read_only=True)
+        return {
+            "now": now,
+            "counts": counts,
+            "total": total,
+            "pages": max(1, math.ceil(total / listing.per_page)),
+            "entries": [
+                view_listed_entry(entry, data_preview=data, error_preview=error)
+                for entry, data, error in rows
+            ],
+        }
+
+    async def entry(
+        self, history_id: int
+    ) -> tuple[datetime, dict[str, int], EntryView | None, Execution | None]:
+        """The time, the counts, the view of one history entry (``None`` if there is none)
+        and the execution that has its key in the table now, if one does."""
+        now = self.scheduler.clock.now()
+        table = self.scheduler.table
+
+        def read(
+            conn: Connection,
+        ) -> tuple[dict[str, int], HistoryEntry | None, Execution | None]:
+            entry = _history_store.get(conn, table, history_id)
+            current = (
+                None
+                if entry is None
+                else _store.get_execution(conn, table, entry.task_name, entry.instance_id)
+            )
+            return self._counts(conn, now), entry, current
+
+        counts, entry, current = await self.db.run(read, read_only=True)
+        return now, counts, None if entry is None else view_entry(entry), current
+
+    async def requeue(self, history_id: int) -> tuple[bool, HistoryEntry | None, bool]:
+        """Requeue the entry ``history_id`` as ``Scheduler.requeue`` does; whether it was
+        done, the entry (``None`` if there is none), and whether an execution has its key
+        in the table after the attempt."""
+        table = self.scheduler.table
+
+        def write(conn: Connection) -> tuple[bool, HistoryEntry | None, bool]:
+            done = self.scheduler.requeue(conn, history_id)
+            entry = _history_store.get(conn, table, history_id)
+            if entry is None:
+                return done, None, False
+            current = _store.get_execution(conn, table, entry.task_name, entry.instance_id)
+            return done, entry, current is not None
 
         return await self.db.run(write, read_only=False)

@@ -13,9 +13,11 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from sqla_scheduler._durations import format_duration
+from sqla_scheduler._statements.history import REQUEUEABLE
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.exceptions import InvalidScheduleError
 from sqla_scheduler.executions import Execution
+from sqla_scheduler.history import HistoryEntry, HistorySetting, Outcome, keeps
 from sqla_scheduler.schedules import (
     Cron,
     Daily,
@@ -28,16 +30,22 @@ from sqla_scheduler.schedules import (
 from sqla_scheduler.tasks import RecurringTask, Task, TaskKind
 
 __all__ = [
+    "COUNTED_OUTCOMES",
     "PREVIEW_CHARS",
     "STATES",
+    "EntryView",
     "ExecutionView",
     "RecurringView",
     "TaskView",
+    "counted_outcomes",
     "describe_schedule",
+    "elapsed",
     "heartbeat_health",
     "iso",
     "relative",
+    "view_entry",
     "view_execution",
+    "view_listed_entry",
     "view_recurring",
     "view_tasks",
 ]
@@ -76,6 +84,19 @@ def relative(delta: timedelta) -> str:
         return f"{hours} h {minutes} min" if minutes else f"{hours} h"
     days, hours = divmod(hours, 24)
     return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def elapsed(delta: timedelta) -> str:
+    """How long an attempt ran, to the precision its length calls for: ``4 ms``, ``1.25 s``,
+    ``42.1 s``, then as ``relative`` puts it."""
+    seconds = delta.total_seconds()
+    if seconds < 1:
+        return f"{round(seconds * 1000)} ms"
+    if seconds < 10:
+        return f"{seconds:.2f} s"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    return relative(delta)
 
 
 def heartbeat_health(
@@ -249,14 +270,106 @@ def view_execution(
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class EntryView:
+    """One history entry as the page shows it."""
+
+    entry: HistoryEntry
+    #: The first line of the error (its type and message), cut to a preview's length.
+    error_line: str | None
+    #: A one-line preview of the payload of a requeueable entry (``None`` for the others,
+    #: which keep none), and the payload as indented JSON text on the entry's own page.
+    payload_preview: str | None
+    payload: str | None
+    #: Whether the view has the entry's error and payload in full (its own page) or only
+    #: their previews (a listing, which reads no more).
+    full: bool
+
+    @property
+    def requeueable(self) -> bool:
+        """Whether the entry is a dead letter, which requeue can schedule again."""
+        return self.entry.outcome in REQUEUEABLE
+
+    def to_json(self) -> dict[str, Any]:
+        """The view as JSON-ready values (datetimes as ISO 8601 text)."""
+        e = self.entry
+        return {
+            "id": e.id,
+            "task_name": e.task_name,
+            "instance_id": e.instance_id,
+            "outcome": e.outcome,
+            "requeueable": self.requeueable,
+            "execution_time": iso(e.execution_time),
+            "started_at": iso(e.started_at),
+            "finished_at": iso(e.finished_at),
+            "duration_seconds": None if e.duration is None else e.duration.total_seconds(),
+            "picked_by": e.picked_by,
+            "attempt": e.attempt,
+            "priority": e.priority,
+            "error_line": self.error_line,
+            "data_preview": self.payload_preview,
+            **({"error": e.error, "data": e.data} if self.full else {}),
+        }
+
+
+def _error_line(error: str | None) -> str | None:
+    lines = (error or "").splitlines()
+    return _shorten(lines[0]) if lines else None
+
+
+def view_entry(entry: HistoryEntry) -> EntryView:
+    """The ``EntryView`` of an entry read in full."""
+    kept = entry.outcome in REQUEUEABLE
+    return EntryView(
+        entry=entry,
+        error_line=_error_line(entry.error),
+        payload_preview=_preview(entry.data) if kept else None,
+        payload=_pretty(entry.data) if kept else None,
+        full=True,
+    )
+
+
+def view_listed_entry(
+    entry: HistoryEntry, *, data_preview: str | None, error_preview: str | None
+) -> EntryView:
+    """The ``EntryView`` of an entry of a listing, which read only the first characters of
+    its payload's JSON text and of its error."""
+    kept = entry.outcome in REQUEUEABLE
+    return EntryView(
+        entry=entry,
+        error_line=_error_line(error_preview),
+        # a NULL payload has no JSON text: its preview is that of None
+        payload_preview=_shorten("null" if data_preview is None else data_preview)
+        if kept
+        else None,
+        payload=None,
+        full=False,
+    )
+
+
+#: The outcomes the overview counts for each task, over ``history_retention``.
+COUNTED_OUTCOMES: tuple[Outcome, ...] = ("succeeded", "failed")
+
+
+def counted_outcomes(setting: HistorySetting) -> tuple[Outcome, ...]:
+    """Those of ``COUNTED_OUTCOMES`` that the ``history`` setting records."""
+    return tuple(outcome for outcome in COUNTED_OUTCOMES if keeps(setting, outcome))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TaskView:
-    """A registered task with how many of its executions are in each state."""
+    """A registered task with how many of its executions are in each state, how many of
+    its attempts ended in each recorded outcome of ``COUNTED_OUTCOMES`` lately, and how
+    many of its entries are dead letters."""
 
     name: str
     kind: TaskKind
     priority: int
     max_retries: int | None
     counts: Mapping[str, int]
+    #: By outcome, for the outcomes the ``history`` setting records (none with ``none``).
+    outcomes: Mapping[str, int]
+    #: How many of its entries are dead letters (abandoned or undecodable), however old.
+    dead_letters: int
 
     def to_json(self) -> dict[str, Any]:
         """The view as JSON-ready values."""
@@ -266,17 +379,25 @@ class TaskView:
             "priority": self.priority,
             "max_retries": self.max_retries,
             "counts": dict(self.counts),
+            "outcomes": dict(self.outcomes),
+            "dead_letters": self.dead_letters,
         }
 
 
 def view_tasks(
-    tasks: Mapping[str, Task[Any]], counts: Mapping[str, Mapping[str, int]]
+    tasks: Mapping[str, Task[Any]],
+    counts: Mapping[str, Mapping[str, int]],
+    outcomes: Mapping[str, Mapping[str, int]],
+    counted: Sequence[Outcome],
 ) -> dict[TaskKind, list[TaskView]]:
-    """The registered tasks by kind, each kind sorted by name."""
+    """The registered tasks by kind, each kind sorted by name, with their ``counted``
+    outcomes and their dead letters from ``outcomes`` (by task name, then outcome, as
+    ``_history_store.outcome_counts`` counts them)."""
     empty = dict.fromkeys(("all", "scheduled", "due", "running", "failing"), 0)
     by_kind: dict[TaskKind, list[TaskView]] = {kind: [] for kind in KINDS}
     for name in sorted(tasks):
         task = tasks[name]
+        recorded = outcomes.get(name, {})
         by_kind[task.kind].append(
             TaskView(
                 name=name,
@@ -284,6 +405,8 @@ def view_tasks(
                 priority=task.priority,
                 max_retries=task.max_retries,
                 counts=counts.get(name, empty),
+                outcomes={outcome: recorded.get(outcome, 0) for outcome in counted},
+                dead_letters=recorded.get("requeueable", 0),
             )
         )
     return by_kind

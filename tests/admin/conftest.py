@@ -3,8 +3,10 @@ executions in every state (some with hostile text), and an HTTP client on the AS
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta, timezone
+from html.parser import HTMLParser
 from typing import Any
 
 import httpx
@@ -15,7 +17,7 @@ from starlette.types import ASGIApp
 
 from sqla_scheduler import ManualClock, Scheduler, custom, one_time, recurring
 from sqla_scheduler.admin import create_app
-from sqla_scheduler.models import table_for
+from sqla_scheduler.models import history_table, table_for
 from tests.conftest import Harness
 
 NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
@@ -30,6 +32,13 @@ BOUNCE_ERROR = (
 XSS_ESCAPED = "&lt;img src=x onerror=alert(1)&gt;"
 #: An orphaned task name that would run script too.
 XSS_TASK = "<svg onload=alert(3)>"
+#: The error of the abandoned ``send-email`` entry of the hostile instance.
+ABANDONED_ERROR = (
+    "ValueError: </pre><script>alert(6)</script>\nTraceback (most recent call last):\n"
+    '  File "mail.py", line 9, in send\n    raise ValueError(html)'
+)
+#: Its payload, kept in history.
+ABANDONED_DATA = {"html": XSS, "note": "</pre><script>alert(7)</script>", "n": 3}
 
 
 @recurring("nightly-report", "CRON|0 0 2 * * ?")
@@ -165,6 +174,93 @@ def seed(engine: Engine, now: datetime = NOW) -> None:
         conn.execute(insert(table_for()), rows)
 
 
+def entry_row(
+    task: str, instance: str, outcome: str, finished: datetime, **values: Any
+) -> dict[str, Any]:
+    """A history entry's row; its payload (``data``) as the JSON text history keeps."""
+    data = values.pop("data", None)
+    return {
+        "task_name": task,
+        "task_instance": instance,
+        "outcome": outcome,
+        "execution_time": finished - timedelta(seconds=1),
+        "started_at": finished - timedelta(milliseconds=250),
+        "finished_at": finished,
+        "picked_by": "worker-1",
+        "attempt": 1,
+        "error": None,
+        "task_data": None if data is None else json.dumps(data),
+        "priority": 0,
+        **values,
+    }
+
+
+def seed_history(engine: Engine, now: datetime = NOW) -> None:
+    """History entries, oldest first (so that ids follow time), relative to ``now``.
+
+    A success of ``nightly-report`` 20 days ago, before the 14 days of
+    ``history_retention``. Within them: an orphaned task's abandoned entry (3 days ago);
+    ``send-email`` succeeded once (``welcome-1``), failed twice (``bounce-3``, attempts 1
+    and 2) and was abandoned once (the hostile instance, with its payload);
+    ``sync-account`` had an undecodable payload; ``nightly-report`` died once (its
+    scheduler stopped). Three dead letters in all.
+    """
+    m, h, d = timedelta(minutes=1), timedelta(hours=1), timedelta(days=1)
+    entries = [
+        entry_row("nightly-report", "recurring", "succeeded", now - 20 * d),
+        entry_row(
+            "legacy-import",
+            "batch-2018",
+            "abandoned",
+            now - 3 * d,
+            data={"file": "2018.csv"},
+            error="OSError: no such file",
+        ),
+        entry_row("send-email", "welcome-1", "succeeded", now - 3 * h),
+        entry_row("send-email", "bounce-3", "failed", now - 2 * h, error=BOUNCE_ERROR),
+        entry_row(
+            "send-email",
+            "bounce-3",
+            "failed",
+            now - 90 * m,
+            error=BOUNCE_ERROR,
+            attempt=2,
+            picked_by="worker-2",
+            started_at=now - 90 * m - timedelta(seconds=12.5),
+        ),
+        entry_row(
+            "send-email",
+            XSS,
+            "abandoned",
+            now - h,
+            data=ABANDONED_DATA,
+            error=ABANDONED_ERROR,
+            attempt=3,
+        ),
+        entry_row(
+            "sync-account",
+            "acct-9",
+            "undecodable",
+            now - 45 * m,
+            started_at=None,
+            data={"account": "nine"},
+            error="PayloadError: account must be an int",
+            priority=5,
+        ),
+        entry_row(
+            "nightly-report",
+            "recurring",
+            "dead",
+            now - 30 * m,
+            picked_by="worker-3",
+            started_at=now - 2 * h,
+            error="DeadExecution: worker-3 stopped heartbeating",
+        ),
+    ]
+    with engine.begin() as conn:
+        conn.execute(insert(history_table(table_for())), entries)
+
+
 def seed_many(engine: Engine, count: int, now: datetime = NOW) -> None:
     """``count`` one-time executions in one statement: every 10th running, every 7th
     failing, spread over ``send-email`` and ``sync-account``, one a second from ``now``."""
@@ -191,6 +287,23 @@ def seed_many(engine: Engine, count: int, now: datetime = NOW) -> None:
             {"now": now, "count": count},
         )
         conn.execute(text("analyze scheduled_tasks"))
+
+
+class _TagCollector(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, attrs))
+
+
+def start_tags(html: str) -> list[tuple[str, list[tuple[str, str | None]]]]:
+    """Every start tag of ``html``, as a browser's tokenizer sees it, with its attributes."""
+    parser = _TagCollector()
+    parser.feed(html)
+    parser.close()
+    return parser.tags
 
 
 def client_for(

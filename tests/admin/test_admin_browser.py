@@ -1,6 +1,6 @@
 """The admin page in a real headless Chromium (Debian's ``chromium``, driven by Playwright),
 served by uvicorn on the loopback interface: sign-in, sections, hostile text that must not
-run, and each action.
+run, the history and its dead letters, and each action, requeue included.
 
 Set ``SQLA_SCHEDULER_ADMIN_SCREENSHOT=docs/admin.png`` to keep the overview's screenshot.
 """
@@ -16,10 +16,12 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import pytest
 from sqlalchemy import Engine, create_engine, select, update
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -28,9 +30,18 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.types import ASGIApp
 
+from sqla_scheduler import ManualClock, Scheduler, one_time
 from sqla_scheduler.admin import create_app
 from sqla_scheduler.models import table_for
-from tests.admin.conftest import PASSWORD, USER, XSS, XSS_TASK, make_scheduler, seed
+from tests.admin.conftest import (
+    PASSWORD,
+    USER,
+    XSS,
+    XSS_TASK,
+    make_scheduler,
+    seed,
+    seed_history,
+)
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -323,6 +334,133 @@ def test_actions_in_a_browser(browser: Browser, pg_url: str) -> None:
             page.wait_for_load_state()
             assert "Nothing was done" in page.inner_text("main")
             assert _row(engine, "send-email", "welcome-1").execution_time == now + timedelta(days=3)
+
+            assert watch.dialogs == []
+            assert watch.csp_violations() == []
+            context.close()
+    finally:
+        engine.dispose()
+
+
+def test_history_in_a_browser(browser: Browser, pg_url: str) -> None:
+    now = _now()
+    engine = create_engine(pg_url)
+    seed(engine, now)
+    seed_history(engine, now)
+    app = create_app(make_scheduler(engine, now), username=USER, password=PASSWORD)
+    try:
+        with live(Starlette(routes=[Mount(MOUNT, app=app)])) as base:
+            context = browser.new_context(
+                http_credentials={"username": USER, "password": PASSWORD},
+                viewport={"width": 1440, "height": 900},
+            )
+            page = context.new_page()
+            watch = Watch(page)
+            page.goto(f"{base}{MOUNT}/")
+
+            # The overview counts the failures of each task (history="failures") and
+            # links to the dead letters with their count.
+            counted = page.locator("#history table.outcomes")
+            assert counted.locator("th.outcome-count").all_inner_texts() == ["Failed last 14 d"]
+            send_email = counted.locator("tr", has_text="send-email")
+            assert send_email.locator("td.failed").inner_text() == "2"
+            assert send_email.locator("td.dead-letters").inner_text() == "1"
+            dead_letters = page.locator("#history a.dead-letters")
+            assert dead_letters.inner_text() == "Dead letters 3"
+            dead_letters.click()
+            page.wait_for_load_state()
+            assert page.url == f"{base}{MOUNT}/dead-letters"
+            rows = page.locator("table.history tbody tr")
+            assert rows.count() == 3
+            assert page.locator("table.history tbody tr .instance").nth(1).inner_text() == XSS
+            # Read-only: nothing to requeue with.
+            assert page.locator("button", has_text="Requeue").count() == 0
+            assert page.locator("form[method=post]").count() == 0
+
+            # Filtered through the form.
+            page.select_option("select[name=outcome]", "abandoned")
+            page.click("button[type=submit]")
+            page.wait_for_load_state()
+            assert "outcome=abandoned" in page.url
+            assert rows.count() == 2
+
+            # The hostile entry's page: its error and payload are text, never markup.
+            page.locator("table.history tr", has_text="send-email").locator("a.entry").click()
+            page.wait_for_load_state()
+            assert page.locator("h1 .badge").inner_text() == "abandoned"
+            error = page.locator("pre.error").inner_text()
+            assert error.startswith("ValueError: </pre><script>alert(6)</script>\nTraceback")
+            payload = page.locator("pre.payload").inner_text()
+            assert f'"html": "{XSS}"' in payload
+            assert "</pre><script>alert(7)</script>" in payload
+
+            # All of history, filtered by task and outcome, newest first.
+            page.goto(f"{base}{MOUNT}/history")
+            assert page.locator("table.history tbody tr").count() == 8
+            page.fill("input[name=task]", "send-email")
+            page.select_option("select[name=outcome]", "failed")
+            page.click("button[type=submit]")
+            page.wait_for_load_state()
+            attempts = page.locator("table.history tbody tr td:nth-child(7)").all_inner_texts()
+            assert attempts == ["2", "1"]
+            assert page.locator("code.error-line").first.inner_text() == (
+                "OSError: mailbox unavailable"
+            )
+
+            assert page.locator("img").count() == 0
+            assert watch.dialogs == [], "injected script ran"
+            assert watch.csp_violations() == []
+            context.close()
+    finally:
+        engine.dispose()
+
+
+@one_time("charge", max_retries=0)
+def _charge(ctx: Any) -> None:
+    raise ValueError(f"card {ctx.payload['card']} declined")
+
+
+def test_requeue_in_a_browser(browser: Browser, pg_url: str) -> None:
+    now = _now()
+    engine = create_engine(pg_url)
+    scheduler = Scheduler(engine, [_charge], clock=ManualClock(now))
+    scheduler.schedule(engine, _charge.instance("c1", {"card": "4242"}))
+    # Playwright's sync API holds this thread's event loop: run the scheduler in another.
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(anyio.run, scheduler.run_due).result(timeout=30) == 1
+    assert _row(engine, "charge", "c1") is None  # abandoned: it left the table
+    app = create_app(scheduler, username=USER, password=PASSWORD, actions=True)
+    try:
+        with live(Starlette(routes=[Mount(MOUNT, app=app)])) as base:
+            context = browser.new_context(
+                http_credentials={"username": USER, "password": PASSWORD},
+                viewport={"width": 1440, "height": 900},
+            )
+            page = context.new_page()
+            watch = Watch(page)
+            page.goto(f"{base}{MOUNT}/dead-letters")
+            row = page.locator("table.history tbody tr", has_text="c1")
+            assert "ValueError: card 4242 declined" in row.inner_text()
+            row.get_by_text("Requeue").click()
+            page.wait_for_load_state()
+            assert page.url.startswith(f"{base}{MOUNT}/dead-letters?done=requeue")
+            notice = page.locator("p.notice").inner_text()
+            assert notice == "Done: the execution was requeued: scheduled again, due now."
+            requeued = _row(engine, "charge", "c1")
+            assert requeued is not None
+            assert (requeued.task_data, requeued.execution_time) == ({"card": "4242"}, now)
+
+            # Its entry stays; its page now says the execution is back, and offers nothing.
+            page.locator("table.history tr", has_text="c1").locator("a.entry").click()
+            page.wait_for_load_state()
+            back_in_table = page.locator("dl.fields a", has_text="an execution with this key")
+            assert back_in_table.count() == 1
+            assert page.locator("button", has_text="Requeue").count() == 0
+            assert "requeue would do nothing" in page.locator(".detail-actions").inner_text()
+            back_in_table.click()
+            page.wait_for_load_state()
+            assert "/execution?task=charge&instance=c1" in page.url
+            assert '"card": "4242"' in page.locator("pre.payload").inner_text()
 
             assert watch.dialogs == []
             assert watch.csp_violations() == []

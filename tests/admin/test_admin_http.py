@@ -7,7 +7,6 @@ import base64
 import re
 import sys
 import time
-from html.parser import HTMLParser
 from typing import Any
 
 import httpx
@@ -35,29 +34,22 @@ from tests.admin.conftest import (
     make_scheduler,
     row,
     seed_many,
+    start_tags,
 )
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.anyio
 
-PAGES = ["/", "/executions", "/executions?state=failing", "/api/summary", "/static/admin.css"]
-
-
-class _TagCollector(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, attrs))
-
-
-def _tags(html: str) -> list[tuple[str, list[tuple[str, str | None]]]]:
-    """Every start tag of ``html``, as a browser's tokenizer sees it, with its attributes."""
-    parser = _TagCollector()
-    parser.feed(html)
-    parser.close()
-    return parser.tags
+PAGES = [
+    "/",
+    "/executions",
+    "/executions?state=failing",
+    "/history",
+    "/dead-letters",
+    "/api/summary",
+    "/api/history",
+    "/static/admin.css",
+]
 
 
 def _section(html: str, name: str) -> str:
@@ -210,7 +202,7 @@ async def test_a_database_error_is_a_plain_500_with_the_headers() -> None:
 async def test_pages_have_no_inline_script_or_style(seeded: Harness, make_app: AppFactory) -> None:
     async with client_for(make_app(actions=True)) as client:
         for path in ("/", "/executions", "/execution?task=send-email&instance=welcome-1"):
-            tags = _tags((await client.get(path)).text)
+            tags = start_tags((await client.get(path)).text)
             assert {"script", "style", "img", "svg", "iframe"}.isdisjoint(t for t, _ in tags)
             attributes = {name for _, attrs in tags for name, _ in attrs}
             assert "style" not in attributes

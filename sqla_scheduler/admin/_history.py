@@ -1,0 +1,173 @@
+"""The admin page's history: the entries of finished attempts, the dead letters among them
+(abandoned and undecodable entries, which keep their payload), one entry in full, and the
+requeue action.
+"""
+
+from __future__ import annotations
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from sqla_scheduler._statements.history import REQUEUEABLE
+from sqla_scheduler.admin._pages import (
+    NOTICES,
+    Pages,
+    back_to,
+    logger,
+    page_params,
+    positive_int,
+    text_param,
+)
+from sqla_scheduler.admin._reads import HistoryListing
+from sqla_scheduler.history import OUTCOMES, HistoryEntry
+from sqla_scheduler.models import MAX_INSTANCE_ID_LENGTH, MAX_TASK_NAME_LENGTH
+
+__all__ = ["HistoryPages"]
+
+
+class HistoryPages:
+    """The request handlers of the history pages and of requeue."""
+
+    def __init__(self, pages: Pages) -> None:
+        self.pages = pages
+        self.scheduler = pages.scheduler
+        self.reads = pages.reads
+
+    async def listing(self, request: Request) -> Response:
+        """One page of history entries, newest first, filtered by task, instance and outcome."""
+        return await self._listing(request, dead_letters=False)
+
+    async def dead_letters(self, request: Request) -> Response:
+        """One page of the abandoned and undecodable entries, newest first."""
+        return await self._listing(request, dead_letters=True)
+
+    async def _listing(self, request: Request, *, dead_letters: bool) -> Response:
+        listing = _listing_params(request, self.pages.page_size, dead_letters=dead_letters)
+        found = await self.reads.history(listing)
+        config = self.scheduler.config
+        return self.pages.render(
+            request,
+            "history.html",
+            {
+                **found,
+                "listing": listing,
+                "path": "/dead-letters" if dead_letters else "/history",
+                "outcomes": REQUEUEABLE if dead_letters else OUTCOMES,
+                "task_names": sorted(self.scheduler.tasks),
+                "history_setting": config.history,
+                "retention": config.history_retention,
+                "page_name": "dead-letters" if dead_letters else "history",
+            },
+        )
+
+    async def entry(self, request: Request) -> Response:
+        """One history entry: its error and (for a dead letter) its payload in full."""
+        history_id = positive_int(request.query_params.get("id"), "id", default=None)
+        now, counts, view, current = await self.reads.entry(history_id)
+        if view is None:
+            raise HTTPException(404, f"There is no history entry {history_id} (it may be pruned).")
+        return self.pages.render(
+            request,
+            "entry.html",
+            {"now": now, "counts": counts, "h": view, "current": current},
+        )
+
+    async def api_listing(self, request: Request) -> Response:
+        """One page of history entries as JSON."""
+        return await self._api_listing(request, dead_letters=False)
+
+    async def api_dead_letters(self, request: Request) -> Response:
+        """One page of the dead letters as JSON."""
+        return await self._api_listing(request, dead_letters=True)
+
+    async def _api_listing(self, request: Request, *, dead_letters: bool) -> Response:
+        listing = _listing_params(request, self.pages.page_size, dead_letters=dead_letters)
+        found = await self.reads.history(listing)
+        return JSONResponse(
+            {
+                "task": listing.task,
+                "instance": listing.instance,
+                "outcome": listing.outcome,
+                "outcomes": list(listing.outcomes or OUTCOMES),
+                "page": listing.page,
+                "per_page": listing.per_page,
+                "pages": found["pages"],
+                "total": found["total"],
+                "entries": [v.to_json() for v in found["entries"]],
+            }
+        )
+
+    async def api_entry(self, request: Request) -> Response:
+        """One history entry as JSON, its error and payload in full."""
+        history_id = positive_int(request.query_params.get("id"), "id", default=None)
+        _, _, view, current = await self.reads.entry(history_id)
+        if view is None:
+            raise HTTPException(404, f"There is no history entry {history_id} (it may be pruned).")
+        return JSONResponse({**view.to_json(), "in_table": current is not None})
+
+    async def requeue(self, request: Request) -> Response:
+        """Schedule a dead letter's execution again, due now, with its payload."""
+        user, form = await self.pages.checked_form(request, "requeue")
+        history_id = positive_int(form.get("id"), "id", default=None)
+        done, entry, in_table = await self.reads.requeue(history_id)
+        why = "" if done else _why_not(history_id, entry, in_table)
+        logger.info(
+            "requeue by %r of history entry %d (%r / %r): %s",
+            user,
+            history_id,
+            None if entry is None else entry.task_name,
+            None if entry is None else entry.instance_id,
+            NOTICES["requeue"] if done else "refused: " + why,
+            extra={
+                "admin_user": user,
+                "admin_action": "requeue",
+                "history_id": history_id,
+                "task_name": None if entry is None else entry.task_name,
+                "instance_id": None if entry is None else entry.instance_id,
+                "done": done,
+            },
+        )
+        if done:
+            return back_to(request, form.get("back"), "requeue")
+        if entry is None:
+            raise HTTPException(404, f"Nothing was done: {why}.")
+        raise HTTPException(409, f"Nothing was done: {why}.")
+
+
+def _listing_params(request: Request, page_size: int, *, dead_letters: bool) -> HistoryListing:
+    """The history listing a request asks for; a 400 naming the parameter when it is wrong."""
+    q = request.query_params
+    allowed = REQUEUEABLE if dead_letters else OUTCOMES
+    outcome = q.get("outcome") or None
+    if outcome is not None and outcome not in allowed:
+        raise HTTPException(
+            400,
+            ("for dead letters, " if dead_letters else "")
+            + f"outcome must be one of {', '.join(allowed)} (or empty for all)",
+        )
+    page, per_page = page_params(q, page_size)
+    return HistoryListing(
+        dead_letters=dead_letters,
+        task=text_param(q, "task", MAX_TASK_NAME_LENGTH),
+        instance=text_param(q, "instance", MAX_INSTANCE_ID_LENGTH),
+        outcome=outcome,  # type: ignore[arg-type]  # checked against OUTCOMES above
+        page=page,
+        per_page=per_page,
+    )
+
+
+def _why_not(history_id: int, entry: HistoryEntry | None, in_table: bool) -> str:
+    if entry is None:
+        return f"there is no history entry {history_id} (it may be pruned)"
+    if entry.outcome not in REQUEUEABLE:
+        return (
+            f"entry {history_id} is {entry.outcome}; only abandoned and undecodable entries "
+            "(dead letters) can be requeued"
+        )
+    if in_table:
+        return (
+            f"an execution of {entry.task_name} / {entry.instance_id} is in the table "
+            "already (requeued before, or scheduled again)"
+        )
+    return f"an execution of {entry.task_name} / {entry.instance_id} was in the table"

@@ -1,0 +1,265 @@
+"""What every page of one admin app shares: the scheduler and its reads, the templates and
+how a page is rendered, the checks of query parameters and action forms, and error pages.
+
+The handlers live by subject (``_app`` for executions, ``_history`` for the history
+table), each over one ``Pages``. Links are built from the ASGI ``root_path``, so the app
+works wherever it is mounted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+import jinja2
+from starlette.datastructures import QueryParams
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from sqla_scheduler.admin._reads import Reads
+from sqla_scheduler.admin._security import USER_KEY, csrf_token, csrf_valid
+from sqla_scheduler.admin._views import STATES, elapsed, relative
+from sqla_scheduler.scheduler import Scheduler
+
+__all__ = [
+    "HERE",
+    "MAX_PAGE_SIZE",
+    "NOTICES",
+    "Pages",
+    "app_path",
+    "back_to",
+    "logger",
+    "page_params",
+    "positive_int",
+    "refusing_nul",
+    "text_param",
+]
+
+logger = logging.getLogger("sqla_scheduler.admin")
+
+HERE = Path(__file__).parent
+MAX_PAGE_SIZE = 500
+_MAX_FORM_BYTES = 16 * 1024
+_REFRESH_RANGE = (2, 3600)
+#: What each action did, in words for the log and the confirmation ("the execution was ...").
+NOTICES = {
+    "run-now": "rescheduled to now",
+    "retry": "rescheduled to now for a retry",
+    "delete": "deleted",
+    "requeue": "requeued: scheduled again, due now",
+}
+
+
+class Pages:
+    """The parts of one admin app that its handlers share."""
+
+    def __init__(
+        self, scheduler: Scheduler, *, actions: bool, secret: bytes, page_size: int
+    ) -> None:
+        self.scheduler = scheduler
+        self.reads = Reads(scheduler)
+        self.actions = actions
+        self.secret = secret
+        self.page_size = page_size
+        self.templates = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(HERE / "templates"),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.templates.filters["when"] = _when
+        self.templates.filters["relative"] = relative
+        self.templates.filters["elapsed"] = elapsed
+        self.templates.filters["number"] = "{:,}".format
+
+    def render(
+        self, request: Request, template: str, context: Mapping[str, Any], status: int = 200
+    ) -> HTMLResponse:
+        """``template`` rendered with ``context`` and what every page has."""
+        root: str = request.scope.get("root_path", "")
+        refresh = _refresh(request)
+
+        def url(path: str, **params: Any) -> str:
+            """A link to ``path`` of this app, keeping the page's auto-refresh."""
+            if refresh is not None and "refresh" not in params:
+                params["refresh"] = refresh
+            query = urlencode({k: v for k, v in params.items() if v is not None and v != ""})
+            return root + path + ("?" + query if query else "")
+
+        def here(**changes: Any) -> str:
+            """A link to this page with some query parameters changed (``None`` drops one)."""
+            params = {k: v for k, v in request.query_params.items() if k != "done"}
+            for name, value in changes.items():
+                if value is None:
+                    params.pop(name, None)
+                else:
+                    params[name] = str(value)
+            query = urlencode(params)
+            return root + app_path(request, query=False) + ("?" + query if query else "")
+
+        user = request.scope.get(USER_KEY, "")
+        html = self.templates.get_template(template).render(
+            {
+                "request_path": app_path(request),
+                "url": url,
+                "here": here,
+                "page_name": "",
+                "page_state": "",
+                "static": lambda name: f"{root}/static/{name}",
+                "refresh": refresh,
+                "actions": self.actions,
+                "csrf": csrf_token(self.secret, user) if self.actions else "",
+                "user": user,
+                "scheduler_name": self.scheduler.config.scheduler_name,
+                "table_name": self.scheduler.table.fullname,
+                "states": STATES,
+                "notice": NOTICES.get(request.query_params.get("done", "")),
+                **context,
+            }
+        )
+        return HTMLResponse(html, status_code=status)
+
+    async def checked_form(self, request: Request, action: str) -> tuple[str, dict[str, str]]:
+        """The signed-in user and the form of an action's POST; a 403 when its CSRF token
+        is missing or wrong."""
+        user: str = request.scope.get(USER_KEY, "")
+        form = await _read_form(request)
+        if not csrf_valid(self.secret, user, form.get("csrf")):
+            logger.warning("refused %s by %r: missing or wrong CSRF token", action, user)
+            raise HTTPException(403, "The form's token is missing or wrong; reload the page.")
+        return user, form
+
+    async def http_error(self, request: Request, exc: Exception) -> Response:
+        """Errors as JSON under ``/api``, as a page elsewhere."""
+        assert isinstance(exc, HTTPException)
+        headers = dict(exc.headers or {})
+        if app_path(request).startswith("/api/"):
+            return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=headers)
+        return self.render(
+            request,
+            "message.html",
+            {"status": exc.status_code, "message": exc.detail, "counts": None},
+            status=exc.status_code,
+        )
+
+
+def back_to(request: Request, back: str | None, action: str) -> RedirectResponse:
+    """The answer to an action that was done: back to the page it came from (``back``, if
+    it is a page of this app), which confirms it."""
+    root = request.scope.get("root_path", "")
+    return RedirectResponse(root + _with_done(_safe_back(back), action), status_code=303)
+
+
+def text_param(q: QueryParams, name: str, max_length: int) -> str | None:
+    """The query parameter ``name`` (``None`` when absent or empty); a 400 when it is
+    longer than ``max_length``."""
+    value = q.get(name) or None
+    if value is not None and len(value) > max_length:
+        raise HTTPException(400, f"{name} is longer than {max_length} characters")
+    return value
+
+
+def page_params(q: QueryParams, page_size: int) -> tuple[int, int]:
+    """A listing's ``page`` and ``per_page`` (at most ``MAX_PAGE_SIZE``)."""
+    page = positive_int(q.get("page"), "page", default=1)
+    per_page = positive_int(q.get("per_page"), "per_page", default=page_size)
+    if per_page > MAX_PAGE_SIZE:
+        raise HTTPException(400, f"per_page must be at most {MAX_PAGE_SIZE}")
+    return page, per_page
+
+
+def positive_int(raw: str | None, name: str, *, default: int | None) -> int:
+    """``raw`` as a whole number of at least 1; ``default`` when absent (required if None)."""
+    if raw is None or raw == "":
+        if default is None:
+            raise HTTPException(400, f"{name} is required")
+        return default
+    if not raw.isdigit() or len(raw) > 18:
+        raise HTTPException(400, f"{name} must be a positive whole number")
+    value = int(raw)
+    if value < 1:
+        raise HTTPException(400, f"{name} must be a positive whole number")
+    return value
+
+
+def refusing_nul(
+    endpoint: Callable[[Request], Awaitable[Response]],
+) -> Callable[[Request], Awaitable[Response]]:
+    """``endpoint``, answering 400 to a query with a NUL character (no database stores one
+    in text, so no execution can match it)."""
+
+    async def checked(request: Request) -> Response:
+        if any("\x00" in k or "\x00" in v for k, v in request.query_params.multi_items()):
+            raise HTTPException(400, "A query parameter contains a NUL character.")
+        return await endpoint(request)
+
+    return checked
+
+
+def app_path(request: Request, *, query: bool = True) -> str:
+    """The request's path within this app (without the mount point) and its query."""
+    path: str = request.scope["path"]
+    root: str = request.scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root) :] or "/"
+    if not query:
+        return path
+    query_string = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "done"])
+    return path + ("?" + query_string if query_string else "")
+
+
+def _when(value: datetime | None) -> str:
+    if value is None:
+        return "—"
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _refresh(request: Request) -> int | None:
+    raw = request.query_params.get("refresh", "")
+    if not raw.isdigit() or len(raw) > 6:
+        return None
+    low, high = _REFRESH_RANGE
+    return min(max(int(raw), low), high)
+
+
+def _safe_back(raw: str | None) -> str:
+    """Where to return after an action: a path of this app, never another site."""
+    if not raw or not raw.startswith("/") or raw.startswith("//") or "\\" in raw:
+        return "/"
+    parts = urlsplit(raw)
+    if parts.scheme or parts.netloc or len(raw) > 2000:
+        return "/"
+    return raw
+
+
+def _with_done(back: str, action: str) -> str:
+    parts = urlsplit(back)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "done"]
+    query.append(("done", action))
+    return parts.path + "?" + urlencode(query)
+
+
+async def _read_form(request: Request) -> dict[str, str]:
+    """An url-encoded form body, at most 16 KiB (the action forms are a few hundred bytes)."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/x-www-form-urlencoded":
+        raise HTTPException(415, "Send the form as application/x-www-form-urlencoded.")
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > _MAX_FORM_BYTES:
+            raise HTTPException(413, "The form is too large.")
+    try:
+        text = body.decode()
+    except UnicodeDecodeError:
+        raise HTTPException(400, "The form is not UTF-8.") from None
+    form = dict(parse_qsl(text, keep_blank_values=True))
+    if any("\x00" in k or "\x00" in v for k, v in form.items()):
+        raise HTTPException(400, "A form field contains a NUL character.")
+    return form
