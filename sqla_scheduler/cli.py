@@ -15,10 +15,10 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 from sqlalchemy import make_url
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from sqla_scheduler.scheduler import Scheduler
 
 __all__ = ["cli", "main"]
+
+T = TypeVar("T")
 
 _URL_HELP = "Database URL, e.g. postgresql+psycopg://user@host/db (default: $DATABASE_URL)."
 
@@ -544,6 +546,73 @@ def requeue(history_id: int, url: str | None, spec: str | None) -> None:
         except LookupError as exc:
             _fail(str(exc.args[0]))
     click.echo(f"requeued {entry.task_name}/{entry.instance_id} (history entry {history_id})")
+
+
+# --- control ----------------------------------------------------------------------------
+
+
+def _on_client(url: str | None, spec: str | None, act: Callable[[Scheduler, Any], T]) -> T:
+    """``act(client, connection)`` in one transaction on the database of --url/--app."""
+    from sqla_scheduler.executions import connected
+
+    db_url, scheduler = _client_url(url, spec)
+    with _database_errors(db_url), connected(db_url, scheduler) as (client, conn):
+        return act(client, conn)
+
+
+def _task_name(task_name: str) -> str:
+    from sqla_scheduler._checks import check_task_name
+
+    try:
+        check_task_name(task_name)
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    return task_name
+
+
+@cli.command("pause")
+@click.argument("task_name", metavar="TASK")
+@_with_client_options
+def pause(task_name: str, url: str | None, spec: str | None) -> None:
+    """Pause TASK for every scheduler sharing the table, until `resume TASK`.
+
+    No scheduler picks its executions meanwhile (those running finish); scheduling it
+    still works. The pause is kept in the database: it outlives restarts.
+    """
+    name = _task_name(task_name)
+    if _on_client(url, spec, lambda client, conn: client.pause(conn, name)):
+        click.echo(f"paused {name}")
+    else:
+        click.echo(f"{name} was paused already")
+
+
+@cli.command("resume")
+@click.argument("task_name", metavar="TASK")
+@_with_client_options
+def resume(task_name: str, url: str | None, spec: str | None) -> None:
+    """Let the schedulers pick TASK again; what came due meanwhile runs now (a recurring
+    run missed while paused, once)."""
+    name = _task_name(task_name)
+    if _on_client(url, spec, lambda client, conn: client.resume(conn, name)):
+        click.echo(f"resumed {name}")
+    else:
+        click.echo(f"{name} was not paused")
+
+
+@cli.command("run-now")
+@click.argument("task_name", metavar="TASK")
+@click.argument("instance_id", metavar="[INSTANCE]", default="recurring")
+@_with_client_options
+def run_now(task_name: str, instance_id: str, url: str | None, spec: str | None) -> None:
+    """Make the execution TASK/INSTANCE due now, keeping its payload and schedule.
+
+    INSTANCE defaults to `recurring`, a recurring task's one row. Exits 1 when there is no
+    such execution or a scheduler is running it.
+    """
+    name = _task_name(task_name)
+    if not _on_client(url, spec, lambda client, conn: client.run_now(conn, name, instance_id)):
+        _fail(f"no execution {name}/{instance_id} that is not running: nothing was changed")
+    click.echo(f"{name}/{instance_id} is due now")
 
 
 # --- nodes ------------------------------------------------------------------------------

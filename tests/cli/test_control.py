@@ -1,0 +1,74 @@
+"""``sqla-scheduler pause``, ``resume`` and ``run-now``: control from a shell."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine
+
+from sqla_scheduler import Scheduler, migrate, one_time, recurring
+from tests._cli import cli_env, one_error_line, run
+
+LATER = datetime.now(timezone.utc) + timedelta(days=1)
+
+mail = one_time("mail")(lambda ctx: None)
+hourly = recurring("hourly", "CRON|0 0 * * * ?")(lambda ctx: None)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A migrated database with a mail execution due tomorrow."""
+    if request.param == "sqlite":
+        db_url = f"sqlite:///{tmp_path / 'app.db'}"
+        migrate.upgrade(db_url)
+    else:
+        db_url = request.getfixturevalue("pg_url")
+    engine = create_engine(db_url)
+    try:
+        Scheduler(engine, [mail]).schedule(engine, mail.instance("m1", at=LATER))
+    finally:
+        engine.dispose()
+    return db_url
+
+
+def _client(url: str) -> Any:
+    return Scheduler(create_engine(url), [mail, hourly])
+
+
+def test_pause_and_resume(url: str) -> None:
+    env = cli_env(DATABASE_URL=url)
+    done = run("pause", "mail", env=env)
+    assert (done.returncode, done.stdout) == (0, "paused mail\n"), done.stderr
+    again = run("pause", "mail", env=env)
+    assert (again.returncode, again.stdout) == (0, "mail was paused already\n")
+    client = _client(url)
+    assert client.paused_tasks(client.engine) == frozenset({"mail"})
+    done = run("resume", "mail", "--url", url)
+    assert (done.returncode, done.stdout) == (0, "resumed mail\n"), done.stderr
+    assert run("resume", "mail", "--url", url).stdout == "mail was not paused\n"
+    assert client.paused_tasks(client.engine) == frozenset()
+    client.engine.dispose()
+
+
+def test_run_now(url: str) -> None:
+    done = run("run-now", "mail", "m1", "--url", url)
+    assert (done.returncode, done.stdout) == (0, "mail/m1 is due now\n"), done.stderr
+    client = _client(url)
+    execution = client.get_execution(client.engine, "mail", "m1")
+    client.engine.dispose()
+    assert execution is not None
+    assert execution.execution_time < LATER - timedelta(hours=23)
+    missing = run("run-now", "hourly", "--url", url)  # its row is not registered yet
+    assert missing.returncode == 1
+    assert one_error_line(missing.stderr) == (
+        "sqla-scheduler: no execution hourly/recurring that is not running: nothing was changed"
+    )
+
+
+def test_bad_task_names_are_usage_errors(url: str) -> None:
+    done = run("pause", "x" * 101, "--url", url)
+    assert done.returncode == 2
+    assert "task name" in one_error_line(done.stderr)
