@@ -35,11 +35,13 @@ def drain(
     db: str | None = None,
     floor_key: str = "floor_drain",
     extra: Sequence[str] = (),
+    rows: int | None = None,
 ) -> Figure:
-    """``drain_rows`` due executions scheduled at once, drained by ``processes`` workers;
+    """``drain_rows`` (or ``rows``) due executions scheduled at once, drained by
+    ``processes`` workers;
     on a fresh database, or on ``db`` (which may hold other rows: only the due rows of the
     bench's task are counted)."""
-    n = bench.counts.drain_rows
+    n = rows or bench.counts.drain_rows
     db = db or bench.new_db(key)
     url = bench.cluster.url(db)
     workers: list[Worker] = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import partial
 
+from bench.control import drain_limited, resume_latency
 from bench.floors import floor_batch, floor_drain, floor_single
 from bench.harness import Bench
 from bench.history import history_drains
@@ -30,6 +31,7 @@ FLOOR_OF = {
     "drain_scale": "drain_async_1",
     "drain_history_failures": "drain_history_none",
     "drain_history_all": "drain_history_none",
+    "drain_limited": "drain_async_1",
     "latency_p50": "floor_latency_p50",
     "latency_p95": "floor_latency_p95",
     "latency_p99": "floor_latency_p99",
@@ -43,6 +45,8 @@ SCENARIOS = (
     "drain_async_2",
     "scale",
     "history",
+    "drain_limited",
+    "resume",
     "floor_latency",
     "latency",
     "due_lag",
@@ -58,7 +62,7 @@ SCENARIOS = (
 def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
     """Run every scenario, or those named in ``only`` and the floors they compare with."""
     bench.prepare_template()
-    wanted = set(only) | {"drain_async_1" for key in only if key == "scale"}
+    wanted = set(only) | {"drain_async_1" for key in only if key in ("scale", "drain_limited")}
     wanted |= {"floor_latency" for key in only if key == "latency"}
     wanted |= {FLOOR_OF[key] for key in wanted if key in FLOOR_OF}
 
@@ -87,6 +91,19 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
         "rows/s",
         lambda: history_drains(bench)["drain_history_failures"],
         "history",
+    )
+    s(
+        "drain_limited",
+        "drain of a task with max_concurrency",
+        "rows/s",
+        partial(drain_limited, bench),
+    )
+    s(
+        "resume_p50",
+        "resume-to-start latency",
+        "ms",
+        lambda: resume_latency(bench)[0],
+        "resume",
     )
     s(
         "floor_latency_p50",

@@ -12,7 +12,8 @@ the scheduler's loop runs; with ``--report-starts`` each execution prints
 begins, the key being its instance id (``#retry`` added on a retry). ``--cron EXPR`` adds
 a recurring ``tick`` task on that cron schedule (key ``tick@<execution_time>``);
 ``--fail-first`` makes the first attempt of each ``noop`` execution fail,
-``--retry-delay`` sets ``retry_base_delay`` and ``--history`` the ``history`` setting.
+``--retry-delay`` sets ``retry_base_delay``, ``--history`` the ``history`` setting and
+``--max-concurrency`` the task's ``max_concurrency``.
 SIGTERM or SIGINT stops the scheduler
 gracefully (``request_stop``) and the process exits 0.
 """
@@ -59,6 +60,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--fail-first", action="store_true")
     parser.add_argument("--retry-delay", type=float, default=None, help="seconds")
     parser.add_argument("--history", choices=("failures", "all", "none"), default=None)
+    parser.add_argument("--max-concurrency", type=int, default=None, help="the task's limit")
     parser.add_argument("--log-level", default="WARNING")
     return parser.parse_args(argv)
 
@@ -73,7 +75,12 @@ def _report(ctx: ExecutionContext[Any], key: str) -> None:
     _emit(f"START {key} {time.time():.6f} {ctx.execution_time.timestamp():.6f}")
 
 
-def make_task(handler_kind: str, report_starts: bool, fail_first: bool = False) -> OneTimeTask[Any]:
+def make_task(
+    handler_kind: str,
+    report_starts: bool,
+    fail_first: bool = False,
+    max_concurrency: int | None = None,
+) -> OneTimeTask[Any]:
     """The ``noop`` task, with an ``async def`` or a plain ``def`` handler."""
 
     def begin(ctx: ExecutionContext[Any]) -> None:
@@ -88,12 +95,12 @@ def make_task(handler_kind: str, report_starts: bool, fail_first: bool = False) 
         async def noop_async(ctx: ExecutionContext[Any]) -> None:
             begin(ctx)
 
-        return one_time(TASK_NAME)(noop_async)
+        return one_time(TASK_NAME, max_concurrency=max_concurrency)(noop_async)
 
     def noop_sync(ctx: ExecutionContext[Any]) -> None:
         begin(ctx)
 
-    return one_time(TASK_NAME)(noop_sync)
+    return one_time(TASK_NAME, max_concurrency=max_concurrency)(noop_sync)
 
 
 def make_tick(expression: str) -> RecurringTask[Any]:
@@ -132,7 +139,9 @@ async def serve(args: argparse.Namespace) -> None:
         engine = create_async_engine(args.url, pool_size=args.concurrency + 5)
     else:
         engine = create_engine(args.url, pool_size=args.concurrency + 5)
-    tasks: list[Any] = [make_task(args.handler, args.report_starts, args.fail_first)]
+    tasks: list[Any] = [
+        make_task(args.handler, args.report_starts, args.fail_first, args.max_concurrency)
+    ]
     if args.cron is not None:
         tasks.append(make_tick(args.cron))
     scheduler = Scheduler(engine, tasks, make_config(args))

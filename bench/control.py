@@ -1,0 +1,58 @@
+"""What control costs: the drain of a task with ``max_concurrency=5`` beside the unlimited
+drain (``drain_async_1``), and how long a resumed task's due execution waits to start.
+
+- ``drain_limited``: ``drain_rows / 10`` due executions of the bench's no-op task, limited
+  to 5 at once, drained by one async worker (concurrency 10). Each pick of a limited task
+  is a transaction that takes the task's advisory lock and counts its picked executions.
+- ``resume``: an idle async worker (default configuration but for the poll) and a paused
+  task; each round schedules one execution (due now, not picked: the task is paused),
+  then resumes the task, and times from the resume's commit to the handler's start; the
+  task is paused again before the next round.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import Engine
+
+from bench.harness import TASK_NAME, Bench
+from bench.results import Figure, ScenarioError
+from bench.scenarios import _percentiles, _starts_after, drain
+from sqla_scheduler import Scheduler
+
+LIMIT = 5
+
+
+def drain_limited(bench: Bench) -> Figure:
+    return drain(
+        bench,
+        "drain_limited",
+        f"drain: 1 process, async, max_concurrency={LIMIT}",
+        "async",
+        1,
+        floor_key="drain_async_1",
+        extra=["--max-concurrency", str(LIMIT)],
+        rows=max(bench.counts.drain_rows // 10, 200),
+    )
+
+
+def resume_latency(bench: Bench) -> list[Figure]:
+    """From each resume's commit to the start of the execution it lets run."""
+
+    def schedule(client: Scheduler, engine: Engine) -> dict[str, float]:
+        marks: dict[str, float] = {}
+        n, gap = bench.counts.latency_runs, bench.counts.latency_gap
+        for i in range(n):
+            key = f"r{i:05d}"
+            client.pause(engine, TASK_NAME)
+            if not client.schedule(engine, bench.task.instance(key)):
+                raise ScenarioError(f"schedule of {key} inserted nothing")
+            time.sleep(gap)  # the worker hears of it, and picks nothing: the task is paused
+            client.resume(engine, TASK_NAME)
+            marks[key] = time.time()
+            time.sleep(gap)
+        return marks
+
+    delays = _starts_after(bench, "resume", schedule)
+    return _percentiles(bench, "resume", "resume-to-start latency", delays, {})
