@@ -7,7 +7,9 @@ consistent with a simple model:
 - every change of a row's state bumps its version; versions never go back;
 - an outcome, heartbeat, reschedule or cancel is recorded exactly when the model says the
   caller may (it still holds that version; the row is not running);
-- a pick returns only due, unpicked rows, and never more than asked.
+- a pick returns only due, unpicked rows, and never more than asked;
+- a recorded outcome leaves exactly one history entry (``history="all"``), an unrecorded one
+  none.
 """
 
 from __future__ import annotations
@@ -21,17 +23,19 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
-from sqlalchemy import Engine, create_engine, select
+from sqlalchemy import Engine, create_engine, func, select
 
 from sqla_scheduler import _store
 from sqla_scheduler._store import Completion
 from sqla_scheduler.executions import Execution
-from sqla_scheduler.models import table_for
+from sqla_scheduler.models import history_table, table_for
 from sqla_scheduler.tasks import KEEP, TaskInstance
 from tests.conftest import sqlite_file_url
 
 T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
 TABLE = table_for()
+HISTORY = history_table(TABLE)
+OUTCOME = {"remove": "succeeded", "succeed": "succeeded", "fail": "failed", "release": None}
 IDS = [f"i{n}" for n in range(5)]
 PICKERS = ["A", "B"]
 STATE = ("execution_time", "picked", "picked_by", "consecutive_failures", "task_data")
@@ -51,7 +55,9 @@ class TableMachine(RuleBasedStateMachine):
         super().__init__()
         with self.engine.begin() as conn:
             conn.execute(TABLE.delete())
+            conn.execute(HISTORY.delete())
         self.now = T0
+        self.entries = 0
         self.model: dict[str, Row] = {}
         self.held: dict[str, list[Execution]] = {p: [] for p in PICKERS}
         self.seen: dict[str, dict[str, Any]] = {}
@@ -115,11 +121,21 @@ class TableMachine(RuleBasedStateMachine):
             return
         e = held.pop(index % len(held))
         at = self.at(minutes) if kind in ("succeed", "fail") else None
-        c = Completion(execution=e, kind=kind, now=self.now, at=at, data={"k": kind}, failures=1)
-        [recorded] = self.run(_store.complete, batch=[c])
+        c = Completion(
+            execution=e,
+            kind=kind,
+            now=self.now,
+            at=at,
+            data={"k": kind},
+            failures=1,
+            outcome=OUTCOME[kind],
+        )
+        [recorded] = self.run(_store.complete, batch=[c], history="all")
         assert recorded == self.mine(picker, e)
         if not recorded:
             return
+        # The entry is written with the outcome, in its transaction, or not at all.
+        self.entries += OUTCOME[kind] is not None
         if kind == "remove":
             del self.model[e.instance_id]
             return
@@ -170,6 +186,8 @@ class TableMachine(RuleBasedStateMachine):
     def consistent(self) -> None:
         with self.engine.connect() as conn:
             rows = {r["task_instance"]: dict(r) for r in conn.execute(select(TABLE)).mappings()}
+            entries = conn.scalar(select(func.count()).select_from(HISTORY))
+        assert entries == self.entries
         assert set(rows) == set(self.model)
         for instance, r in rows.items():
             row = self.model[instance]
