@@ -34,6 +34,7 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.orm import Session, scoped_session
 
+from sqla_scheduler._commit_hooks import note_session
 from sqla_scheduler._dialects import backend_for
 
 if TYPE_CHECKING:
@@ -52,8 +53,9 @@ Target: TypeAlias = "SyncTarget | AsyncTarget"
 
 def _session_connection(session: Session, table: Table) -> Connection:
     # Resolve the bind the way the ORM would for this table, so a session with several
-    # binds writes to the database the table lives in.
-    return session.connection(bind_arguments={"clause": table.select()})
+    # binds writes to the database the table lives in. Hooks on the connection's commit
+    # then wait for the session's, which is later (``_commit_hooks``).
+    return note_session(session.connection(bind_arguments={"clause": table.select()}), session)
 
 
 @overload

@@ -25,6 +25,7 @@ from sqlalchemy import Connection, Engine, Table
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler._bridge import Database, check_backend
+from sqla_scheduler._commit_hooks import after_commit
 from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._execution import Execution
 from sqla_scheduler._runner.completer import Completer
@@ -34,7 +35,7 @@ from sqla_scheduler._runner.held import HeldSet
 from sqla_scheduler._runner.maintenance import Maintenance
 from sqla_scheduler._runner.nodes import NodeHeartbeater
 from sqla_scheduler._runner.picker import Picker
-from sqla_scheduler._runner.waker import Listener, Waker, after_commit
+from sqla_scheduler._runner.waker import Listener, Waker
 from sqla_scheduler._runner.workers import Workers
 from sqla_scheduler._threads import HandlerThreads
 from sqla_scheduler.clock import Clock

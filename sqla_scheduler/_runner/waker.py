@@ -13,18 +13,17 @@ import threading
 from collections.abc import Callable, Collection
 from datetime import datetime, timedelta
 from functools import partial
-from weakref import WeakKeyDictionary, WeakSet
 
 import anyio
 import anyio.to_thread
-from sqlalchemy import Connection, Table, event
+from sqlalchemy import Table
 
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._dialects import notify_channel, read_notice
 from sqla_scheduler._threads import call_soon_threadsafe
 from sqla_scheduler.clock import Clock
 
-__all__ = ["AHEAD", "Listener", "Waker", "after_commit"]
+__all__ = ["AHEAD", "Listener", "Waker"]
 
 log = logging.getLogger("sqla_scheduler")
 
@@ -230,37 +229,3 @@ class Listener:
             self.waker.wake_at(at)
         elif self._wants_work():
             self.waker.wake()
-
-
-#: What to call when a connection's transaction commits: the wake-ups of the loops (in
-#: this process) whose due work it inserted. Cleared by the commit or a rollback.
-_on_commit: WeakKeyDictionary[Connection, set[Callable[[], None]]] = WeakKeyDictionary()
-#: Connections that carry this module's commit and rollback listeners (once each).
-_listening: WeakSet[Connection] = WeakSet()
-
-
-def after_commit(conn: Connection, fn: Callable[[], None]) -> None:
-    """Call ``fn`` when ``conn``'s transaction commits (nothing happens on a rollback).
-
-    SQLAlchemy fires the event just before the driver's COMMIT; a picker woken that early
-    on SQLite waits for the write lock that COMMIT releases, and then sees the rows. A
-    connection gets the listeners once, however many transactions it runs. On an
-    autocommit connection the statement has committed already: ``fn`` is called now.
-    """
-    if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
-        fn()
-        return
-    _on_commit.setdefault(conn, set()).add(fn)
-    if conn not in _listening:
-        _listening.add(conn)
-        event.listen(conn, "commit", _committed)
-        event.listen(conn, "rollback", _rolled_back)
-
-
-def _committed(conn: Connection) -> None:
-    for fn in _on_commit.pop(conn, ()):
-        fn()
-
-
-def _rolled_back(conn: Connection) -> None:
-    _on_commit.pop(conn, None)

@@ -1,0 +1,97 @@
+"""Calls to make once a transaction has committed: how a commit in this process wakes the
+loops that run the work it inserted.
+
+The moment matters. A loop woken before the rows are visible picks nothing and, with no
+``NOTIFY`` to follow, sleeps until its next poll. SQLAlchemy's ``commit`` event on a
+``Connection`` fires just *before* the driver's COMMIT: on SQLite that is early enough and
+safe (the picker waits for the write lock the COMMIT releases, then sees the rows), but on
+PostgreSQL another connection may look before the COMMIT is done. A ``Session``'s
+``after_commit`` fires after it, so work done through a session (``note_session``) waits
+for that; a plain connection has nothing later to wait for and keeps the ``commit`` event.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+from weakref import WeakKeyDictionary, WeakSet
+
+from sqlalchemy import Connection, event
+from sqlalchemy.orm import Session, SessionTransaction
+
+__all__ = ["after_commit", "note_session"]
+
+Hook = Callable[[], None]
+
+#: The session each connection was handed out by (weakly: the session owns the connection).
+_sessions: WeakKeyDictionary[Connection, weakref.ref[Session]] = WeakKeyDictionary()
+#: What to call when a session's (root) transaction commits, with the connection each hook
+#: was registered on.
+_on_session_commit: WeakKeyDictionary[Session, list[tuple[Connection, Hook]]] = WeakKeyDictionary()
+#: What to call when a connection's transaction commits.
+_on_commit: WeakKeyDictionary[Connection, set[Hook]] = WeakKeyDictionary()
+#: Sessions and connections that carry this module's listeners (once each).
+_listening: WeakSet[Any] = WeakSet()
+
+
+def note_session(conn: Connection, session: Session) -> Connection:
+    """Record that ``session`` handed out ``conn``, so hooks wait for its commit; ``conn``."""
+    _sessions[conn] = weakref.ref(session)
+    return conn
+
+
+def after_commit(conn: Connection, fn: Hook) -> None:
+    """Call ``fn`` once ``conn``'s transaction has committed (never on a rollback).
+
+    On an autocommit connection the statement has committed already: ``fn`` is called now.
+    A session's connection waits for the session's commit, a plain connection for its own
+    ``commit`` event (see the module's note on timing).
+    """
+    if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+        fn()
+        return
+    owner = _sessions.get(conn)
+    session = owner() if owner is not None else None
+    if session is None:
+        _on_connection_commit(conn, fn)
+        return
+    _on_session_commit.setdefault(session, []).append((conn, fn))
+    if session not in _listening:
+        _listening.add(session)
+        event.listen(session, "after_commit", _session_committed)
+        event.listen(session, "after_transaction_end", _session_transaction_ended)
+
+
+def _on_connection_commit(conn: Connection, fn: Hook) -> None:
+    _on_commit.setdefault(conn, set()).add(fn)
+    if conn not in _listening:
+        _listening.add(conn)
+        event.listen(conn, "commit", _connection_committed)
+        event.listen(conn, "rollback", _connection_rolled_back)
+
+
+def _session_committed(session: Session) -> None:
+    if session.in_nested_transaction():
+        return  # a savepoint released: nothing is visible to others yet
+    for conn, fn in _on_session_commit.pop(session, ()):
+        if conn.in_transaction():
+            # The session joined a transaction of the caller's connection, which has not
+            # committed: wait for that one.
+            _on_connection_commit(conn, fn)
+        else:
+            fn()
+
+
+def _session_transaction_ended(session: Session, transaction: SessionTransaction) -> None:
+    if transaction.parent is None:
+        _on_session_commit.pop(session, None)  # rolled back or closed: nothing to tell
+
+
+def _connection_committed(conn: Connection) -> None:
+    for fn in _on_commit.pop(conn, ()):
+        fn()
+
+
+def _connection_rolled_back(conn: Connection) -> None:
+    _on_commit.pop(conn, None)

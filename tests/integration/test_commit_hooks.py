@@ -1,0 +1,115 @@
+"""A commit in this process wakes its loops only once the rows are visible to others.
+
+Each hook below looks at the table from a second connection at the moment it is called: a
+hook called before the COMMIT has reached PostgreSQL (SQLAlchemy's ``commit`` event on a
+connection fires just before it) sees nothing, and a loop woken then would pick nothing and
+sleep until its next poll.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timezone
+
+import pytest
+from sqlalchemy import Connection, Engine, create_engine, func, select
+from sqlalchemy.orm import Session
+
+from sqla_scheduler import _bridge
+from sqla_scheduler._commit_hooks import after_commit
+from sqla_scheduler.models import table_for
+
+TABLE = table_for()
+AT = datetime(2030, 1, 1, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def engine(pg_url: str) -> Iterator[Engine]:
+    engine = create_engine(pg_url)
+    yield engine
+    engine.dispose()
+
+
+def insert(conn: Connection, instance: str) -> None:
+    conn.execute(
+        TABLE.insert().values(
+            task_name="t", task_instance=instance, execution_time=AT, picked=False, version=1
+        )
+    )
+
+
+def visible(engine: Engine) -> int:
+    with engine.connect() as other:
+        return int(other.scalar(select(func.count()).select_from(TABLE)) or 0)
+
+
+def hook_on(engine: Engine, conn: Connection, seen: list[int]) -> None:
+    after_commit(conn, lambda: seen.append(visible(engine)))
+
+
+def test_a_session_hook_runs_after_the_commit_is_visible(engine: Engine) -> None:
+    seen: list[int] = []
+    with Session(engine) as session:
+        conn = _bridge.call(session, TABLE, lambda c: c)
+        insert(conn, "a")
+        hook_on(engine, conn, seen)
+        assert seen == []
+        session.commit()
+    assert seen == [1]
+
+
+def test_a_savepoint_release_is_not_the_commit(engine: Engine) -> None:
+    seen: list[int] = []
+    with Session(engine) as session:
+        with session.begin_nested():
+            conn = _bridge.call(session, TABLE, lambda c: c)
+            insert(conn, "a")
+            hook_on(engine, conn, seen)
+        assert seen == []
+        session.commit()
+    assert seen == [1]
+
+
+def test_a_rolled_back_or_closed_session_calls_nothing(engine: Engine) -> None:
+    seen: list[int] = []
+    with Session(engine) as session:
+        conn = _bridge.call(session, TABLE, lambda c: c)
+        insert(conn, "a")
+        hook_on(engine, conn, seen)
+        session.rollback()
+        conn = _bridge.call(session, TABLE, lambda c: c)
+        insert(conn, "b")
+        hook_on(engine, conn, seen)
+    # closed without a commit; the next transaction's commit calls only its own hooks
+    with Session(engine) as session:
+        conn = _bridge.call(session, TABLE, lambda c: c)
+        insert(conn, "c")
+        session.commit()
+    assert seen == []
+
+
+def test_a_session_in_the_callers_transaction_waits_for_that_commit(engine: Engine) -> None:
+    seen: list[int] = []
+    with engine.connect() as outer:
+        trans = outer.begin()
+        with Session(bind=outer, join_transaction_mode="create_savepoint") as session:
+            conn = _bridge.call(session, TABLE, lambda c: c)
+            insert(conn, "a")
+            hook_on(engine, conn, seen)
+            session.commit()  # releases its savepoint; the caller's transaction goes on
+        assert seen == []
+        trans.commit()
+    # The connection's own commit event fires just before its COMMIT: the hook runs, but
+    # only a session can promise the rows are visible by then.
+    assert len(seen) == 1
+
+
+def test_an_engine_transaction_of_one_statement_calls_at_once(engine: Engine) -> None:
+    seen: list[int] = []
+
+    def work(conn: Connection) -> None:
+        insert(conn, "a")
+        hook_on(engine, conn, seen)
+
+    _bridge.call(engine, TABLE, work, one_statement=True)
+    assert seen == [1]
