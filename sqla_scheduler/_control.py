@@ -1,5 +1,5 @@
-"""The scheduler's client methods of control: ``pause``, ``resume``, ``paused_tasks`` and
-``run_now``.
+"""The scheduler's client methods of control: ``reschedule``, ``cancel``, ``run_now``,
+``pause``, ``resume`` and ``paused_tasks``.
 
 A base of ``Scheduler``, like ``_observing.Observing``. Each takes the caller's session,
 connection or engine, sync or async, and acts in its transaction.
@@ -7,30 +7,120 @@ connection or engine, sync or async, and acts in its transaction.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import datetime
 from functools import partial
 from typing import Any, overload
 
 from sqlalchemy import Connection, Table
 
-from sqla_scheduler import _bridge, _control_store
+from sqla_scheduler import _bridge, _control_store, _store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
-from sqla_scheduler._checks import check_task_name
-from sqla_scheduler._execution import RECURRING_INSTANCE_ID
+from sqla_scheduler._checks import check_aware, check_task_name
+from sqla_scheduler._execution import KEEP, RECURRING_INSTANCE_ID
+from sqla_scheduler._payload import codec_for
 from sqla_scheduler.clock import Clock
+from sqla_scheduler.exceptions import TaskDefinitionError
+from sqla_scheduler.schedules import Schedule
+from sqla_scheduler.tasks import RecurringTask, Task, as_schedule
 
 __all__ = ["Control"]
 
 
 class Control:
-    """Pause and resume tasks cluster-wide, and run an execution now."""
+    """Move, cancel and run executions now; pause and resume tasks cluster-wide."""
 
     table: Table
     clock: Clock
+    _tasks: Mapping[str, Task[Any]]
 
     def _on_commit(self, conn: Connection) -> Callable[[datetime], None] | None:
         raise NotImplementedError  # the scheduler's: tells its running loop of new times
+
+    @overload
+    def reschedule(
+        self,
+        target: SyncTarget,
+        task_name: str,
+        instance_id: str,
+        at: datetime | None = None,
+        payload: Any = KEEP,
+        *,
+        schedule: Schedule | str | None = None,
+    ) -> bool: ...
+    @overload
+    def reschedule(
+        self,
+        target: AsyncTarget,
+        task_name: str,
+        instance_id: str,
+        at: datetime | None = None,
+        payload: Any = KEEP,
+        *,
+        schedule: Schedule | str | None = None,
+    ) -> Coroutine[Any, Any, bool]: ...
+    def reschedule(
+        self,
+        target: Target,
+        task_name: str,
+        instance_id: str,
+        at: datetime | None = None,
+        payload: Any = KEEP,
+        *,
+        schedule: Schedule | str | None = None,
+    ) -> bool | Coroutine[Any, Any, bool]:
+        """Move an execution that is not running to ``at``, optionally with a new payload.
+
+        ``schedule`` gives an instance of a recurring task without a schedule of its own
+        (``recurring(name)``) a new one; without ``at`` it then runs when the new schedule
+        first says. Returns ``False`` when there is no such execution or a scheduler is
+        running it.
+        """
+        own = None if schedule is None else self._own_schedule(task_name, schedule)
+        if at is None and own is None:
+            raise TypeError(f"task {task_name!r}: reschedule needs at, schedule or both")
+        if at is not None:
+            check_aware(at, f"task {task_name!r}: at")
+        data = KEEP if payload is KEEP else _encode(self._tasks, task_name, payload)
+
+        def move(conn: Connection) -> bool:
+            now = self.clock.now()
+            when = at if at is not None else own.first_run(now) if own is not None else None
+            assert when is not None  # an instance's own schedule is never disabled
+            return _store.reschedule(
+                conn, self.table, task_name, instance_id, when, data, now,
+                schedule=None if own is None else own.text,
+                on_moved=self._on_commit(conn),
+            )  # fmt: skip
+
+        return _bridge.call(target, self.table, move)
+
+    def _own_schedule(self, task_name: str, schedule: Schedule | str) -> Schedule:
+        task = self._tasks.get(task_name)
+        if not isinstance(task, RecurringTask) or task.schedule is not None:
+            raise TaskDefinitionError(
+                f"task {task_name!r}: schedule= is for the instances of a recurring task "
+                f"registered here without a schedule of its own (recurring({task_name!r}))"
+            )
+        return as_schedule(task_name, schedule, own=True)
+
+    @overload
+    def cancel(self, target: SyncTarget, task_name: str, instance_id: str) -> bool: ...
+    @overload
+    def cancel(
+        self, target: AsyncTarget, task_name: str, instance_id: str
+    ) -> Coroutine[Any, Any, bool]: ...
+    def cancel(
+        self, target: Target, task_name: str, instance_id: str
+    ) -> bool | Coroutine[Any, Any, bool]:
+        """Remove an execution that is not running; return whether one was removed (an
+        instance of a recurring task ends there)."""
+        return _bridge.call(
+            target,
+            self.table,
+            partial(_store.cancel, table=self.table, task_name=task_name, instance_id=instance_id),
+            one_statement=True,
+        )
 
     @overload
     def pause(self, target: SyncTarget, task_name: str) -> bool: ...
@@ -107,3 +197,10 @@ class Control:
                 on_moved=self._on_commit(conn),
             ),
         )
+
+
+def _encode(tasks: Mapping[str, Task[Any]], task_name: str, payload: Any) -> Any:
+    """``payload`` as stored for ``task_name`` (the default codec for an unknown task)."""
+    task = tasks.get(task_name)
+    codec = task.codec if task is not None else codec_for(task_name, None)
+    return codec.encode(payload)

@@ -29,6 +29,7 @@ from sqla_scheduler._history_entry import HistorySetting, Outcome, keeps
 from sqla_scheduler._statements import Scheduling, Statements, statements_for
 from sqla_scheduler._statements.shapes import Shapes
 from sqla_scheduler.exceptions import MissingTableError
+from sqla_scheduler.schedules import parse_schedule
 
 Key = tuple[str, str]
 T = TypeVar("T")
@@ -125,13 +126,22 @@ def insert_instances(
     One statement for each ``PER_STATEMENT`` of them (see ``one_insert``), all in the
     caller's transaction. ``trace_context`` (what the scheduler's interceptors captured, if
     anything) is stored with each of them. ``on_inserted`` is called with the earliest
-    execution time of each statement that inserted anything.
+    execution time of each statement that inserted anything. An instance with a schedule of
+    its own and no time first runs when its schedule first says, as of ``now``.
     """
     stmts = _statements(conn, table).scheduling
+    if any(i.execution_time is None and i.schedule is not None for i in instances):
+        instances = [_at_first_run(i, now) for i in instances]
     inserted = 0
     for chunk in _chunks(instances):
         inserted += _insert_chunk(conn, stmts, chunk, now, trace_context, on_inserted)
     return inserted
+
+
+def _at_first_run(instance: TaskInstance[Any], now: datetime) -> TaskInstance[Any]:
+    if instance.execution_time is not None or instance.schedule is None:
+        return instance
+    return replace(instance, execution_time=parse_schedule(instance.schedule).first_run(now))
 
 
 def _insert_chunk(
@@ -230,18 +240,25 @@ def reschedule(
     data: Any,
     now: datetime,
     *,
+    schedule: str | None = None,
     shown_version: int | None = None,
     on_moved: Callable[[datetime], None] | None = None,
 ) -> bool:
     """Move an execution that is not running (and, given ``shown_version``, is still at
-    that version) to ``at``, with the payload ``data`` unless it is KEEP; return whether
-    it moved. Moved, it notifies the schedulers on commit (see ``_notify``) and calls
-    ``on_moved`` with ``at``."""
+    that version) to ``at``, with the payload ``data`` unless it is KEEP and the schedule
+    text ``schedule`` unless it is ``None``; return whether it moved. Moved, it notifies
+    the schedulers on commit (see ``_notify``) and calls ``on_moved`` with ``at``."""
     stmts = _statements(conn, table).scheduling
     params = {**_key(task_name, instance_id, shown_version), "new_time": at}
     if data is not KEEP:
         params["new_data"] = data
-    stmt = stmts.reschedule(new_data=data is not KEEP, shown=shown_version is not None)
+    if schedule is not None:
+        params["new_schedule"] = schedule
+    stmt = stmts.reschedule(
+        new_data=data is not KEEP,
+        new_schedule=schedule is not None,
+        shown=shown_version is not None,
+    )
     moved = conn.execute(stmt, params).scalars().all()
     if moved:
         _notify(conn, stmts, {task_name}, None if at <= now else at)

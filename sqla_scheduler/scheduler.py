@@ -21,11 +21,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler import _bridge, _store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
-from sqla_scheduler._checks import check_aware
 from sqla_scheduler._control import Control
-from sqla_scheduler._execution import KEEP, Execution, ExecutionState, TaskInstance
+from sqla_scheduler._execution import Execution, ExecutionState, TaskInstance
 from sqla_scheduler._observing import Observing
-from sqla_scheduler._payload import codec_for
 from sqla_scheduler._runner import Lifecycle, Runner
 from sqla_scheduler.clock import Clock, DatabaseClock, SystemClock
 from sqla_scheduler.config import SchedulerConfig
@@ -139,66 +137,6 @@ class Scheduler(Observing, Control):
         """Tells the running loop of ``conn``'s earliest time on commit (``wake_on_commit``)."""
         runner = self._loop.runner
         return None if runner is None else runner.wake_on_commit(conn)
-
-    @overload
-    def reschedule(
-        self,
-        target: SyncTarget,
-        task_name: str,
-        instance_id: str,
-        at: datetime,
-        payload: Any = KEEP,
-    ) -> bool: ...
-    @overload
-    def reschedule(
-        self,
-        target: AsyncTarget,
-        task_name: str,
-        instance_id: str,
-        at: datetime,
-        payload: Any = KEEP,
-    ) -> Coroutine[Any, Any, bool]: ...
-    def reschedule(
-        self,
-        target: Target,
-        task_name: str,
-        instance_id: str,
-        at: datetime,
-        payload: Any = KEEP,
-    ) -> bool | Coroutine[Any, Any, bool]:
-        """Move an execution that is not running to ``at``, optionally with a new payload.
-
-        Returns ``False`` when there is no such execution or a scheduler is running it.
-        """
-        check_aware(at, f"task {task_name!r}: at")
-        data = KEEP if payload is KEEP else _encode(self._tasks, task_name, payload)
-        return _bridge.call(
-            target,
-            self.table,
-            lambda conn: _store.reschedule(
-                conn, self.table, task_name, instance_id, at, data, self.clock.now(),
-                on_moved=self._on_commit(conn),
-            ),
-        )  # fmt: skip
-
-    @overload
-    def cancel(self, target: SyncTarget, task_name: str, instance_id: str) -> bool: ...
-    @overload
-    def cancel(
-        self, target: AsyncTarget, task_name: str, instance_id: str
-    ) -> Coroutine[Any, Any, bool]: ...
-    def cancel(
-        self, target: Target, task_name: str, instance_id: str
-    ) -> bool | Coroutine[Any, Any, bool]:
-        """Remove an execution that is not running; return whether one was removed."""
-        return _bridge.call(
-            target,
-            self.table,
-            partial(_store.cancel, table=self.table, task_name=task_name, instance_id=instance_id),
-            one_statement=True,
-        )
-
-    # --- reading --------------------------------------------------------------------
 
     @overload
     def get_execution(
@@ -346,13 +284,6 @@ def _check_engine(engine: object) -> Engine | AsyncEngine:
             f"Scheduler needs a sqlalchemy Engine or AsyncEngine, got {type(engine).__name__}"
         )
     return engine
-
-
-def _encode(tasks: Mapping[str, Task[Any]], task_name: str, payload: Any) -> Any:
-    """``payload`` as stored for ``task_name`` (the default codec for an unknown task)."""
-    task = tasks.get(task_name)
-    codec = task.codec if task is not None else codec_for(task_name, None)
-    return codec.encode(payload)
 
 
 def _registry(tasks: Iterable[Task[Any]]) -> dict[str, Task[Any]]:

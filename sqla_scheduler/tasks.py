@@ -20,7 +20,7 @@ from sqla_scheduler._checks import check_priority, check_task_name, is_int
 from sqla_scheduler._execution import KEEP, RECURRING_INSTANCE_ID, NextAt, TaskInstance
 from sqla_scheduler._payload import PayloadCodec, codec_for
 from sqla_scheduler.exceptions import InvalidScheduleError, TaskDefinitionError
-from sqla_scheduler.schedules import Schedule, parse_schedule
+from sqla_scheduler.schedules import Disabled, Schedule, parse_schedule
 
 if TYPE_CHECKING:
     from sqla_scheduler.context import ExecutionContext
@@ -135,30 +135,35 @@ class CustomTask(OneTimeTask[P]):
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class RecurringTask(Task[P]):
-    """A task with one row that the scheduler keeps rescheduling by its schedule."""
+    """A task the scheduler keeps rescheduling after each run.
+
+    With a ``schedule`` it is one row, run by that schedule. Without one it is a task of
+    many instances, each carrying a schedule of its own in its row (``instance``).
+    """
 
     kind: ClassVar[TaskKind] = "recurring"
 
-    schedule: Schedule
+    schedule: Schedule | None = None
+    """The one row's schedule; ``None``: each instance has its own (see ``instance``)."""
     initial_payload: P | None = None
     initial_data: Any = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if isinstance(self.schedule, str):
-            try:
-                object.__setattr__(self, "schedule", parse_schedule(self.schedule))
-            except InvalidScheduleError as exc:
-                raise InvalidScheduleError(f"task {self.name!r}: schedule: {exc}") from exc
+        if self.schedule is not None:
+            object.__setattr__(self, "schedule", as_schedule(self.name, self.schedule))
         Task.__post_init__(self)
-        if not isinstance(self.schedule, Schedule):
-            raise InvalidScheduleError(
-                f"task {self.name!r}: schedule must be a Schedule or its text form, "
-                f"got {self.schedule!r}"
+        if self.schedule is None and self.initial_payload is not None:
+            raise TaskDefinitionError(
+                f"task {self.name!r}: initial_payload is for a task with a schedule (one row); "
+                "give each instance its payload in task.instance(...)"
             )
         object.__setattr__(self, "initial_data", self.codec.encode(self.initial_payload))  # type: ignore[arg-type]
 
     def first_instance(self, now: datetime) -> TaskInstance[P] | None:
-        """The row this task starts with, or ``None`` when its schedule is disabled."""
+        """The row this task starts with; ``None`` when its schedule is disabled or it has
+        none (its instances are scheduled by the application)."""
+        if self.schedule is None:
+            return None
         first = self.schedule.first_run(now)
         if first is None:
             return None
@@ -171,6 +176,58 @@ class RecurringTask(Task[P]):
             schedule=self.schedule.text,
         )
 
+    def instance(
+        self,
+        instance_id: str,
+        payload: P | None = None,
+        *,
+        schedule: Schedule | str,
+        priority: int | None = None,
+    ) -> TaskInstance[P]:
+        """Describe one instance with a schedule of its own, to pass to ``Scheduler.schedule``.
+
+        Only for a task defined without a schedule. The instance first runs when
+        ``schedule`` first says (computed by the scheduler's clock when it is scheduled),
+        then after each run when its row's schedule says next; ``reschedule(...,
+        schedule=...)`` changes it and ``cancel`` ends it.
+        """
+        if self.schedule is not None:
+            raise TaskDefinitionError(
+                f"task {self.name!r} has a schedule of its own and one row; define it as "
+                f"recurring({self.name!r}) without a schedule to give each instance its own"
+            )
+        own = as_schedule(self.name, schedule, own=True)
+        return TaskInstance(
+            task_name=self.name,
+            instance_id=instance_id,
+            data=self.codec.dump(payload),  # type: ignore[arg-type]
+            execution_time=None,  # the schedule's first run, by the scheduler's clock
+            priority=self.priority if priority is None else priority,
+            schedule=own.text,
+        )
+
+
+def as_schedule(task_name: str, value: object, *, own: bool = False) -> Schedule:
+    """``value`` (a ``Schedule`` or its text form) as a ``Schedule``, or an
+    ``InvalidScheduleError`` naming the task and the field. An instance's ``own``
+    schedule cannot be disabled: an instance that should not run is cancelled."""
+    schedule = value
+    if isinstance(value, str):
+        try:
+            schedule = parse_schedule(value)
+        except InvalidScheduleError as exc:
+            raise InvalidScheduleError(f"task {task_name!r}: schedule: {exc}") from exc
+    if not isinstance(schedule, Schedule):
+        raise InvalidScheduleError(
+            f"task {task_name!r}: schedule must be a Schedule or its text form, got {value!r}"
+        )
+    if own and isinstance(schedule, Disabled):
+        raise InvalidScheduleError(
+            f"task {task_name!r}: schedule: an instance's schedule cannot be disabled "
+            f"({value!r}); cancel the instance instead"
+        )
+    return schedule
+
 
 # --- decorators -----------------------------------------------------------------------
 
@@ -178,7 +235,7 @@ class RecurringTask(Task[P]):
 @overload
 def recurring(
     name: str,
-    schedule: Schedule | str,
+    schedule: Schedule | str | None = None,
     *,
     payload_type: type[P],
     initial_payload: P | None = None,
@@ -189,7 +246,7 @@ def recurring(
 @overload
 def recurring(
     name: str,
-    schedule: Schedule | str,
+    schedule: Schedule | str | None = None,
     *,
     payload_type: None = None,
     initial_payload: Any = None,
@@ -199,7 +256,7 @@ def recurring(
 ) -> Callable[[Handler[Any]], RecurringTask[Any]]: ...
 def recurring(
     name: str,
-    schedule: Schedule | str,
+    schedule: Schedule | str | None = None,
     *,
     payload_type: type[Any] | None = None,
     initial_payload: Any = None,
@@ -207,7 +264,9 @@ def recurring(
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
 ) -> Callable[[Handler[Any]], RecurringTask[Any]]:
-    """Define a recurring task: one row, run by ``schedule``, forever.
+    """Define a recurring task: one row, run by ``schedule``, forever; or, without a
+    schedule, a task of many instances, each with a schedule of its own
+    (``task.instance(id, payload, schedule=...)``), none created at start-up.
 
     The handler's return value becomes the next run's payload unless it is ``None``.
     ``timeout`` and ``max_concurrency`` are those of ``one_time``.

@@ -31,10 +31,10 @@ from sqla_scheduler._threads import HandlerThreads
 from sqla_scheduler.clock import Clock
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.context import ExecutionContext, ShutdownSignal
-from sqla_scheduler.exceptions import PayloadError, TaskTimeoutError
+from sqla_scheduler.exceptions import InvalidScheduleError, PayloadError, TaskTimeoutError
 from sqla_scheduler.interceptors import ExecutionInterceptor, run_chain
 from sqla_scheduler.listeners import SchedulerListener, dispatch
-from sqla_scheduler.tasks import Task
+from sqla_scheduler.tasks import RecurringTask, Task
 
 __all__ = ["Executor"]
 
@@ -82,7 +82,9 @@ class Executor:
         task = self.tasks[execution.task_name]
         try:
             payload = task.codec.decode(execution.data)
-        except PayloadError as exc:
+            if isinstance(task, RecurringTask):
+                outcomes.schedule_of(task, execution)  # what follows the run must read
+        except (PayloadError, InvalidScheduleError) as exc:
             return Outcome(
                 held=held,
                 decision=outcomes.undecodable(execution, exc, self.clock.now()),
@@ -213,12 +215,13 @@ class Executor:
         return result
 
 
-def _log_undecodable(execution: Execution, error: PayloadError) -> None:
+def _log_undecodable(execution: Execution, error: PayloadError | InvalidScheduleError) -> None:
     log.error(
         "took %s/%s out of the table (into history as undecodable, unless history is "
-        "off): its payload does not decode (%s); raw payload: %r",
+        "off): its %s (%s); raw payload: %r",
         execution.task_name,
         execution.instance_id,
+        "payload does not decode" if isinstance(error, PayloadError) else "schedule does not read",
         error,
         execution.data,
     )

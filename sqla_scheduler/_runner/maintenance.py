@@ -69,6 +69,8 @@ class Maintenance:
 
     async def register_recurring(self) -> None:
         """Upsert each recurring task's row; remove those whose schedule is disabled.
+        A task without a schedule has no row of its own: its instances are the
+        application's.
 
         Run once before a loop starts (and by ``run_due``), in one transaction.
         """
@@ -76,6 +78,7 @@ class Maintenance:
         plan = [
             _store.Recurring(task.name, task.first_instance(now), task.schedule.deterministic)
             for task in self.recurring
+            if task.schedule is not None
         ]
         if plan:
             await self.db.shielded(

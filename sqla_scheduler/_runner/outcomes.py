@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 from sqla_scheduler._error_text import error_text
@@ -21,8 +21,8 @@ from sqla_scheduler._store import Completion
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.context import ExecutionContext
 from sqla_scheduler.models import INT_MAX
-from sqla_scheduler.schedules import Disabled
-from sqla_scheduler.tasks import RecurringTask, Task
+from sqla_scheduler.schedules import Disabled, Schedule
+from sqla_scheduler.tasks import RecurringTask, Task, as_schedule
 
 __all__ = [
     "Abandon",
@@ -31,6 +31,7 @@ __all__ = [
     "failed",
     "release",
     "retry_limit",
+    "schedule_of",
     "spent",
     "succeeded",
     "undecodable",
@@ -66,6 +67,21 @@ class Outcome:
     on_abandon: Callable[[ExecutionContext[Any], Any], Any] | None = None
     #: Called once the decision is committed (listeners, logs).
     on_recorded: Callable[[], None] | None = None
+
+
+def schedule_of(task: RecurringTask[Any], execution: Execution) -> Schedule:
+    """What runs ``execution`` of a recurring task next: the task's schedule, or, for a task
+    without one, the schedule its row carries. Raises ``InvalidScheduleError`` (naming the
+    task) when the row's is missing or does not read: such a row cannot run."""
+    if task.schedule is not None:
+        return task.schedule
+    return _own_schedule(task.name, execution.schedule)
+
+
+@lru_cache(maxsize=1024)
+def _own_schedule(task_name: str, text: str | None) -> Schedule:
+    # Every run of an instance reads its row's text: read each text once.
+    return as_schedule(task_name, text, own=True)
 
 
 def one_more_failure(failures: int) -> int:
@@ -122,9 +138,10 @@ def succeeded(
         started_at=started_at,
     )
     if isinstance(task, RecurringTask):
-        if isinstance(task.schedule, Disabled):
+        schedule = schedule_of(task, execution)
+        if isinstance(schedule, Disabled):
             return finish(kind="remove")
-        at = task.schedule.next_run(scheduled_at=execution.execution_time, completed_at=now)
+        at = schedule.next_run(scheduled_at=execution.execution_time, completed_at=now)
         data = execution.data if result is None else task.codec.encode(result)
         return finish(kind="succeed", at=at, data=data)
     if task.kind == "custom":
@@ -165,12 +182,11 @@ def failed(
     limit = retry_limit(task, config)
     retry_at = now + config.retry_delay(failures)
     if isinstance(task, RecurringTask):
-        if isinstance(task.schedule, Disabled):
+        schedule = schedule_of(task, execution)
+        if isinstance(schedule, Disabled):
             limit = 0
         else:
-            regular = task.schedule.next_run(
-                scheduled_at=execution.execution_time, completed_at=now
-            )
+            regular = schedule.next_run(scheduled_at=execution.execution_time, completed_at=now)
             retry_at = min(retry_at, regular)
     text = error_text(error)
     if limit is not None and failures > limit:
@@ -211,8 +227,9 @@ def abandon_failed(abandon: Abandon, *, now: datetime, config: SchedulerConfig) 
 
 
 def undecodable(execution: Execution, error: BaseException, now: datetime) -> Completion:
-    """A payload that does not decode can never run: the row is taken out of rotation,
-    into history with its payload and the decoding ``error``."""
+    """A payload that does not decode (or an instance's own schedule that does not read)
+    can never run: the row is taken out of rotation, into history with its payload and
+    the ``error``."""
     return Completion(
         execution=execution,
         kind="quarantine",

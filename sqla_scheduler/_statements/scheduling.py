@@ -85,8 +85,11 @@ class Scheduling(Shapes):
         # Built once for each way ``cancel`` and ``reschedule`` are asked for.
         self._cancels = {shown: self._build_cancel(shown=shown) for shown in (False, True)}
         self._reschedules = {
-            (new_data, shown): self._build_reschedule(new_data=new_data, shown=shown)
+            (new_data, new_schedule, shown): self._build_reschedule(
+                new_data=new_data, new_schedule=new_schedule, shown=shown
+            )
             for new_data in (False, True)
+            for new_schedule in (False, True)
             for shown in (False, True)
         }
 
@@ -118,11 +121,12 @@ class Scheduling(Shapes):
         ``key_instance``); if ``shown``, only while it is still at ``shown_version``."""
         return self._cancels[shown]
 
-    def reschedule(self, *, new_data: bool, shown: bool) -> Update:
+    def reschedule(self, *, new_data: bool, new_schedule: bool = False, shown: bool) -> Update:
         """Move an unpicked execution to ``new_time``, with the payload ``new_data`` if
-        ``new_data`` (else untouched); if ``shown``, only while it is still at
-        ``shown_version``. Returns the new time of the execution moved."""
-        return self._reschedules[new_data, shown]
+        ``new_data`` and the schedule text ``new_schedule`` if ``new_schedule`` (else
+        untouched); if ``shown``, only while it is still at ``shown_version``. Returns the
+        new time of the execution moved."""
+        return self._reschedules[new_data, new_schedule, shown]
 
     def _insert_many(self) -> Executable:
         """Many executions in one statement with one JSON parameter ``rows`` (written as
@@ -177,7 +181,7 @@ class Scheduling(Shapes):
     def _build_cancel(self, *, shown: bool) -> Delete:
         return delete(self.table).where(*self._unpicked_at_key(shown=shown))
 
-    def _build_reschedule(self, *, new_data: bool, shown: bool) -> Update:
+    def _build_reschedule(self, *, new_data: bool, new_schedule: bool, shown: bool) -> Update:
         c = self.table.c
         values: dict[str, Any] = {
             "execution_time": self.time("new_time"),
@@ -185,6 +189,8 @@ class Scheduling(Shapes):
         }
         if new_data:
             values["task_data"] = bindparam("new_data", type_=c.task_data.type)
+        if new_schedule:
+            values["schedule"] = bindparam("new_schedule", type_=c.schedule.type)
         return (
             update(self.table)
             .where(*self._unpicked_at_key(shown=shown))

@@ -447,11 +447,12 @@ class RecurringView:
 def view_recurring(
     tasks: Mapping[str, Task[Any]], rows: Mapping[str, ExecutionView]
 ) -> list[RecurringView]:
-    """The registered recurring tasks, sorted by name, with their rows."""
+    """The registered recurring tasks with a schedule (one row each), sorted by name, with
+    their rows. The instances of one without a schedule are listed with the executions."""
     views: list[RecurringView] = []
     for name in sorted(tasks):
         task = tasks[name]
-        if isinstance(task, RecurringTask):
+        if isinstance(task, RecurringTask) and task.schedule is not None:
             text = task.schedule.text
             views.append(
                 RecurringView(
