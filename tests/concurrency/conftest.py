@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 
 from tests.concurrency.app import metadata
+from tests.conftest import sqlite_file_url
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.concurrency.app:scheduler"
@@ -128,10 +129,19 @@ class Workers:
             worker.close()
 
 
+@pytest.fixture(params=["postgresql", "sqlite"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """The database a test that asks for it runs on: each in turn."""
+    return str(request.param)
+
+
 @pytest.fixture
-def db_url(pg_url: str) -> str:
-    """The database this test's workers share: PostgreSQL, unless a module overrides it."""
-    return pg_url
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The database this test's workers share: PostgreSQL, or each of ``backend``'s in
+    turn for a test that asks for ``backend`` too."""
+    if "backend" in request.fixturenames and request.getfixturevalue("backend") == "sqlite":
+        return sqlite_file_url(request.getfixturevalue("sqlite_template"), tmp_path)
+    return str(request.getfixturevalue("pg_url"))
 
 
 @pytest.fixture

@@ -6,29 +6,14 @@ from __future__ import annotations
 
 import signal
 import time
-from pathlib import Path
 
-import pytest
 from sqlalchemy import Engine
 
 from tests.concurrency.app import LIMIT
 from tests.concurrency.conftest import Workers, rows, scalar, wait_until
-from tests.conftest import sqlite_file_url
 from tests.faults.conftest import FAST, schedule
 
 SIZES = {"postgresql": (40, 3), "sqlite": (20, 2)}
-
-
-@pytest.fixture(params=["postgresql", "sqlite"])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def db_url(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> str:
-    if backend == "postgresql":
-        return str(request.getfixturevalue("pg_url"))
-    return sqlite_file_url(request.getfixturevalue("sqlite_template"), tmp_path)
 
 
 def most_at_once(app_db: Engine, worker: str | None = None) -> int:

@@ -3,30 +3,14 @@ through NOTIFY on PostgreSQL (within the default 10 s poll), at the next poll on
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 from sqlalchemy import Engine
 
 from tests.concurrency.app import build_scheduler, engine_of
 from tests.concurrency.conftest import Workers, scalar, wait_until
-from tests.conftest import sqlite_file_url
 from tests.faults.conftest import schedule
 
 #: The workers' poll: the default on PostgreSQL, where NOTIFY must carry the resume.
 POLL_MS = {"postgresql": 10_000, "sqlite": 200}
-
-
-@pytest.fixture(params=["postgresql", "sqlite"])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def db_url(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> str:
-    if backend == "postgresql":
-        return str(request.getfixturevalue("pg_url"))
-    return sqlite_file_url(request.getfixturevalue("sqlite_template"), tmp_path)
 
 
 def _done(app_db: Engine, task: str) -> int:

@@ -7,29 +7,14 @@ from __future__ import annotations
 import os
 import signal
 import time
-from pathlib import Path
 
-import pytest
 from sqlalchemy import Engine, insert
 
 from tests.concurrency.app import build_scheduler, engine_of, one_time_task, release
 from tests.concurrency.conftest import Workers, rows, scalar, wait_until
-from tests.conftest import sqlite_file_url
 
 #: Executions and workers per database: SQLite lets one writer in at a time.
 SIZES = {"postgresql": (5_000, 3), "sqlite": (500, 2)}
-
-
-@pytest.fixture(params=["postgresql", "sqlite"])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def db_url(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> str:
-    if backend == "postgresql":
-        return str(request.getfixturevalue("pg_url"))
-    return sqlite_file_url(request.getfixturevalue("sqlite_template"), tmp_path)
 
 
 def test_workers_share_executions_each_runs_exactly_once(
