@@ -16,7 +16,8 @@ engine (SQLAlchemy's ``AsyncEngine`` runs on asyncio only).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from contextlib import asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, overload
 from weakref import WeakSet
@@ -31,16 +32,29 @@ from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
     async_scoped_session,
+    async_sessionmaker,
 )
-from sqlalchemy.orm import Session, scoped_session
+from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
 from sqla_scheduler._commit_hooks import note_session
 from sqla_scheduler._dialects import backend_for
+from sqla_scheduler.exceptions import TaskDefinitionError
 
 if TYPE_CHECKING:
     from sqla_scheduler.context import ExecutionContext
+    from sqla_scheduler.tasks import Task
 
-__all__ = ["AsyncTarget", "Database", "SyncTarget", "Target", "call", "check_backend"]
+__all__ = [
+    "AsyncTarget",
+    "Database",
+    "SessionFactory",
+    "SyncTarget",
+    "Target",
+    "Transaction",
+    "call",
+    "check_backend",
+    "check_sessions",
+]
 
 T = TypeVar("T")
 
@@ -49,6 +63,8 @@ SyncTarget: TypeAlias = "Session | scoped_session[Any] | Connection | Engine"
 #: The async counterparts; with these, the library's methods return awaitables.
 AsyncTarget: TypeAlias = "AsyncSession | async_scoped_session[Any] | AsyncConnection | AsyncEngine"
 Target: TypeAlias = "SyncTarget | AsyncTarget"
+#: What makes the session of a transaction of the library's own (see ``Database.transaction``).
+SessionFactory: TypeAlias = "sessionmaker[Any] | async_sessionmaker[Any]"
 
 
 def _session_connection(session: Session, table: Table) -> Connection:
@@ -151,8 +167,26 @@ def check_backend(engine: Engine | AsyncEngine, backend: str | None = None) -> N
         )
 
 
-async def _await(value: Awaitable[T]) -> T:
-    return await value
+def check_sessions(
+    engine: Engine | AsyncEngine, tasks: Iterable[Task[Any]], sessions: object
+) -> SessionFactory | None:
+    """Fail at once when a transactional handler or ``sessions`` does not pair with
+    ``engine``: a sync handler's session is a ``Session`` on a sync ``Engine``, an async
+    one's an ``AsyncSession`` on an ``AsyncEngine``. Returns ``sessions``."""
+    is_async = isinstance(engine, AsyncEngine)
+    has = "an AsyncEngine" if is_async else "a sync Engine"
+    for task in tasks:
+        if task.transactional and task.is_async != is_async:
+            handler = "an async" if task.is_async else "a sync"
+            raise TaskDefinitionError(
+                f"task {task.name!r}: transactional=True pairs a sync handler with a sync "
+                f"Engine (ctx.session is a Session) or an async handler with an AsyncEngine "
+                f"(an AsyncSession); this task has {handler} handler and the scheduler {has}"
+            )
+    wanted = async_sessionmaker if is_async else sessionmaker
+    if sessions is not None and not isinstance(sessions, wanted):
+        raise TypeError(f"session_factory must be a {wanted.__name__} with {has}, got {sessions!r}")
+    return sessions
 
 
 class Database:
@@ -294,60 +328,49 @@ class Database:
                     )
                 await anyio.to_thread.run_sync(conn.close, limiter=self._limiter)
 
+    @asynccontextmanager
+    async def transaction(
+        self, sessions: SessionFactory | None = None
+    ) -> AsyncIterator[Transaction]:
+        """A transaction of the library's own, open across awaits, with a session joined
+        to it: made by ``sessions`` (the application's ``sessionmaker`` or
+        ``async_sessionmaker``, bound here to the transaction's connection), else a plain
+        ``Session`` on a sync engine and an ``AsyncSession`` on an async one. Nothing
+        commits until ``Transaction.commit``; leaving without it rolls back. On SQLite the
+        transaction holds the write lock from its start (``Backend.unit_of_work``)."""
+        conn = await self._connect()
+        try:
+            await self._call(conn, self._unit_of_work(_begin))
+            factory: Any = sessions or (
+                AsyncSession if isinstance(conn, AsyncConnection) else Session
+            )
+            transaction = Transaction(self, conn, factory(bind=conn))
+            try:
+                yield transaction
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await transaction.close()
+        finally:
+            await self._close(conn)  # rolls back what was not committed
+
     async def remove_with_hook(
         self,
         remove: Callable[[Connection], bool],
         hook: Callable[[ExecutionContext[Any], Any], Any] | None,
         context: ExecutionContext[Any],
+        sessions: SessionFactory | None = None,
     ) -> bool:
         """``remove`` and, when it removed the row, ``hook(context, session)``: one commit.
 
-        The hook gets a sync ``Session`` for a sync engine and an ``AsyncSession`` for an
-        async one, both joined to the transaction; if it raises, nothing is committed.
+        The hook gets the session of a ``transaction``; if it raises, nothing is committed.
         """
-        remove = self._unit_of_work(remove)
         with anyio.CancelScope(shield=True):
-            if isinstance(self.engine, AsyncEngine):
-                removed = await self._async_remove_with_hook(self.engine, remove, hook, context)
-            else:
-                removed = await anyio.to_thread.run_sync(
-                    self._sync_remove_with_hook, remove, hook, context, limiter=self._limiter
-                )
-        return removed
-
-    @staticmethod
-    async def _async_remove_with_hook(
-        engine: AsyncEngine,
-        remove: Callable[[Connection], bool],
-        hook: Callable[[ExecutionContext[Any], Any], Any] | None,
-        context: ExecutionContext[Any],
-    ) -> bool:
-        async with engine.begin() as conn:
-            removed = await conn.run_sync(remove)
-            if removed and hook is not None:
-                async with AsyncSession(bind=conn) as session:
-                    result = hook(context, session)
-                    if inspect.isawaitable(result):
-                        await result
-                    await session.flush()
-        return removed
-
-    def _sync_remove_with_hook(
-        self,
-        remove: Callable[[Connection], bool],
-        hook: Callable[[ExecutionContext[Any], Any], Any] | None,
-        context: ExecutionContext[Any],
-    ) -> bool:
-        assert isinstance(self.engine, Engine)
-        with self.engine.begin() as conn:
-            if not remove(conn):
-                return False
-            if hook is not None:
-                with Session(bind=conn) as session:
-                    result = hook(context, session)
-                    if inspect.isawaitable(result):
-                        anyio.from_thread.run(_await, result)
-                    session.flush()
+            async with self.transaction(sessions) as transaction:
+                if not await transaction.run(remove):
+                    return False
+                if hook is not None:
+                    await transaction.call(hook, context, transaction.session)
+                await transaction.commit()
         return True
 
     def connect_args(self) -> dict[str, Any]:
@@ -359,6 +382,63 @@ class Database:
         if args:
             kwargs["conninfo"] = args[0]
         return kwargs
+
+
+class Transaction:
+    """What ``Database.transaction`` yields: its ``session`` for the caller's code, and
+    ``run`` for the library's statements in the same transaction. One user at a time:
+    the session moves between threads only while nothing else uses it."""
+
+    def __init__(
+        self, db: Database, conn: Connection | AsyncConnection, session: Session | AsyncSession
+    ) -> None:
+        self._db = db
+        self._conn = conn
+        self.session: Any = session
+        """A ``Session`` (sync engine) or an ``AsyncSession`` (async engine)."""
+
+    async def run(self, fn: Callable[[Connection], T]) -> T:
+        """Flush the session's pending changes, then ``fn`` on the transaction's connection."""
+        if isinstance(self.session, AsyncSession):
+            await self.session.flush()
+            return await self._db._call(self._conn, fn)
+        session: Session = self.session
+
+        def flushed(conn: Connection) -> T:
+            session.flush()
+            return fn(conn)
+
+        return await self._db._call(self._conn, flushed)
+
+    async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """The caller's ``fn(*args)``: a sync engine's in a worker thread (it may use the
+        session there); what it returns is awaited when awaitable."""
+        if isinstance(self.session, AsyncSession):
+            result = fn(*args)
+        else:
+            result = await anyio.to_thread.run_sync(partial(fn, *args), limiter=self._db._limiter)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def commit(self) -> None:
+        """Flush the session and commit the transaction, its statements and the session's."""
+        await self.run(_commit)
+
+    async def close(self) -> None:
+        if isinstance(self.session, AsyncSession):
+            await self.session.close()
+        else:
+            await anyio.to_thread.run_sync(self.session.close, limiter=self._db._limiter)
+
+
+def _begin(conn: Connection) -> None:
+    if not conn.in_transaction():
+        conn.begin()
+
+
+def _commit(conn: Connection) -> None:
+    conn.commit()
 
 
 def _reset_plan_cache_mode(conn: Connection) -> None:

@@ -97,6 +97,11 @@ class ExecutionContext(Generic[P]):
     """The trace context captured when this execution was scheduled (see
     ``ExecutionInterceptor.capture_context``), if any.
     """
+    session: Any = field(default=None, repr=False)
+    """For a task defined with ``transactional=True``: a ``Session`` (sync handler) or an
+    ``AsyncSession`` (async handler) in the transaction that records this execution's
+    outcome. Its changes commit if and only if the success is recorded; do not commit it
+    yourself (a ``commit`` only flushes). ``None`` for other tasks."""
     _scheduled: list[TaskInstance[Any]] = field(default_factory=list, repr=False)
 
     @property

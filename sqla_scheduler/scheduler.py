@@ -17,10 +17,11 @@ from typing import Any, overload
 import anyio
 import anyio.abc
 from sqlalchemy import Connection, Engine, Table
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+from sqlalchemy.orm import sessionmaker
 
 from sqla_scheduler import _bridge, _store
-from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
+from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target, check_sessions
 from sqla_scheduler._control import Control
 from sqla_scheduler._execution import Execution, ExecutionState, TaskInstance
 from sqla_scheduler._observing import Observing
@@ -54,11 +55,15 @@ class Scheduler(Observing, Control):
         clock: Clock | None = None,
         listeners: Iterable[SchedulerListener] = (),
         interceptors: Iterable[ExecutionInterceptor] = (),
+        session_factory: sessionmaker[Any] | async_sessionmaker[Any] | None = None,
     ) -> None:
         self.engine = _check_engine(engine)
         self.config = config if config is not None else SchedulerConfig()
         self.clock: Clock = clock if clock is not None else _default_clock(engine)
         self._tasks = _registry(tasks)
+        self.session_factory = check_sessions(engine, self._tasks.values(), session_factory)
+        """Makes the sessions of transactional handlers and ``on_abandon`` hooks, bound to
+        the transaction each runs in; ``None``: plain ``Session``/``AsyncSession``."""
         self.table: Table = table_for(self.config.table_name, self.config.schema)
         self.listeners: list[SchedulerListener] = list(listeners)
         self.interceptors: list[ExecutionInterceptor] = list(interceptors)
@@ -269,6 +274,7 @@ class Scheduler(Observing, Control):
             clock=self.clock,
             listeners=self.listeners,
             interceptors=self.interceptors,
+            sessions=self.session_factory,
         )
 
     def __repr__(self) -> str:

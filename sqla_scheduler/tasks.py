@@ -65,6 +65,9 @@ class Task(Generic[P]):
     max_concurrency: int | None = None
     """At most this many executions of the task run at once across every process sharing
     the table (picked ones count, running or waiting); ``None``: no limit."""
+    transactional: bool = False
+    """Whether the handler gets ``ctx.session``, in the transaction that records its
+    outcome: its writes commit if and only if its success is recorded."""
     codec: PayloadCodec[P] = field(init=False, repr=False)
     is_async: bool = field(init=False, repr=False)
 
@@ -86,6 +89,11 @@ class Task(Generic[P]):
             raise TaskDefinitionError(
                 f"task {self.name!r}: max_concurrency must be an int >= 1 or None, "
                 f"got {self.max_concurrency!r}"
+            )
+        if not isinstance(self.transactional, bool):
+            raise TaskDefinitionError(
+                f"task {self.name!r}: transactional must be True or False, "
+                f"got {self.transactional!r}"
             )
         object.__setattr__(self, "codec", codec_for(self.name, self.payload_type))
         object.__setattr__(self, "is_async", _is_async(self.handler))
@@ -242,6 +250,7 @@ def recurring(
     priority: int = 0,
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
+    transactional: bool = False,
 ) -> Callable[[Handler[P]], RecurringTask[P]]: ...
 @overload
 def recurring(
@@ -253,6 +262,7 @@ def recurring(
     priority: int = 0,
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
+    transactional: bool = False,
 ) -> Callable[[Handler[Any]], RecurringTask[Any]]: ...
 def recurring(
     name: str,
@@ -263,13 +273,14 @@ def recurring(
     priority: int = 0,
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
+    transactional: bool = False,
 ) -> Callable[[Handler[Any]], RecurringTask[Any]]:
     """Define a recurring task: one row, run by ``schedule``, forever; or, without a
     schedule, a task of many instances, each with a schedule of its own
     (``task.instance(id, payload, schedule=...)``), none created at start-up.
 
     The handler's return value becomes the next run's payload unless it is ``None``.
-    ``timeout`` and ``max_concurrency`` are those of ``one_time``.
+    ``timeout``, ``max_concurrency`` and ``transactional`` are those of ``one_time``.
     """
 
     return _decorator(
@@ -281,6 +292,7 @@ def recurring(
         priority=priority,
         timeout=timeout,
         max_concurrency=max_concurrency,
+        transactional=transactional,
     )
 
 
@@ -294,6 +306,7 @@ def one_time(
     priority: int = 0,
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
+    transactional: bool = False,
 ) -> Callable[[Handler[P]], OneTimeTask[P]]: ...
 @overload
 def one_time(
@@ -305,6 +318,7 @@ def one_time(
     priority: int = 0,
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
+    transactional: bool = False,
 ) -> Callable[[Handler[Any]], OneTimeTask[Any]]: ...
 def one_time(
     name: str,
@@ -315,6 +329,7 @@ def one_time(
     priority: int = 0,
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
+    transactional: bool = False,
 ) -> Callable[[Handler[Any]], OneTimeTask[Any]]:
     """Define a one-time task: each scheduled instance runs once and its row is removed.
 
@@ -328,6 +343,11 @@ def one_time(
 
     ``max_concurrency=N`` lets at most N executions of the task run at once across every
     process sharing the table; the database enforces it.
+
+    ``transactional=True`` gives the handler ``ctx.session``, joined to the transaction
+    that records its outcome: its writes commit if and only if its success is recorded, so
+    its effects in the scheduler's database happen exactly once. A sync handler needs a
+    sync ``Engine``, an async one an ``AsyncEngine``.
     """
 
     return _decorator(
@@ -339,6 +359,7 @@ def one_time(
         priority=priority,
         timeout=timeout,
         max_concurrency=max_concurrency,
+        transactional=transactional,
     )
 
 
@@ -352,6 +373,7 @@ def custom(
     priority: int = 0,
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
+    transactional: bool = False,
 ) -> Callable[[Handler[P]], CustomTask[P]]: ...
 @overload
 def custom(
@@ -363,6 +385,7 @@ def custom(
     priority: int = 0,
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
+    transactional: bool = False,
 ) -> Callable[[Handler[Any]], CustomTask[Any]]: ...
 def custom(
     name: str,
@@ -373,11 +396,12 @@ def custom(
     priority: int = 0,
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
+    transactional: bool = False,
 ) -> Callable[[Handler[Any]], CustomTask[Any]]:
     """Define a custom task: its handler returns [`NextAt`][] to run again, ``None`` to end.
 
-    ``max_retries``, ``on_abandon``, ``timeout`` and ``max_concurrency`` are those of
-    ``one_time``.
+    ``max_retries``, ``on_abandon``, ``timeout``, ``max_concurrency`` and
+    ``transactional`` are those of ``one_time``.
     """
 
     return _decorator(
@@ -389,6 +413,7 @@ def custom(
         priority=priority,
         timeout=timeout,
         max_concurrency=max_concurrency,
+        transactional=transactional,
     )
 
 

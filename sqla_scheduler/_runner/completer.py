@@ -22,7 +22,7 @@ import anyio.lowlevel
 from sqlalchemy import Table
 
 from sqla_scheduler import _store
-from sqla_scheduler._bridge import Database
+from sqla_scheduler._bridge import Database, SessionFactory
 from sqla_scheduler._runner import outcomes
 from sqla_scheduler._runner.held import HeldSet, log_lost
 from sqla_scheduler._runner.outcomes import Abandon, Outcome
@@ -53,8 +53,11 @@ class Completer:
         shutdown: ShutdownSignal,
         listeners: Sequence[SchedulerListener] = (),
         limited: frozenset[str] = frozenset(),
+        sessions: SessionFactory | None = None,
     ) -> None:
         self.db = db
+        #: Makes the session an ``on_abandon`` hook gets (see ``Database.transaction``).
+        self.sessions = sessions
         #: The tasks with a ``max_concurrency``: an outcome of theirs frees a place that
         #: pickers here and, through NOTIFY, elsewhere may be waiting for.
         self.limited = limited
@@ -98,13 +101,16 @@ class Completer:
         batch, self._pending = self._pending, []
         records: list[tuple[Outcome, Completion]] = []
         abandons: list[tuple[Outcome, Abandon]] = []
+        committed: list[tuple[Outcome, Completion]] = []
         for outcome in batch:
             if isinstance(outcome.decision, Completion):
-                records.append((outcome, outcome.decision))
+                (committed if outcome.committed else records).append((outcome, outcome.decision))
             elif isinstance(outcome.decision, Abandon):
                 abandons.append((outcome, outcome.decision))
             else:
                 self.held.let_go(outcome.held)
+        if committed:  # with a transactional handler's writes: only what follows is left
+            self._recorded(committed, [True] * len(committed))
         if not abandons:
             if records:
                 await self._commit(records, lane="completer")
@@ -145,6 +151,11 @@ class Completer:
                 for record in batch:
                     await self._commit([record], lane=lane)
                 return
+        self._recorded(batch, recorded)
+
+    def _recorded(self, batch: list[tuple[Outcome, Completion]], recorded: list[bool]) -> None:
+        """After a commit: let the executions go, tell of what was recorded, and wake the
+        picker for what comes next."""
         earliest: datetime | None = None
         freed = False
         for (outcome, completion), ok in zip(batch, recorded, strict=True):
@@ -224,7 +235,9 @@ class Completer:
             history=self.config.history,
         )
         try:
-            removed = await self.db.remove_with_hook(remove, outcome.on_abandon, context)
+            removed = await self.db.remove_with_hook(
+                remove, outcome.on_abandon, context, self.sessions
+            )
         except Exception:
             retry = outcomes.abandon_failed(abandon, now=self.clock.now(), config=self.config)
             assert retry.at is not None

@@ -11,8 +11,9 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from functools import partial
 from typing import Any
@@ -21,12 +22,13 @@ import anyio
 from sqlalchemy import Table
 
 from sqla_scheduler import _store
-from sqla_scheduler._bridge import Database
+from sqla_scheduler._bridge import Database, SessionFactory, Transaction
 from sqla_scheduler._execution import Execution, Key
 from sqla_scheduler._runner import outcomes
 from sqla_scheduler._runner.held import Held, log_lost, versioned_keys
 from sqla_scheduler._runner.outcomes import Outcome
 from sqla_scheduler._runner.waker import AHEAD
+from sqla_scheduler._store import Completion
 from sqla_scheduler._threads import HandlerThreads
 from sqla_scheduler.clock import Clock
 from sqla_scheduler.config import SchedulerConfig
@@ -56,8 +58,16 @@ class Executor:
         threads: HandlerThreads,
         listeners: Sequence[SchedulerListener] = (),
         interceptors: Sequence[ExecutionInterceptor] = (),
+        sessions: SessionFactory | None = None,
+        limited: frozenset[str] = frozenset(),
     ) -> None:
         self.tasks = tasks
+        self._db = db
+        self._table = table
+        #: Makes a transactional handler's session (see ``Database.transaction``).
+        self._sessions = sessions
+        #: The tasks with a ``max_concurrency`` (whose outcomes notify: see ``_store.complete``).
+        self._limited = limited
         self.config = config
         self.clock = clock
         self.shutdown = shutdown
@@ -110,38 +120,33 @@ class Executor:
             dispatch(self.listeners, "on_start", context)
         started_at = self.clock.now()
         started = time.monotonic()
-        error: BaseException | None = None
-        result: Any = None
-        try:
-            if task.timeout is None:
-                result = await self._chain(task, context)
-            else:
-                result = await self._within_timeout(task, context, task.timeout)
-        except anyio.get_cancelled_exc_class():
-            raise  # the loop is stopping: the execution is released, not failed
-        except BaseException as exc:  # SystemExit, KeyboardInterrupt too: only a stop stops us
-            error = exc
-        duration = timedelta(seconds=time.monotonic() - started)
-        now = self.clock.now()
-        if error is None:
-            try:
-                completion = outcomes.succeeded(
-                    task,
-                    execution,
-                    result,
-                    now=now,
-                    scheduled=context.scheduled,
-                    started_at=started_at,
-                )
-            except Exception as exc:
-                error = exc
-            else:
-                on_recorded = (
-                    partial(dispatch, self.listeners, "on_success", context, duration)
-                    if self.listeners
-                    else None
-                )
-                return Outcome(held=held, decision=completion, on_recorded=on_recorded)
+        async with self._transaction(task) as transaction:
+            if transaction is not None:
+                context = replace(context, session=transaction.session)
+            result, error = await self._attempt(task, context)
+            duration = timedelta(seconds=time.monotonic() - started)
+            now = self.clock.now()
+            if error is None:
+                try:
+                    completion = outcomes.succeeded(
+                        task,
+                        execution,
+                        result,
+                        now=now,
+                        scheduled=context.scheduled,
+                        started_at=started_at,
+                    )
+                    on_recorded = (
+                        partial(dispatch, self.listeners, "on_success", context, duration)
+                        if self.listeners
+                        else None
+                    )
+                    if transaction is None:
+                        return Outcome(held=held, decision=completion, on_recorded=on_recorded)
+                    return await self._commit(transaction, held, completion, on_recorded)
+                except Exception as exc:
+                    error = exc
+        # a transaction is rolled back by now: the handler's writes went with the attempt
         decision = outcomes.failed(
             task, execution, error, now=now, config=self.config, started_at=started_at
         )
@@ -155,6 +160,49 @@ class Executor:
         )
         dispatch(self.listeners, "on_failure", context, error, duration)
         return Outcome(held=held, decision=decision, context=context, on_abandon=task.on_abandon)
+
+    async def _attempt(
+        self, task: Task[Any], context: ExecutionContext[Any]
+    ) -> tuple[Any, BaseException | None]:
+        """Run the handler once: what it returned, or what it raised."""
+        try:
+            if task.timeout is None:
+                return await self._chain(task, context), None
+            return await self._within_timeout(task, context, task.timeout), None
+        except anyio.get_cancelled_exc_class():
+            raise  # the loop is stopping: the execution is released, not failed
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt too: only a stop stops us
+            return None, exc
+
+    def _transaction(self, task: Task[Any]) -> AbstractAsyncContextManager[Transaction | None]:
+        """A transactional task's transaction (see ``Database.transaction``), else none."""
+        if not task.transactional:
+            return nullcontext()
+        return self._db.transaction(self._sessions)
+
+    async def _commit(
+        self,
+        transaction: Transaction,
+        held: Held,
+        completion: Completion,
+        on_recorded: Callable[[], None] | None,
+    ) -> Outcome:
+        """Record a transactional handler's success in its own transaction and commit the
+        two together; when the execution was taken over, record nothing and roll back."""
+        [recorded] = await transaction.run(
+            partial(
+                _store.complete,
+                table=self._table,
+                batch=[completion],
+                history=self.config.history,
+                notify=self._limited,
+            )
+        )
+        if not recorded:
+            log_lost(completion.execution, completion.kind)
+            return Outcome(held=held, decision=None)
+        await transaction.commit()
+        return Outcome(held=held, decision=completion, on_recorded=on_recorded, committed=True)
 
     async def _chain(self, task: Task[Any], context: ExecutionContext[Any]) -> Any:
         """The handler, through the interceptors when there are any."""

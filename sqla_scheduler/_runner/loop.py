@@ -24,7 +24,7 @@ import anyio.abc
 from sqlalchemy import Connection, Engine, Table
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sqla_scheduler._bridge import Database, check_backend
+from sqla_scheduler._bridge import Database, SessionFactory, check_backend
 from sqla_scheduler._commit_hooks import after_commit
 from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._execution import Execution
@@ -63,6 +63,7 @@ class Runner:
         clock: Clock,
         listeners: Iterable[SchedulerListener] = (),
         interceptors: Iterable[ExecutionInterceptor] = (),
+        sessions: SessionFactory | None = None,
     ) -> None:
         self.config = config
         self.clock = clock
@@ -102,6 +103,8 @@ class Runner:
             threads=self._threads,
             listeners=listeners,
             interceptors=list(interceptors),
+            sessions=sessions,
+            limited=frozenset(limits),
         )
         self.completer = Completer(
             db=db,
@@ -113,6 +116,7 @@ class Runner:
             waker=waker,
             shutdown=self.shutdown,
             listeners=listeners,
+            sessions=sessions,
         )
         self.heartbeater = Heartbeater(
             db=db, table=table, clock=clock, held=held, interval=config.heartbeat_interval

@@ -67,6 +67,8 @@ class Outcome:
     on_abandon: Callable[[ExecutionContext[Any], Any], Any] | None = None
     #: Called once the decision is committed (listeners, logs).
     on_recorded: Callable[[], None] | None = None
+    #: Whether the decision is committed already, with a transactional handler's writes.
+    committed: bool = False
 
 
 def schedule_of(task: RecurringTask[Any], execution: Execution) -> Schedule:

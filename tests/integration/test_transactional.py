@@ -1,0 +1,271 @@
+"""Transactional handlers: ``ctx.session`` shares the transaction that records the outcome,
+so the handler's writes commit if and only if its success is recorded. Crashes (``kill
+-9`` between the write and the commit) are in tests/faults/test_transactional_crashes.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import anyio
+import pytest
+from sqlalchemy import String, create_engine, select, update
+from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+
+from sqla_scheduler import (
+    ManualClock,
+    Scheduler,
+    SchedulerConfig,
+    TaskDefinitionError,
+    custom,
+    one_time,
+)
+from sqla_scheduler.tasks import NextAt
+from tests.conftest import Harness
+
+pytestmark = pytest.mark.anyio
+
+NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Effect(Base):
+    """A row of the application's own, written by handlers."""
+
+    __tablename__ = "effects"
+    key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    note: Mapped[str] = mapped_column(String(100), default="")
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(NOW)
+
+
+@pytest.fixture
+def app(db: Harness) -> Iterator[Harness]:
+    Base.metadata.create_all(db.sync_engine)
+    yield db
+    Base.metadata.drop_all(db.sync_engine)
+
+
+def effects(db: Harness) -> list[str]:
+    with db.sync_engine.connect() as conn:
+        return sorted(conn.scalars(select(Effect.key)))
+
+
+def writer(db: Harness, fail: bool = False, wait: anyio.Event | None = None) -> Any:
+    """A handler of the engine's kind that adds an ``Effect`` through ``ctx.session``."""
+
+    def add(ctx: Any) -> None:
+        ctx.session.add(Effect(key=ctx.instance_id, note=ctx.session.info.get("note", "")))
+        if fail:
+            raise RuntimeError("boom")
+
+    if not db.is_async:
+        return add
+
+    async def handler(ctx: Any) -> None:
+        await ctx.session.flush()  # the session is an AsyncSession: awaited I/O works
+        add(ctx)
+        if wait is not None:
+            await wait.wait()
+
+    return handler
+
+
+async def test_the_writes_commit_with_the_recorded_success(app: Harness, clock: ManualClock):
+    task = one_time("charge", transactional=True)(writer(app))
+    scheduler = app.scheduler([task], clock)
+    await app.resolve(
+        scheduler.schedule_batch(app.engine, [task.instance("a"), task.instance("b")])
+    )
+    assert await scheduler.run_due() == 2
+    assert effects(app) == ["a", "b"]
+    assert app.count() == 0  # and the executions are done: both committed together
+
+
+async def test_a_failure_rolls_the_writes_back_and_retries(app: Harness, clock: ManualClock):
+    failing = one_time("charge", transactional=True)(writer(app, fail=True))
+    scheduler = app.scheduler([failing], clock)
+    await app.resolve(scheduler.schedule(app.engine, failing.instance("a")))
+    assert await scheduler.run_due() == 1
+    assert effects(app) == []
+    row = app.row("charge", "a")
+    assert row is not None
+    assert row["consecutive_failures"] == 1
+    assert "RuntimeError: boom" in row["last_error"]
+
+    # the next attempt succeeds: the effect exists once
+    fixed = one_time("charge", transactional=True)(writer(app))
+    clock.advance(timedelta(hours=1))
+    assert await app.scheduler([fixed], clock).run_due() == 1
+    assert effects(app) == ["a"]
+    assert app.count() == 0
+
+
+async def test_follow_ups_and_a_new_payload_commit_in_the_same_transaction(
+    app: Harness, clock: ManualClock
+):
+    follow = one_time("follow")(lambda ctx: None)
+    base = writer(app)
+
+    def again(ctx: Any) -> Any:
+        ctx.schedule(follow.instance(f"after-{ctx.instance_id}"))
+        return NextAt(NOW + timedelta(days=1), {"round": 2})
+
+    if app.is_async:
+
+        async def handler(ctx: Any) -> Any:
+            await base(ctx)
+            return again(ctx)
+    else:
+
+        def handler(ctx: Any) -> Any:
+            base(ctx)
+            return again(ctx)
+
+    task = custom("poll", transactional=True)(handler)
+    scheduler = app.scheduler([task, follow], clock)
+    await app.resolve(scheduler.schedule(app.engine, task.instance("p", {"round": 1})))
+    assert await scheduler.run_due() == 2  # the poll, then the follow-up it scheduled
+    assert effects(app) == ["p"]
+    row = app.row("poll", "p")
+    assert row is not None
+    assert row["execution_time"] == NOW + timedelta(days=1)
+    assert row["task_data"] == {"round": 2}
+
+
+async def test_the_applications_session_factory_makes_the_session(app: Harness, clock: ManualClock):
+    task = one_time("charge", transactional=True)(writer(app))
+    factory: Any = (async_sessionmaker if app.is_async else sessionmaker)(info={"note": "mine"})
+    scheduler = Scheduler(
+        app.engine,
+        [task],
+        SchedulerConfig(scheduler_name="test-worker"),
+        clock=clock,
+        session_factory=factory,
+    )
+    await app.resolve(scheduler.schedule(app.engine, task.instance("a")))
+    assert await scheduler.run_due() == 1
+    with app.sync_engine.connect() as conn:
+        assert conn.scalar(select(Effect.note)) == "mine"
+
+
+async def test_a_commit_by_the_handler_only_flushes(app: Harness, clock: ManualClock):
+    """The outcome's transaction is the scheduler's: a handler's own commit cannot let its
+    writes out before its success is recorded."""
+
+    def commit_then_fail(ctx: Any) -> Any:
+        ctx.session.add(Effect(key=ctx.instance_id))
+        result = ctx.session.commit()
+        if app.is_async:
+
+            async def then() -> None:
+                await result
+                raise RuntimeError("after the commit")
+
+            return then()
+        raise RuntimeError("after the commit")
+
+    if app.is_async:
+
+        async def handler(ctx: Any) -> None:
+            await commit_then_fail(ctx)
+    else:
+        handler = commit_then_fail  # type: ignore[assignment]
+
+    task = one_time("charge", transactional=True)(handler)
+    scheduler = app.scheduler([task], clock)
+    await app.resolve(scheduler.schedule(app.engine, task.instance("a")))
+    await scheduler.run_due()
+    assert effects(app) == []
+    row = app.row("charge", "a")
+    assert row is not None
+    assert row["consecutive_failures"] == 1
+
+
+@pytest.mark.postgres_only(
+    "on SQLite the handler's transaction holds the write lock: no one can take its "
+    "execution over until it ends"
+)
+async def test_a_taken_over_execution_rolls_the_writes_back(app: Harness, clock: ManualClock):
+    def take_over(ctx: Any) -> None:
+        # another scheduler revives the execution and runs it: its version moves on
+        with app.sync_engine.begin() as conn:
+            conn.execute(update(app.table).values(version=app.table.c.version + 1))
+
+    if app.is_async:
+        base = writer(app)
+
+        async def handler(ctx: Any) -> None:
+            await base(ctx)
+            await anyio.to_thread.run_sync(take_over, ctx)
+    else:
+
+        def handler(ctx: Any) -> None:
+            writer(app)(ctx)
+            take_over(ctx)
+
+    task = one_time("charge", transactional=True)(handler)
+    scheduler = app.scheduler([task], clock)
+    await app.resolve(scheduler.schedule(app.engine, task.instance("a")))
+    await scheduler.run_due()
+    assert effects(app) == []  # the owner now is the other scheduler: its run counts
+    row = app.row("charge", "a")
+    assert row is not None  # this scheduler recorded nothing
+
+
+async def test_a_timeout_rolls_the_writes_back(app: Harness, clock: ManualClock):
+    if not app.is_async:
+        pytest.skip(
+            "a sync handler's timeout is a signal it polls: tests/integration/test_timeout.py"
+        )
+    never = anyio.Event()
+    task = one_time("charge", transactional=True, timeout=0.2)(writer(app, wait=never))
+    scheduler = app.scheduler([task], clock)
+    await app.resolve(scheduler.schedule(app.engine, task.instance("a")))
+    await scheduler.run_due()
+    assert effects(app) == []
+    row = app.row("charge", "a")
+    assert row is not None
+    assert "timed out" in row["last_error"]
+
+
+def test_a_pairing_that_cannot_work_is_refused_when_the_scheduler_is_built() -> None:
+    sync_engine = create_engine("sqlite://")
+    async_engine = create_async_engine("sqlite+aiosqlite://")
+
+    async def async_handler(ctx: Any) -> None: ...
+
+    sync_task = one_time("sync-tx", transactional=True)(lambda ctx: None)
+    async_task = one_time("async-tx", transactional=True)(async_handler)
+    with pytest.raises(
+        TaskDefinitionError,
+        match=r"task 'sync-tx': transactional=True pairs a sync handler with a sync Engine .* this task has a sync handler and the scheduler an AsyncEngine",
+    ):
+        Scheduler(async_engine, [sync_task])
+    with pytest.raises(
+        TaskDefinitionError,
+        match=r"task 'async-tx': .* this task has an async handler and the scheduler a sync Engine",
+    ):
+        Scheduler(sync_engine, [async_task])
+    with pytest.raises(
+        TypeError, match=r"session_factory must be a async_sessionmaker with an AsyncEngine"
+    ):
+        Scheduler(async_engine, [async_task], session_factory=sessionmaker())  # type: ignore[arg-type]
+    with pytest.raises(
+        TaskDefinitionError, match=r"task 'x': transactional must be True or False, got 'yes'"
+    ):
+        one_time("x", transactional="yes")(lambda ctx: None)  # type: ignore[arg-type]
+    # the pairings that work
+    Scheduler(sync_engine, [sync_task], session_factory=sessionmaker())
+    Scheduler(async_engine, [async_task], session_factory=async_sessionmaker())
+    # a task without transactional=True pairs with either
+    Scheduler(async_engine, [one_time("plain")(lambda ctx: None)])
+    sync_engine.dispose()
