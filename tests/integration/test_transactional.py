@@ -247,7 +247,8 @@ def test_a_pairing_that_cannot_work_is_refused_when_the_scheduler_is_built() -> 
     async_task = one_time("async-tx", transactional=True)(async_handler)
     with pytest.raises(
         TaskDefinitionError,
-        match=r"task 'sync-tx': transactional=True pairs a sync handler with a sync Engine .* this task has a sync handler and the scheduler an AsyncEngine",
+        match=r"task 'sync-tx': transactional=True pairs a sync handler with a sync Engine .* "
+        r"this task has a sync handler and the scheduler an AsyncEngine",
     ):
         Scheduler(async_engine, [sync_task])
     with pytest.raises(
