@@ -13,6 +13,11 @@ transaction of its own, so a test can see every execution from outside the worke
   with phase ``finished`` (the fault tests: a re-run must follow a start by a killed pid).
 - ``limited``: ``max_concurrency=LIMIT``; a row with phase ``started``, a pause
   (``LIMITED_SLEEP_MS``, default 50), a row with phase ``finished``.
+- ``effect``: ``transactional=True``; a line in the file ``EFFECT_LOG`` names (a file, not
+  a row: on SQLite the handler's transaction holds the write lock), then a row in
+  ``effects`` through ``ctx.session``, then a pause (``EFFECT_SLEEP_MS``, default 20)
+  before the scheduler commits the row with the outcome: a kill in that pause must leave
+  no effect behind.
 - ``poison``: an instance whose id starts with ``die`` kills the worker process
   (``os._exit``); one whose id starts with ``exit`` raises ``SystemExit(0)`` and one
   starting ``interrupt`` ``KeyboardInterrupt`` (each recording phase ``raised`` first);
@@ -73,6 +78,16 @@ runs = Table(
 
 release = Table("release", metadata, Column("id", Integer, primary_key=True))
 
+#: What the ``effect`` task writes in its outcome's transaction (no unique key: a second
+#: write of one instance would show).
+effects = Table(
+    "effects",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("instance", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+)
+
 #: The ``limited`` task's ``max_concurrency``.
 LIMIT = 2
 
@@ -99,6 +114,8 @@ def build_scheduler(
     slow_deadline: float = 60.0,
     fault_sleep: float = 0.0,
     limited_sleep: float = 0.05,
+    effect_sleep: float = 0.02,
+    effect_log: str | None = None,
     max_retries: int | None = None,
     skew: float = 0.0,
     db_clock: bool = True,
@@ -142,6 +159,15 @@ def build_scheduler(
         time.sleep(limited_sleep)
         log_run("limited", ctx.instance_id, "finished")
 
+    @one_time("effect", transactional=True)
+    def effect(ctx: ExecutionContext[Any]) -> None:
+        if effect_log is not None:
+            with open(effect_log, "a") as started:  # one write(2): a kill cannot cut it
+                started.write(f"{ctx.instance_id} {pid}\n")
+        ctx.session.execute(insert(effects).values(instance=ctx.instance_id, pid=pid))
+        ctx.session.flush()
+        time.sleep(effect_sleep)  # written, not committed: a kill here must undo the write
+
     @one_time("poison")
     def poison(ctx: ExecutionContext[Any]) -> None:
         if ctx.instance_id.startswith("die"):
@@ -167,7 +193,7 @@ def build_scheduler(
     if skew or not db_clock:
         base = SkewedClock(timedelta(seconds=skew))
         clock = DatabaseClock(base) if db_clock else base
-    return Scheduler(engine, [record, slow, fault, limited, poison], config, clock=clock)
+    return Scheduler(engine, [record, slow, fault, limited, effect, poison], config, clock=clock)
 
 
 def one_time_task(scheduler: Scheduler, name: str) -> OneTimeTask[Any]:
@@ -206,7 +232,8 @@ def _exit_with_parent(parent: int) -> None:
 def scheduler_from_env() -> Scheduler:
     """The scheduler the environment describes: ``DATABASE_URL`` (required),
     ``WORKER_NAME``, ``CONCURRENCY``, ``POLL_MS``, ``HEARTBEAT_MS``, ``MISSED_LIMIT``,
-    ``SHUTDOWN_WAIT_MS``, ``SLOW_DEADLINE_S``, ``FAULT_SLEEP_MS``, ``MAX_RETRIES``,
+    ``SHUTDOWN_WAIT_MS``, ``SLOW_DEADLINE_S``, ``FAULT_SLEEP_MS``, ``LIMITED_SLEEP_MS``,
+    ``EFFECT_SLEEP_MS``, ``EFFECT_LOG``, ``MAX_RETRIES``,
     ``SKEW_S``, ``DB_CLOCK`` and ``NODE_HEARTBEAT_MS``; with ``PARENT_PID``, the process
     exits when its parent does."""
     if "PARENT_PID" in os.environ:
@@ -222,6 +249,8 @@ def scheduler_from_env() -> Scheduler:
         slow_deadline=float(os.environ.get("SLOW_DEADLINE_S", 60)),
         fault_sleep=int(os.environ.get("FAULT_SLEEP_MS", 0)) / 1000,
         limited_sleep=int(os.environ.get("LIMITED_SLEEP_MS", 50)) / 1000,
+        effect_sleep=int(os.environ.get("EFFECT_SLEEP_MS", 20)) / 1000,
+        effect_log=os.environ.get("EFFECT_LOG"),
         max_retries=int(os.environ["MAX_RETRIES"]) if "MAX_RETRIES" in os.environ else None,
         skew=float(os.environ.get("SKEW_S", 0)),
         db_clock=os.environ.get("DB_CLOCK", "1") != "0",

@@ -13,9 +13,9 @@ from typing import Any
 from sqlalchemy import Engine
 
 from tests.concurrency.app import build_scheduler, engine_of, one_time_task
-from tests.concurrency.conftest import app_db, db_url, rows, scalar, workers
+from tests.concurrency.conftest import app_db, backend, db_url, rows, scalar, workers
 
-__all__ = ["app_db", "db_url", "workers"]
+__all__ = ["app_db", "backend", "db_url", "workers"]
 
 #: Dead after 3 missed heartbeats of 200 ms: revived within about a second of a kill.
 FAST = {"HEARTBEAT_MS": 200, "MISSED_LIMIT": 3, "POLL_MS": 100}
