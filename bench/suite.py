@@ -22,6 +22,7 @@ from bench.scenarios import (
     latency,
 )
 from bench.scheduling import schedule_async, schedule_batch, schedule_engine, schedule_session
+from bench.transactional import drain_transactional, floor_row_tx
 
 #: Each library figure and the raw floor it is compared with.
 FLOOR_OF = {
@@ -32,6 +33,7 @@ FLOOR_OF = {
     "drain_history_failures": "drain_history_none",
     "drain_history_all": "drain_history_none",
     "drain_limited": "drain_async_1",
+    "drain_transactional": "floor_row_tx",
     "latency_p50": "floor_latency_p50",
     "latency_p95": "floor_latency_p95",
     "latency_p99": "floor_latency_p99",
@@ -47,6 +49,8 @@ SCENARIOS = (
     "history",
     "drain_limited",
     "resume",
+    "floor_row_tx",
+    "drain_transactional",
     "floor_latency",
     "latency",
     "due_lag",
@@ -105,6 +109,13 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
         lambda: resume_latency(bench)[0],
         "resume",
     )
+    s("floor_row_tx", "floor (d) transaction per row", "rows/s", partial(floor_row_tx, bench))
+    s(
+        "drain_transactional",
+        "drain of a transactional task",
+        "rows/s",
+        partial(drain_transactional, bench),
+    )
     s(
         "floor_latency_p50",
         "floor: raw commit-to-pick",
@@ -155,6 +166,7 @@ def apply_targets(bench: Bench) -> None:
         ("drain_scale", 0.80),
         ("drain_history_failures", 0.90),  # within noise of no history at all
         ("drain_history_all", 0.60),
+        ("drain_transactional", 0.70),
     ):
         if key in f:
             f[key].target = f">= {ratio:.0%} of floor"

@@ -13,7 +13,8 @@ begins, the key being its instance id (``#retry`` added on a retry). ``--cron EX
 a recurring ``tick`` task on that cron schedule (key ``tick@<execution_time>``);
 ``--fail-first`` makes the first attempt of each ``noop`` execution fail,
 ``--retry-delay`` sets ``retry_base_delay``, ``--history`` the ``history`` setting and
-``--max-concurrency`` the task's ``max_concurrency``.
+``--max-concurrency`` the task's ``max_concurrency``; ``--transactional`` defines it with
+``transactional=True``.
 SIGTERM or SIGINT stops the scheduler
 gracefully (``request_stop``) and the process exits 0.
 """
@@ -61,6 +62,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--retry-delay", type=float, default=None, help="seconds")
     parser.add_argument("--history", choices=("failures", "all", "none"), default=None)
     parser.add_argument("--max-concurrency", type=int, default=None, help="the task's limit")
+    parser.add_argument("--transactional", action="store_true", help="transactional=True")
     parser.add_argument("--log-level", default="WARNING")
     return parser.parse_args(argv)
 
@@ -80,6 +82,7 @@ def make_task(
     report_starts: bool,
     fail_first: bool = False,
     max_concurrency: int | None = None,
+    transactional: bool = False,
 ) -> OneTimeTask[Any]:
     """The ``noop`` task, with an ``async def`` or a plain ``def`` handler."""
 
@@ -95,12 +98,16 @@ def make_task(
         async def noop_async(ctx: ExecutionContext[Any]) -> None:
             begin(ctx)
 
-        return one_time(TASK_NAME, max_concurrency=max_concurrency)(noop_async)
+        return one_time(TASK_NAME, max_concurrency=max_concurrency, transactional=transactional)(
+            noop_async
+        )
 
     def noop_sync(ctx: ExecutionContext[Any]) -> None:
         begin(ctx)
 
-    return one_time(TASK_NAME, max_concurrency=max_concurrency)(noop_sync)
+    return one_time(TASK_NAME, max_concurrency=max_concurrency, transactional=transactional)(
+        noop_sync
+    )
 
 
 def make_tick(expression: str) -> RecurringTask[Any]:
@@ -140,7 +147,13 @@ async def serve(args: argparse.Namespace) -> None:
     else:
         engine = create_engine(args.url, pool_size=args.concurrency + 5)
     tasks: list[Any] = [
-        make_task(args.handler, args.report_starts, args.fail_first, args.max_concurrency)
+        make_task(
+            args.handler,
+            args.report_starts,
+            args.fail_first,
+            args.max_concurrency,
+            args.transactional,
+        )
     ]
     if args.cron is not None:
         tasks.append(make_tick(args.cron))
