@@ -16,6 +16,7 @@ engine (SQLAlchemy's ``AsyncEngine`` runs on asyncio only).
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -396,6 +397,29 @@ class Transaction:
         self._conn = conn
         self.session: Any = session
         """A ``Session`` (sync engine) or an ``AsyncSession`` (async engine)."""
+        #: Guards ``_in_thread`` and ``_orphaned`` (see ``guard``).
+        self._state = threading.Lock()
+        self._in_thread = False
+        self._orphaned = False
+
+    def guard(self, handler: Callable[[Any], T]) -> Callable[[Any], T]:
+        """``handler`` for a handler thread, to run while the session is its own: should
+        the transaction be closed before it returns (a stop cancelled the wait for it), the
+        thread closes it when the handler is done, not the loop while it runs."""
+
+        def guarded(arg: Any) -> T:
+            with self._state:
+                self._in_thread = True
+            try:
+                return handler(arg)
+            finally:
+                with self._state:
+                    self._in_thread = False
+                    orphaned = self._orphaned
+                if orphaned:
+                    _close_sync(self.session, self._conn)
+
+        return guarded
 
     async def run(self, fn: Callable[[Connection], T]) -> T:
         """Flush the session's pending changes, then ``fn`` on the transaction's connection."""
@@ -426,10 +450,22 @@ class Transaction:
         await self.run(_commit)
 
     async def close(self) -> None:
+        """Close the session and give the connection back, rolling back what was not
+        committed; left to the handler thread while one still runs (see ``guard``)."""
+        with self._state:
+            self._orphaned = self._in_thread
+        if self._orphaned:
+            return
         if isinstance(self.session, AsyncSession):
             await self.session.close()
         else:
             await anyio.to_thread.run_sync(self.session.close, limiter=self._db._limiter)
+        await self._db._close(self._conn)
+
+
+def _close_sync(session: Session, conn: Any) -> None:
+    session.close()
+    conn.close()
 
 
 def _begin(conn: Connection) -> None:

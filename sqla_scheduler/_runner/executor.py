@@ -36,7 +36,7 @@ from sqla_scheduler.context import ExecutionContext, ShutdownSignal
 from sqla_scheduler.exceptions import InvalidScheduleError, PayloadError, TaskTimeoutError
 from sqla_scheduler.interceptors import ExecutionInterceptor, run_chain
 from sqla_scheduler.listeners import SchedulerListener, dispatch
-from sqla_scheduler.tasks import RecurringTask, Task
+from sqla_scheduler.tasks import Handler, RecurringTask, Task
 
 __all__ = ["Executor"]
 
@@ -121,9 +121,12 @@ class Executor:
         started_at = self.clock.now()
         started = time.monotonic()
         async with self._transaction(task) as transaction:
+            handler = task.handler
             if transaction is not None:
                 context = replace(context, session=transaction.session)
-            result, error = await self._attempt(task, context)
+                if not task.is_async:  # its session is the handler thread's while it runs
+                    handler = transaction.guard(handler)
+            result, error = await self._attempt(task, context, handler)
             duration = timedelta(seconds=time.monotonic() - started)
             now = self.clock.now()
             if error is None:
@@ -162,13 +165,13 @@ class Executor:
         return Outcome(held=held, decision=decision, context=context, on_abandon=task.on_abandon)
 
     async def _attempt(
-        self, task: Task[Any], context: ExecutionContext[Any]
+        self, task: Task[Any], context: ExecutionContext[Any], handler: Handler[Any]
     ) -> tuple[Any, BaseException | None]:
-        """Run the handler once: what it returned, or what it raised."""
+        """Run ``handler`` (the task's) once: what it returned, or what it raised."""
         try:
             if task.timeout is None:
-                return await self._chain(task, context), None
-            return await self._within_timeout(task, context, task.timeout), None
+                return await self._chain(task, context, handler), None
+            return await self._within_timeout(task, context, handler, task.timeout), None
         except anyio.get_cancelled_exc_class():
             raise  # the loop is stopping: the execution is released, not failed
         except BaseException as exc:  # SystemExit, KeyboardInterrupt too: only a stop stops us
@@ -204,14 +207,21 @@ class Executor:
         await transaction.commit()
         return Outcome(held=held, decision=completion, on_recorded=on_recorded, committed=True)
 
-    async def _chain(self, task: Task[Any], context: ExecutionContext[Any]) -> Any:
+    async def _chain(
+        self, task: Task[Any], context: ExecutionContext[Any], handler: Handler[Any]
+    ) -> Any:
         """The handler, through the interceptors when there are any."""
+        call = partial(self._call, task, context, handler)
         if self.interceptors:
-            return await run_chain(self.interceptors, context, partial(self._call, task, context))
-        return await self._call(task, context)
+            return await run_chain(self.interceptors, context, call)
+        return await call()
 
     async def _within_timeout(
-        self, task: Task[Any], context: ExecutionContext[Any], limit: timedelta
+        self,
+        task: Task[Any],
+        context: ExecutionContext[Any],
+        handler: Handler[Any],
+        limit: timedelta,
     ) -> Any:
         """The handler, held to its task's timeout ``limit``: an async one is cancelled
         when it is up; a sync one cannot be, so its context's shutdown signal is set and it
@@ -221,7 +231,7 @@ class Executor:
         seconds = limit.total_seconds()
         if task.is_async:
             with anyio.move_on_after(seconds) as scope:
-                result = await self._chain(task, context)
+                result = await self._chain(task, context, handler)
             if scope.cancel_called:
                 raise TaskTimeoutError(task.name, limit, "the handler was cancelled")
             return result
@@ -237,7 +247,7 @@ class Executor:
         async with anyio.create_task_group() as group:
             group.start_soon(expire)
             try:
-                result = await self._chain(task, context)
+                result = await self._chain(task, context, handler)
             except anyio.get_cancelled_exc_class():
                 raise
             except BaseException as exc:  # raised below, not wrapped in the group's error
@@ -254,10 +264,12 @@ class Executor:
             raise raised
         return result
 
-    async def _call(self, task: Task[Any], context: ExecutionContext[Any]) -> Any:
+    async def _call(
+        self, task: Task[Any], context: ExecutionContext[Any], handler: Handler[Any]
+    ) -> Any:
         if task.is_async:
-            return await task.handler(context)
-        result = await self._threads.run(task.handler, context)
+            return await handler(context)
+        result = await self._threads.run(handler, context)
         if inspect.isawaitable(result):  # e.g. a sync callable that returns a coroutine
             return await result
         return result
