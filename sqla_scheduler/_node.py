@@ -13,6 +13,9 @@ from sqla_scheduler.clock import DatabaseClock, SystemClock
 __all__ = ["ALIVE_INTERVALS", "Node", "database_now", "is_alive"]
 
 ALIVE_INTERVALS = 3
+#: How long a stale node's row stays (for ``nodes`` and the admin page to show that a
+#: scheduler died) before maintenance forgets it; a clean stop deletes its own at once.
+FORGET_AFTER = timedelta(days=1)
 """A node is alive while its last record is at most this many ``node_heartbeat_interval``s
 old: one late or failed write is not a death."""
 

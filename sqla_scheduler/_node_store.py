@@ -15,7 +15,7 @@ from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._node import Node
 from sqla_scheduler._statements import Nodes, statements_for
 
-__all__ = ["Record", "get_node", "list_nodes", "record", "remove"]
+__all__ = ["Record", "forget", "get_node", "list_nodes", "record", "remove"]
 
 
 def _statements(conn: Connection, table: Table) -> Nodes:
@@ -48,6 +48,11 @@ def remove(conn: Connection, table: Table, *, name: str, started_at: datetime) -
         _statements(conn, table).remove, {"name": name, "started_at": started_at}
     )
     return deleted.rowcount > 0
+
+
+def forget(conn: Connection, table: Table, *, threshold: datetime) -> int:
+    """Delete the rows of nodes last seen before ``threshold``; return how many."""
+    return conn.execute(_statements(conn, table).forget, {"threshold": threshold}).rowcount
 
 
 def list_nodes(conn: Connection, table: Table, *, now: datetime, interval: timedelta) -> list[Node]:

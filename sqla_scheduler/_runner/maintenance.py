@@ -19,10 +19,11 @@ from typing import Any
 import anyio
 from sqlalchemy import Table
 
-from sqla_scheduler import _history_store, _store
+from sqla_scheduler import _history_store, _node_store, _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._execution import Execution
+from sqla_scheduler._node import FORGET_AFTER
 from sqla_scheduler._runner.waker import Waker
 from sqla_scheduler.clock import Clock, DatabaseClock
 from sqla_scheduler.config import SchedulerConfig
@@ -95,14 +96,15 @@ class Maintenance:
             await anyio.sleep(self.config.revive_interval.total_seconds())
 
     async def run_once(self) -> None:
-        """One pass: clock sync, revival, orphan deletion when tasks are registered, and
-        history pruning."""
+        """One pass: clock sync, revival, orphan deletion when tasks are registered,
+        history pruning, and forgetting nodes long dead."""
         await self.sync_clock()
         await self.revive_once()
         await self.report_unreadable_once()
         if self.names:  # with no tasks, every row would look orphaned
             await self.delete_orphans_once()
         await self.prune_history_once()
+        await self.forget_nodes_once()
 
     async def sync_clock(self) -> None:
         """Measure a ``DatabaseClock``'s offset when it is due (a no-op for others)."""
@@ -214,6 +216,17 @@ class Maintenance:
                 data,
             )
         return deleted
+
+    async def forget_nodes_once(self) -> int:
+        """Delete the rows of nodes not seen for ``FORGET_AFTER`` (killed schedulers);
+        return how many."""
+        threshold = self.clock.now() - max(FORGET_AFTER, self.config.node_heartbeat_interval * 10)
+        forgotten = await self.db.shielded(
+            partial(_node_store.forget, table=self.table, threshold=threshold), autocommit=True
+        )
+        if forgotten:
+            log.info("forgot %d scheduler node(s) not seen since %s", forgotten, threshold)
+        return forgotten
 
     async def prune_history_once(self) -> int:
         """Delete history entries older than ``history_retention``, ``PRUNE_BATCH`` per

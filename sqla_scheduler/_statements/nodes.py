@@ -31,6 +31,11 @@ class Nodes:
             n.c.name == bindparam("name"),
             n.c.started_at == bindparam("started_at", type_=n.c.started_at.type),
         )
+        #: Delete the rows last seen before the bound ``threshold``: schedulers that were
+        #: killed (a clean stop deletes its own row).
+        self.forget: Delete = delete(n).where(
+            n.c.last_seen < bindparam("threshold", type_=n.c.last_seen.type)
+        )
         #: Every row, by name.
         self.listing: Select[Any] = select(n).order_by(n.c.name)
         #: The row of the bound ``name``.

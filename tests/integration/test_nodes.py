@@ -147,3 +147,18 @@ async def test_nodes_takes_a_session_too(db: Harness, clock: ManualClock) -> Non
         (node,) = await db.resolve(scheduler.nodes(session))
         assert node.name == "test-worker"
         await db.rollback(session)
+
+
+async def test_maintenance_forgets_a_node_not_seen_for_a_day(
+    db: Harness, clock: ManualClock
+) -> None:
+    killed = db.scheduler([], clock, scheduler_name="killed", node_heartbeat_interval=BEAT)
+    alive = db.scheduler([], clock, scheduler_name="alive", node_heartbeat_interval=BEAT)
+    async with services(killed) as dead, services(alive) as live:
+        assert await dead.node.run_once()  # and never again, nor removed: it was killed
+        clock.advance(timedelta(days=1))
+        assert await live.node.run_once()
+        assert await live.maintenance.forget_nodes_once() == 0  # a day exactly: kept
+        clock.advance(timedelta(seconds=1))
+        assert await live.maintenance.forget_nodes_once() == 1
+        assert [n.name for n in await db.resolve(alive.nodes(db.engine))] == ["alive"]
