@@ -6,6 +6,10 @@ helpers here schedule the app's ``fault`` task and check what the ``runs`` table
 
 from __future__ import annotations
 
+import os
+import random
+import signal
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
@@ -13,7 +17,16 @@ from typing import Any
 from sqlalchemy import Engine
 
 from tests.concurrency.app import build_scheduler, engine_of, one_time_task
-from tests.concurrency.conftest import app_db, backend, db_url, rows, scalar, workers
+from tests.concurrency.conftest import (
+    Worker,
+    Workers,
+    app_db,
+    backend,
+    db_url,
+    rows,
+    scalar,
+    workers,
+)
 
 __all__ = ["app_db", "backend", "db_url", "workers"]
 
@@ -29,6 +42,33 @@ def schedule(url: str, app_db: Engine, task: str, ids: Iterable[str], **kwargs: 
         return client.schedule_batch(app_db, [definition.instance(i, **kwargs) for i in ids])
     finally:
         engine_of(client).dispose()
+
+
+def kill_repeatedly(
+    workers: Workers,
+    live: list[Worker],
+    app_db: Engine,
+    *,
+    seconds: float,
+    pause: tuple[float, float],
+    seed: int,
+    **env: Any,
+) -> set[int]:
+    """Until the queue is empty or ``seconds`` pass: every ``pause`` seconds (a random
+    span), SIGKILL a random worker of ``live`` and start another in its place with ``env``.
+    Returns the killed pids; ``live`` holds the workers running at the end."""
+    rng = random.Random(seed)
+    killed: set[int] = set()
+    started = time.monotonic()
+    while remaining(app_db) and time.monotonic() - started < seconds:
+        time.sleep(rng.uniform(*pause))
+        slot = rng.randrange(len(live))
+        victim = live[slot]
+        os.kill(victim.pid, signal.SIGKILL)
+        assert victim.proc.wait(timeout=30) == -signal.SIGKILL
+        killed.add(victim.pid)
+        live[slot] = workers.start(f"w{slot}-{len(killed)}", **env)
+    return killed
 
 
 def remaining(app_db: Engine) -> int:

@@ -5,9 +5,6 @@ its transaction, and the attempt that ran again wrote it anew."""
 
 from __future__ import annotations
 
-import os
-import random
-import signal
 import time
 from collections import Counter
 from pathlib import Path
@@ -15,7 +12,7 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from tests.concurrency.conftest import Workers, rows, wait_until
-from tests.faults.conftest import FAST, remaining, schedule
+from tests.faults.conftest import FAST, kill_repeatedly, remaining, schedule
 
 #: Executions, workers and how long to keep killing, per database (SQLite has one writer).
 SIZES = {"postgresql": (3_000, 3, 30.0), "sqlite": (400, 2, 20.0)}
@@ -32,19 +29,10 @@ def test_a_killed_attempts_writes_are_gone_and_each_write_exists_once(
     expected = {f"e-{i}" for i in range(executions)}
     assert schedule(db_url, app_db, "effect", sorted(expected)) == executions
 
-    rng = random.Random(11)
-    killed: set[int] = set()
-    generation = 0
     started = time.monotonic()
-    while remaining(app_db) and time.monotonic() - started < killing_for:
-        time.sleep(rng.uniform(0.5, 1.5))
-        slot = rng.randrange(size)
-        victim = live[slot]
-        os.kill(victim.pid, signal.SIGKILL)
-        assert victim.proc.wait(timeout=30) == -signal.SIGKILL
-        killed.add(victim.pid)
-        generation += 1
-        live[slot] = workers.start(f"w{slot}-{generation}", **env)
+    killed = kill_repeatedly(
+        workers, live, app_db, seconds=killing_for, pause=(0.5, 1.5), seed=11, **env
+    )
 
     wait_until(lambda: remaining(app_db) == 0, 120, "the queue to drain", workers.report)
     elapsed = time.monotonic() - started
