@@ -1,4 +1,7 @@
-"""examples/flask_app: a sync session in the request, the loop on a background thread."""
+"""examples/flask_app: a sync session in the request, the loop on a background thread.
+
+In this process, through Flask's test client; ``tests/integrations/test_flask.py`` serves
+an application with ``flask run`` in real processes."""
 
 from __future__ import annotations
 
@@ -14,12 +17,13 @@ from examples.flask_app.app import create_application
 def test_orders_are_confirmed_and_a_failed_request_schedules_nothing(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'shop.db'}"
     app = create_application(url)
-    scheduler = app.extensions["scheduler"]
+    scheduler = app.extensions["sqla_scheduler"]
     try:
-        assert scheduler.running
+        assert not scheduler.running  # until the first request
         client = app.test_client()
         placed = client.post("/orders", json={"id": 1, "customer": "ada@example.com"})
         assert placed.status_code == 201, placed.text
+        assert scheduler.running
         blocked = client.post("/orders", json={"id": 2, "customer": "eve@blocked.example"})
         assert blocked.status_code == 422
 
