@@ -53,6 +53,10 @@ reloader replacing its child, gunicorn stopping a worker. A process killed outri
 reloader) leaves its running executions to be revived by another scheduler once their
 heartbeats are stale.
 
+Not running it. With ``app.config["SQLA_SCHEDULER_RUN"] = False`` (read at each request
+until the loop starts) requests start nothing: for tests that run executions themselves
+(the pytest plugin's fixtures), or a web process that only schedules while workers run.
+
 ``init_app`` is idempotent: a second call with the same scheduler changes nothing, and a
 scheduler shared by several applications (an application factory called twice) is
 started once per process. If the scheduler is already running (started by the
@@ -79,10 +83,12 @@ from sqla_scheduler.scheduler import Scheduler
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
-__all__ = ["EXTENSION_KEY", "init_app"]
+__all__ = ["EXTENSION_KEY", "RUN_CONFIG_KEY", "init_app"]
 
 #: The key of ``app.extensions`` that holds the application's scheduler.
 EXTENSION_KEY = "sqla_scheduler"
+#: The configuration key that, set to ``False``, keeps requests from starting the loop.
+RUN_CONFIG_KEY = "SQLA_SCHEDULER_RUN"
 
 
 def init_app(app: Flask, scheduler: Scheduler, *, backend: str = "asyncio") -> None:
@@ -100,7 +106,7 @@ def init_app(app: Flask, scheduler: Scheduler, *, backend: str = "asyncio") -> N
         raise RuntimeError(f"{app!r} already runs {existing!r}; an application runs one")
     app.extensions[EXTENSION_KEY] = scheduler
     starter = _starter(scheduler, backend)
-    app.wsgi_app = _StartOnFirstRequest(app.wsgi_app, starter)  # type: ignore[method-assign]
+    app.wsgi_app = _StartOnFirstRequest(app, starter)  # type: ignore[method-assign]
 
 
 class _Starter:
@@ -143,10 +149,12 @@ def _starter(scheduler: Scheduler, backend: str) -> _Starter:
 class _StartOnFirstRequest:
     """WSGI middleware: makes sure the scheduler runs, then serves the request."""
 
-    def __init__(self, app: WSGIApplication, starter: _Starter) -> None:
-        self.app = app
+    def __init__(self, flask_app: Flask, starter: _Starter) -> None:
+        self.app: WSGIApplication = flask_app.wsgi_app
+        self.config = flask_app.config
         self.starter = starter
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        self.starter.ensure_started()
+        if not self.starter.started.is_set() and self.config.get(RUN_CONFIG_KEY, True):
+            self.starter.ensure_started()
         return self.app(environ, start_response)

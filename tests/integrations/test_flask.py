@@ -27,7 +27,7 @@ from flask import Flask
 from sqlalchemy import create_engine, text
 
 from sqla_scheduler import Scheduler, migrate, one_time
-from sqla_scheduler.integrations.flask import EXTENSION_KEY, init_app
+from sqla_scheduler.integrations.flask import EXTENSION_KEY, RUN_CONFIG_KEY, init_app
 from tests._cli import ROOT, cli_env
 
 APP = "tests.integrations.flask_served:create_app"
@@ -242,5 +242,16 @@ def test_a_scheduler_the_application_started_is_left_alone(scheduler: Scheduler)
     app = Flask(__name__)
     init_app(app, scheduler)
     scheduler.start()
+    app.test_client().get("/")
+    assert scheduler.running
+
+
+def test_requests_start_nothing_with_sqla_scheduler_run_false(scheduler: Scheduler) -> None:
+    app = Flask(__name__)
+    init_app(app, scheduler)
+    app.config[RUN_CONFIG_KEY] = False
+    app.test_client().get("/")
+    assert not scheduler.running
+    app.config[RUN_CONFIG_KEY] = True
     app.test_client().get("/")
     assert scheduler.running
