@@ -29,7 +29,7 @@ test: $(VENV)/.installed-dev
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy --strict sqla_scheduler
+	$(BIN)/mypy --strict sqla_scheduler sqla_scheduler_pytest.py
 	$(BIN)/mypy --strict tests/typing
 
 ## Build the documentation site into site/; any warning fails the build.

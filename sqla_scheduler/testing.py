@@ -5,6 +5,11 @@
   through the task's JSON codec, so a handler can be called inline.
 - [`run_due`][] runs every due execution to completion, with no loop and no waiting
   (``await scheduler.run_due()`` is the async form).
+- [`ScheduledExecutions`][] lists what a scheduler's table holds and asserts that an
+  execution was scheduled (or was not), from sync and async tests alike.
+
+The pytest plugin (installed with the package) offers these as fixtures: see the testing
+guide.
 """
 
 from __future__ import annotations
@@ -13,14 +18,16 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 import anyio
+from sqlalchemy import Engine, create_engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from sqla_scheduler._execution import Execution
 from sqla_scheduler.clock import ManualClock
 from sqla_scheduler.context import ExecutionContext
 from sqla_scheduler.scheduler import Scheduler
 from sqla_scheduler.tasks import RECURRING_INSTANCE_ID, RecurringTask, Task
 
-__all__ = ["ManualClock", "build_context", "run_due"]
+__all__ = ["ManualClock", "ScheduledExecutions", "build_context", "run_due"]
 
 P = TypeVar("P")
 
@@ -66,3 +73,97 @@ def run_due(scheduler: Scheduler) -> int:
     if isinstance(scheduler.engine, AsyncEngine):
         raise TypeError("this scheduler has an AsyncEngine: use `await scheduler.run_due()`")
     return anyio.run(scheduler.run_due)
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET = _Unset()
+
+
+class ScheduledExecutions:
+    """The executions in ``scheduler``'s table, for assertions in tests.
+
+    It reads through a sync engine of its own on the scheduler's database (the
+    scheduler's engine when that is sync), so the same calls work in sync and async tests
+    and with either kind of engine. Call
+    [`close`][sqla_scheduler.testing.ScheduledExecutions.close] (or use it as a context
+    manager) to dispose of that engine.
+    """
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        from sqla_scheduler.migrate import sync_url
+
+        self.scheduler = scheduler
+        engine = scheduler.engine
+        self._own_engine = isinstance(engine, AsyncEngine)
+        self._engine: Engine = (
+            create_engine(sync_url(engine.url)) if isinstance(engine, AsyncEngine) else engine
+        )
+
+    def __call__(self, task: Task[Any] | str | None = None) -> list[Execution]:
+        """Every execution in the table (of ``task`` only, given one), in pick order."""
+        task_name = task.name if isinstance(task, Task) else task
+        return self.scheduler.executions(self._engine, "all", task_name=task_name)
+
+    def get(self, task: Task[Any] | str, instance_id: str) -> Execution | None:
+        """The execution of ``task`` with ``instance_id``, or ``None``."""
+        name = task.name if isinstance(task, Task) else task
+        return self.scheduler.get_execution(self._engine, name, instance_id)
+
+    def assert_scheduled(
+        self,
+        task: Task[Any] | str,
+        instance_id: str,
+        *,
+        at: datetime | None = None,
+        payload: object = _UNSET,
+    ) -> Execution:
+        """Assert that an execution of ``task`` with ``instance_id`` is in the table; return it.
+
+        With ``at``, its execution time must be exactly ``at``; with ``payload``, its
+        stored payload must be what ``payload`` encodes to with the task's codec (``task``
+        must then be the task itself, or a name registered with the scheduler).
+        """
+        name = task.name if isinstance(task, Task) else task
+        found = self.get(name, instance_id)
+        if found is None:
+            others = [e.instance_id for e in self(name)]
+            raise AssertionError(
+                f"no execution of {name!r} with instance id {instance_id!r} is scheduled "
+                f"(instances of {name!r}: {others})"
+            )
+        if at is not None and found.execution_time != at:
+            raise AssertionError(
+                f"{name!r}/{instance_id!r} is scheduled at {found.execution_time.isoformat()}, "
+                f"not at {at.isoformat()}"
+            )
+        if payload is not _UNSET:
+            definition = task if isinstance(task, Task) else self.scheduler.task(name)
+            expected = definition.codec.encode(payload)
+            if found.data != expected:
+                raise AssertionError(
+                    f"{name!r}/{instance_id!r} has the payload {found.data!r}, not {expected!r}"
+                )
+        return found
+
+    def assert_not_scheduled(self, task: Task[Any] | str, instance_id: str | None = None) -> None:
+        """Assert that no execution of ``task`` (with ``instance_id``, given one) is in the
+        table."""
+        name = task.name if isinstance(task, Task) else task
+        found = [e.instance_id for e in self(name) if instance_id in (None, e.instance_id)]
+        if found:
+            raise AssertionError(f"{name!r} has scheduled executions: {found}")
+
+    def close(self) -> None:
+        """Dispose of the engine this made (nothing when it reads through the scheduler's)."""
+        if self._own_engine:
+            self._engine.dispose()
+
+    def __enter__(self) -> ScheduledExecutions:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

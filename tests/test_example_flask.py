@@ -1,25 +1,35 @@
-"""examples/flask_app: a sync session in the request, the loop on a background thread."""
+"""examples/flask_app: a sync session in the request, the loop on a background thread.
+
+In this process, through Flask's test client; ``tests/integrations/test_flask.py`` serves
+an application with ``flask run`` in real processes. The second test is written the way
+the testing guide tells users to test their own application: with the pytest plugin's
+fixtures, the loop off."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from flask import Flask
 from sqlalchemy import create_engine, text
 
-from examples.flask_app.app import create_application
+from examples.flask_app.app import Confirmation, create_application
+from sqla_scheduler import Scheduler
+from sqla_scheduler.testing import ManualClock, ScheduledExecutions
 
 
 def test_orders_are_confirmed_and_a_failed_request_schedules_nothing(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'shop.db'}"
     app = create_application(url)
-    scheduler = app.extensions["scheduler"]
+    scheduler = app.extensions["sqla_scheduler"]
     try:
-        assert scheduler.running
+        assert not scheduler.running  # until the first request
         client = app.test_client()
         placed = client.post("/orders", json={"id": 1, "customer": "ada@example.com"})
         assert placed.status_code == 201, placed.text
+        assert scheduler.running
         blocked = client.post("/orders", json={"id": 2, "customer": "eve@blocked.example"})
         assert blocked.status_code == 422
 
@@ -39,3 +49,40 @@ def test_orders_are_confirmed_and_a_failed_request_schedules_nothing(tmp_path: P
         assert left == []  # order-1 ran and was removed; order-2 never existed
     finally:
         engine.dispose()
+
+
+@pytest.fixture
+def flask_app(tmp_path: Path) -> Flask:
+    app = create_application(f"sqlite:///{tmp_path / 'shop.db'}")
+    app.config["SQLA_SCHEDULER_RUN"] = False  # the test runs what is due itself
+    return app
+
+
+@pytest.fixture
+def sqla_scheduler(flask_app: Flask) -> Scheduler:
+    """The plugin's fixtures use the application's scheduler."""
+    scheduler: Scheduler = flask_app.extensions["sqla_scheduler"]
+    return scheduler
+
+
+def test_a_confirmation_is_scheduled_with_its_order_and_runs_when_due(
+    flask_app: Flask,
+    scheduler_clock: ManualClock,
+    scheduler_run_due: Callable[[], int],
+    scheduler_executions: ScheduledExecutions,
+) -> None:
+    client = flask_app.test_client()
+    assert client.post("/orders", json={"id": 1, "customer": "ada@example.com"}).status_code == 201
+    assert (
+        client.post("/orders", json={"id": 2, "customer": "eve@blocked.example"}).status_code == 422
+    )
+
+    scheduler_executions.assert_scheduled(
+        "send-confirmation", "order-1", at=scheduler_clock.now(), payload=Confirmation(1)
+    )
+    scheduler_executions.assert_not_scheduled("send-confirmation", "order-2")
+    assert client.get("/orders/1").get_json() == {"id": 1, "confirmed": False}
+
+    assert scheduler_run_due() == 1
+    assert client.get("/orders/1").get_json() == {"id": 1, "confirmed": True}
+    scheduler_executions.assert_not_scheduled("send-confirmation")

@@ -50,6 +50,12 @@ def test_the_wheel_installs_migrates_and_runs_the_demo(tmp_path: Path) -> None:
     ):
         assert needed in names
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    # the pytest plugin: a module beside the package, named by the entry point
+    assert "sqla_scheduler_pytest.py" in names
+    (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+    assert "[pytest11]\nsqla_scheduler = sqla_scheduler_pytest" in (
+        zipfile.ZipFile(wheel).read(entry_points).decode()
+    )
     assert not any(n.startswith(("tests/", "examples/", "docs/")) for n in names)
 
     venv = tmp_path / "venv"

@@ -1,15 +1,15 @@
 """Flask with a sync engine: schedule in the request's transaction, run on a thread.
 
-``scheduler.start()`` runs the loop on a background thread when the application is
-created and ``scheduler.stop()`` (registered with :mod:`atexit`) stops it gracefully when
-the process exits. Run it with::
+``init_app`` runs the loop on a background thread in each process that serves the
+application, from its first request (not in the reloader's parent process, not during
+``flask routes`` or other commands), and stops it gracefully when the process exits. Run
+it with::
 
     DATABASE_URL=sqlite:///shop.db flask --app examples.flask_app.app:create_application run
 """
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import os
 from datetime import datetime, timedelta, timezone
@@ -26,6 +26,7 @@ from sqla_scheduler import (
     migrate,
     one_time,
 )
+from sqla_scheduler.integrations.flask import init_app
 
 
 class Base(DeclarativeBase):
@@ -65,7 +66,7 @@ def create_application(url: str | None = None) -> Flask:
     scheduler = Scheduler(engine, tasks=[send_confirmation], config=config)
 
     app = Flask(__name__)
-    app.extensions["scheduler"] = scheduler
+    init_app(app, scheduler)  # app.extensions["sqla_scheduler"] is the scheduler
 
     @app.post("/orders")
     def place_order() -> tuple[dict[str, object], int]:
@@ -88,6 +89,4 @@ def create_application(url: str | None = None) -> Flask:
                 abort(404)
             return {"id": order.id, "confirmed": order.confirmed_at is not None}
 
-    scheduler.start()  # returns once the loop runs on its background thread
-    atexit.register(scheduler.stop)
     return app

@@ -1,0 +1,160 @@
+"""The pytest plugin (``sqla_scheduler_pytest``, a ``pytest11`` entry point), as a user's
+test session sees it: ``pytester`` runs small test files in a pytest of their own against
+a migrated SQLite file."""
+
+from __future__ import annotations
+
+import pytest
+
+from sqla_scheduler import migrate
+
+CONFTEST = """
+import shutil
+
+import pytest
+from sqlalchemy import create_engine
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from sqla_scheduler import ExecutionContext, Scheduler, one_time
+
+ran = []
+
+
+@one_time("remind", payload_type=str)
+def remind(ctx: ExecutionContext[str]) -> None:
+    ran.append(ctx.payload)
+
+
+@pytest.fixture
+def database(tmp_path):
+    shutil.copyfile("app.db", tmp_path / "app.db")  # a fresh copy of the migrated file
+    return tmp_path / "app.db"
+
+
+@pytest.fixture
+def sqla_scheduler(database):
+    engine = create_engine(f"sqlite:///{database}")
+    yield Scheduler(engine, [remind])
+    engine.dispose()
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+"""
+
+USER_TESTS = """
+from datetime import timedelta
+
+import pytest
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from sqla_scheduler import Scheduler
+from conftest import ran, remind
+
+
+def test_a_reminder_runs_at_its_time(
+    sqla_scheduler, scheduler_clock, scheduler_run_due, scheduler_executions
+):
+    at = scheduler_clock.now() + timedelta(hours=1)
+    assert sqla_scheduler.clock is scheduler_clock
+    sqla_scheduler.schedule(sqla_scheduler.engine, remind.instance("r-1", "ada", at=at))
+    execution = scheduler_executions.assert_scheduled(remind, "r-1", at=at, payload="ada")
+    assert execution.execution_time == at
+    assert [e.instance_id for e in scheduler_executions(remind)] == ["r-1"]
+    assert scheduler_run_due() == 0
+    scheduler_clock.advance(timedelta(hours=1))
+    assert scheduler_run_due() == 1
+    assert ran == ["ada"]
+    scheduler_executions.assert_not_scheduled(remind)
+
+
+def test_the_clock_is_the_schedulers_own_again_after_a_test(sqla_scheduler):
+    assert type(sqla_scheduler.clock).__name__ == "SystemClock"
+
+
+def test_a_wrong_time_fails_saying_why(sqla_scheduler, scheduler_clock, scheduler_executions):
+    sqla_scheduler.schedule(sqla_scheduler.engine, remind.instance("r-2", "bob"))
+    scheduler_executions.assert_scheduled("remind", "r-2", at=scheduler_clock.now())
+    scheduler_executions.assert_scheduled("remind", "r-2", payload="eve")
+
+
+def test_a_missing_execution_fails_saying_why(scheduler_executions):
+    scheduler_executions.assert_scheduled("remind", "nope")
+
+
+@pytest.mark.anyio
+async def test_with_an_async_engine(database, scheduler_clock, scheduler_executions):
+    engine = create_async_engine(f"sqlite+aiosqlite:///{database}")
+    scheduler = Scheduler(engine, [remind], clock=scheduler_clock)
+    await scheduler.schedule(engine, remind.instance("r-3", "cy"))
+    scheduler_executions.assert_scheduled(remind, "r-3", at=scheduler_clock.now(), payload="cy")
+    assert await scheduler.run_due() == 1
+    scheduler_executions.assert_not_scheduled(remind, "r-3")
+    await engine.dispose()
+"""
+
+
+def test_the_fixtures_drive_a_users_scheduler(pytester: pytest.Pytester) -> None:
+    migrate.upgrade(f"sqlite:///{pytester.path / 'app.db'}")
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_user=USER_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*AssertionError: 'remind'/'r-2' has the payload 'bob', not 'eve'",
+            "*AssertionError: no execution of 'remind' with instance id 'nope' is scheduled*",
+        ],
+        consecutive=False,
+    )
+
+
+def test_without_an_override_the_fixtures_say_what_to_do(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_user="""
+        def test_uses_the_clock(scheduler_clock):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*define a fixture named `sqla_scheduler` in your conftest.py*"])
+
+
+def test_a_running_loop_is_refused(pytester: pytest.Pytester) -> None:
+    migrate.upgrade(f"sqlite:///{pytester.path / 'app.db'}")
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(
+        test_user="""
+        import pytest
+
+        @pytest.fixture
+        def sqla_scheduler(sqla_scheduler):
+            sqla_scheduler.start()
+            yield sqla_scheduler
+            sqla_scheduler.stop()
+
+        def test_uses_the_clock(scheduler_clock):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*is running: the sqla-scheduler fixtures run its executions*"])
+
+
+def test_a_session_that_uses_no_fixture_imports_nothing_of_it(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_user="""
+        import sys
+
+        def test_nothing_heavy_was_imported(request):
+            assert "sqla_scheduler_pytest" in sys.modules  # the plugin is loaded
+            assert request.config.pluginmanager.has_plugin("sqla_scheduler")
+            assert "sqla_scheduler" not in sys.modules
+            assert "sqlalchemy" not in sys.modules
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
