@@ -1,13 +1,22 @@
-"""examples/fastapi_app: schedule in the request transaction, run in the lifespan."""
+"""examples/fastapi_app: schedule in the request transaction, run in the lifespan.
+
+The second test is written the way the testing guide tells users to test their own
+application: with the pytest plugin's fixtures, the loop off (no lifespan)."""
 
 from __future__ import annotations
+
+from collections.abc import AsyncIterator
 
 import anyio
 import httpx
 import pytest
 from asgi_lifespan import LifespanManager
+from fastapi import FastAPI
+from sqlalchemy import create_engine
 
-from examples.fastapi_app.app import create_application
+from examples.fastapi_app.app import Base, Confirmation, create_application
+from sqla_scheduler import Scheduler
+from sqla_scheduler.testing import ManualClock, ScheduledExecutions
 
 pytestmark = pytest.mark.anyio
 
@@ -43,3 +52,45 @@ async def test_orders_are_confirmed_and_a_failed_request_schedules_nothing(pg_ur
         assert page.status_code == 200
         assert "send-confirmation" in page.text
     assert not scheduler.running
+
+
+@pytest.fixture
+async def shop(pg_url: str) -> AsyncIterator[FastAPI]:
+    app = create_application(pg_url, admin_password="s3cret")
+    engine = create_engine(pg_url)
+    Base.metadata.create_all(engine)  # what the lifespan would do; it does not run here
+    engine.dispose()
+    yield app
+    await app.state.engine.dispose()
+
+
+@pytest.fixture
+def sqla_scheduler(shop: FastAPI) -> Scheduler:
+    """The plugin's fixtures use the application's scheduler."""
+    scheduler: Scheduler = shop.state.scheduler
+    return scheduler
+
+
+async def test_a_confirmation_is_scheduled_with_its_order_and_runs_when_due(
+    shop: FastAPI,
+    sqla_scheduler: Scheduler,
+    scheduler_clock: ManualClock,
+    scheduler_executions: ScheduledExecutions,
+) -> None:
+    transport = httpx.ASGITransport(app=shop)
+    async with httpx.AsyncClient(transport=transport, base_url="http://shop") as client:
+        placed = await client.post("/orders", json={"id": 1, "customer": "ada@example.com"})
+        assert placed.status_code == 201, placed.text
+        blocked = await client.post("/orders", json={"id": 2, "customer": "eve@blocked.example"})
+        assert blocked.status_code == 422
+
+        scheduler_executions.assert_scheduled(
+            "send-confirmation", "order-1", at=scheduler_clock.now(), payload=Confirmation(1)
+        )
+        scheduler_executions.assert_not_scheduled("send-confirmation", "order-2")
+        assert (await client.get("/orders/1")).json() == {"id": 1, "confirmed": False}
+
+        # an AsyncEngine: the test awaits run_due itself (scheduler_run_due is for sync ones)
+        assert await sqla_scheduler.run_due() == 1
+        assert (await client.get("/orders/1")).json() == {"id": 1, "confirmed": True}
+        scheduler_executions.assert_not_scheduled("send-confirmation")
