@@ -22,12 +22,10 @@ import logging
 import signal
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from functools import partial
 
 import anyio
 
-from sqla_scheduler import _store
-from sqla_scheduler._bridge import Database, check_backend
+from sqla_scheduler._bridge import check_backend
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler.exceptions import SchedulerError
 from sqla_scheduler.scheduler import Scheduler
@@ -136,7 +134,6 @@ class _Worker:
                     group.start_soon(self._watch, signals, group.cancel_scope)
                 try:
                     check_backend(self.scheduler.engine)
-                    await self._check_database()
                     # No checkpoint between this test and run() registering its runner, so
                     # a signal is either seen here or reaches scheduler.request_stop().
                     if self.stop_requested_by is None:
@@ -168,12 +165,6 @@ class _Worker:
                 )
                 scope.cancel()
                 return
-
-    async def _check_database(self) -> None:
-        """Connect once and look the table up, so a bad setup fails before the loop runs."""
-        table = self.scheduler.table
-        db = Database(self.scheduler.engine, threads=1)
-        await db.run(partial(_store.check_table, table=table), read_only=True)
 
 
 @contextmanager
