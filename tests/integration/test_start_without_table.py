@@ -116,7 +116,8 @@ def test_a_fastapi_lifespan_fails_in_one_line(tmp_path: Path) -> None:
     assert done.returncode != 0, done.stderr
     assert "Application startup failed" in done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith(MESSAGE)]
-    assert len(errors) == 1 and ADVICE in errors[0], done.stderr
+    assert len(errors) == 1, done.stderr
+    assert ADVICE in errors[0]
     assert "ExceptionGroup" not in done.stderr
     assert "no such table" not in done.stderr
     # the traceback is the lifespan's and the table check's, not every service's
