@@ -950,7 +950,11 @@ def demo(database_url: str | None, duration: float | None) -> None:
     back, and their confirmation never runs), carts are swept by cron, shipments polled by
     a task that reschedules itself, and cards charged by a flaky task that retries with
     backoff and, once out of retries, lands in a dead-letter table. Ends with a summary,
-    after --duration or on Ctrl-C.
+    after --duration or on Ctrl-C, and the `history` command that lists the abandoned
+    charges.
+
+    So that all this fits in seconds, its scheduler is tuned far from the defaults
+    (polling every 200ms, retries after 1s): the first line it prints lists each setting.
     """
     from sqla_scheduler import _demo
 

@@ -42,7 +42,10 @@ HELP = {
         "SQLA_SCHEDULER_APP", "SQLA_SCHEDULER_ADMIN_HOST", "SQLA_SCHEDULER_ADMIN_PORT",
         "SQLA_SCHEDULER_ADMIN_ACTIONS",
     ],
-    ("demo",): ["Run a small shop on the scheduler", "--database-url", "--duration", "Ctrl-C"],
+    ("demo",): [
+        "Run a small shop on the scheduler", "--database-url", "--duration", "Ctrl-C",
+        "`history` command", "tuned far from the defaults (polling every 200ms",
+    ],
 }  # fmt: skip
 
 
