@@ -120,7 +120,7 @@ def configure_from_env(
 
     Return the variables applied, by name. Each names a config field
     (``SQLA_SCHEDULER_POLLING_INTERVAL=250ms``) and is read as
-    [`SchedulerConfig.from_env`][sqla_scheduler.SchedulerConfig.from_env] reads it; fields
+    [`SchedulerConfig.from_env`][sqla_scheduler.config.SchedulerConfig.from_env] reads it; fields
     no variable names keep the application's values. ``environ`` defaults to
     ``os.environ``; names in ``ignore`` are the command line's own variables
     (``SQLA_SCHEDULER_LOG_LEVEL``), skipped here.
