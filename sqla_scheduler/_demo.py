@@ -12,6 +12,7 @@ that reschedules itself until the parcel is delivered.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import os
@@ -38,6 +39,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from sqla_scheduler import migrate
+from sqla_scheduler._durations import format_duration
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.context import ExecutionContext
 from sqla_scheduler.executions import Execution
@@ -68,6 +70,22 @@ CONFIG = SchedulerConfig(
 )
 
 log = logging.getLogger("sqla_scheduler")
+
+
+def tuned_settings() -> str:
+    """The settings the demo changes from the defaults, so that its story fits in seconds."""
+    defaults = SchedulerConfig()
+    changed = [
+        f"{field.name} {_shown(value)} (default {_shown(getattr(defaults, field.name))})"
+        for field in dataclasses.fields(CONFIG)
+        if field.name != "scheduler_name"
+        and (value := getattr(CONFIG, field.name)) != getattr(defaults, field.name)
+    ]
+    return "tuned for a short demo: " + ", ".join(changed)
+
+
+def _shown(value: object) -> str:
+    return format_duration(value) if isinstance(value, timedelta) else str(value)
 
 
 class DemoError(Exception):
@@ -512,6 +530,7 @@ def run(
     console = console or Console()
     url, where = _database(database_url)
     console.print(f"database: {where}", highlight=False, soft_wrap=True)
+    console.print(tuned_settings(), highlight=False, soft_wrap=True)
     migrate.upgrade(url)
     engine = create_engine(url)
     try:
@@ -647,5 +666,11 @@ def _summary(stats: Stats, dead: list[DeadLetter], where: str) -> str:
             f"{_plural(stats.retried['charge-card'], 'retry', 'retries')}, "
             f"{stats.abandoned['charge-card']} abandoned; {dead_text}.{warnings}\n"
             f"The database is kept; see what is left in it with "
-            f"`sqla-scheduler executions --url {where}`."
+            f"`sqla-scheduler executions --url {where}`"
+            + (
+                f", and the abandoned charges (each dead letter's execution, with its error and "
+                f"payload) with `sqla-scheduler history --url {where} --outcome abandoned`."
+                if dead
+                else "."
+            )
         )

@@ -40,6 +40,9 @@ _URL_HELP = "Database URL, e.g. postgresql+psycopg://user@host/db (default: $DAT
 
 _url_option = click.option("--url", envvar="DATABASE_URL", required=True, help=_URL_HELP)
 
+_APP_ENVVAR = "SQLA_SCHEDULER_APP"
+"""Names the application's Scheduler (MODULE:ATTR) for every command that takes one."""
+
 
 def _interval(ctx: click.Context, param: click.Parameter, value: str) -> timedelta:
     """``--node-heartbeat-interval`` read as the scheduler's config reads it: ``30s``, ``1m``."""
@@ -193,14 +196,19 @@ def db_current(url: str) -> None:
     metavar="NAME",
     default="alembic_version",
     show_default=True,
+    envvar="SQLA_SCHEDULER_VERSION_TABLE",
+    show_envvar=True,
     help="Your own Alembic project's version table, read when sqla-scheduler db upgrade's "
     "(sqla_scheduler_alembic_version) records nothing.",
 )
 @click.option(
     "--name",
     metavar="NAME",
+    envvar="SQLA_SCHEDULER_SCHEDULER_NAME",
+    show_envvar=True,
     help="Also require the scheduler named NAME (its scheduler_name) to be alive: recorded "
-    "in the nodes table within three node heartbeat intervals.",
+    "in the nodes table within three node heartbeat intervals. Beside a worker whose name "
+    "SQLA_SCHEDULER_SCHEDULER_NAME sets, the probe checks that worker.",
 )
 @_interval_option
 def health(url: str, version_table: str, name: str | None, interval: timedelta) -> None:
@@ -248,6 +256,8 @@ _STATES = ("all", "scheduled", "due", "running", "failing", "orphaned")
     "--app",
     "spec",
     metavar="MODULE:ATTR",
+    envvar=_APP_ENVVAR,
+    show_envvar=True,
     help="The application's Scheduler: its table and registered tasks are used (needed for "
     "--state orphaned), and its engine unless --url is given.",
 )
@@ -409,6 +419,8 @@ _client_options = [
         "--app",
         "spec",
         metavar="MODULE:ATTR",
+        envvar=_APP_ENVVAR,
+        show_envvar=True,
         help="The application's Scheduler: its table, and its engine unless --url is given.",
     ),
 ]
@@ -699,18 +711,25 @@ _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
 @cli.command("worker")
-@click.argument("spec", metavar="MODULE:ATTR")
+@click.argument("spec", metavar="MODULE:ATTR", envvar=_APP_ENVVAR)
 @click.option(
     "--concurrency",
     type=click.IntRange(min=1),
-    help="Executions run in parallel (default: the scheduler's config).",
+    help="Executions run in parallel (default: $SQLA_SCHEDULER_CONCURRENCY, else the "
+    "scheduler's config).",
 )
-@click.option("--name", help="Scheduler name written to picked_by (default: the config's).")
+@click.option(
+    "--name",
+    help="Scheduler name written to picked_by (default: $SQLA_SCHEDULER_SCHEDULER_NAME, else "
+    "the config's).",
+)
 @click.option(
     "--backend",
     type=click.Choice(["asyncio", "trio"]),
     default="asyncio",
     show_default=True,
+    envvar="SQLA_SCHEDULER_BACKEND",
+    show_envvar=True,
     help="anyio backend; trio needs a sync Engine.",
 )
 @click.option(
@@ -718,6 +737,8 @@ _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
     type=click.Choice(_LOG_LEVELS, case_sensitive=False),
     default="info",
     show_default=True,
+    envvar="SQLA_SCHEDULER_LOG_LEVEL",
+    show_envvar=True,
     help="Level of the log written to stderr.",
 )
 def worker(
@@ -725,13 +746,25 @@ def worker(
 ) -> None:
     """Run the Scheduler at MODULE:ATTR until SIGINT or SIGTERM.
 
-    ATTR may be dotted (app.scheduler) and may name a factory that returns a Scheduler.
+    MODULE:ATTR defaults to $SQLA_SCHEDULER_APP. ATTR may be dotted (app.scheduler) and may
+    name a factory that returns a Scheduler.
     The first signal stops gracefully (running executions get shutdown_max_wait), a second
     one at once. Exit status: 0 after a graceful stop, 1 when the worker fails, 2 for a
-    bad MODULE:ATTR or option, 128 + the signal number after a forced stop.
+    bad MODULE:ATTR, option or SQLA_SCHEDULER_* variable, 128 + the signal number after a
+    forced stop.
+
+    SQLA_SCHEDULER_<KEY> variables set the scheduler's config keys
+    (SQLA_SCHEDULER_POLLING_INTERVAL=250ms): options win over the environment, the
+    environment over the application's own config. An unknown SQLA_SCHEDULER_ name is an
+    error. The table (table_name, schema) stays the application's.
     """
     from sqla_scheduler._bridge import check_backend
-    from sqla_scheduler.worker import WorkerError, WorkerInterrupted, run_worker
+    from sqla_scheduler.worker import (
+        WorkerError,
+        WorkerInterrupted,
+        configure_from_env,
+        run_worker,
+    )
 
     logging.basicConfig(
         level=log_level.upper(),
@@ -739,16 +772,20 @@ def worker(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     scheduler = _load_app(spec)
-    changes: dict[str, object] = {}
+    flags: dict[str, tuple[str, object]] = {}
     if concurrency is not None:
-        changes["concurrency"] = concurrency
+        flags["concurrency"] = ("--concurrency", concurrency)
     if name is not None:
-        changes["scheduler_name"] = name
-    if changes:
-        try:
-            scheduler.config = scheduler.config.replace(**changes)
-        except ConfigurationError as exc:
-            _fail(str(exc), 2)
+        flags["scheduler_name"] = ("--name", name)
+    try:
+        from_env = configure_from_env(scheduler, ignore=_command_line_envvars())
+        if flags:
+            scheduler.config = scheduler.config.replace(
+                **{key: value for key, (_flag, value) in flags.items()}
+            )
+    except ConfigurationError as exc:
+        _fail(str(exc), 2)
+    _log_environment(from_env, flags)
     try:
         check_backend(scheduler.engine, backend)
     except ImportError as exc:
@@ -764,6 +801,44 @@ def worker(
     except WorkerError as exc:
         _fail(str(exc))
     _exit_worker(0)
+
+
+def _command_line_envvars() -> frozenset[str]:
+    """The ``SQLA_SCHEDULER_`` variables the commands read for their own options (not
+    config keys): a worker skips them rather than call them unknown."""
+    from sqla_scheduler.config import SchedulerConfig
+    from sqla_scheduler.worker import ENV_PREFIX
+
+    keys = {ENV_PREFIX + field.upper() for field in SchedulerConfig.__dataclass_fields__}
+    found: set[str] = set()
+    commands: list[click.Command] = [cli]
+    while commands:
+        command = commands.pop()
+        if isinstance(command, click.Group):
+            commands.extend(command.commands.values())
+        for param in command.params:
+            names = [param.envvar] if isinstance(param.envvar, str) else param.envvar or []
+            found.update(n for n in names if n.startswith(ENV_PREFIX) and n not in keys)
+    return frozenset(found)
+
+
+def _log_environment(from_env: dict[str, str], flags: dict[str, tuple[str, object]]) -> None:
+    """Say at start which settings the environment gave (and which an option overrode)."""
+    from sqla_scheduler.worker import ENV_PREFIX
+
+    context = click.get_current_context()
+    shown = []
+    for param in context.command.params:
+        if context.get_parameter_source(param.name or "") is click.core.ParameterSource.ENVIRONMENT:
+            envvar = param.envvar if isinstance(param.envvar, str) else "?"
+            shown.append(f"{envvar}={os.environ.get(envvar, '')}")
+    for name, value in from_env.items():
+        flag = flags.get(name[len(ENV_PREFIX) :].lower())
+        shown.append(f"{name}={value}" + (f" (overridden by {flag[0]})" if flag else ""))
+    if shown:
+        logging.getLogger("sqla_scheduler").info(
+            "settings from the environment: %s", ", ".join(shown)
+        )
 
 
 def _exit_worker(status: int) -> NoReturn:
@@ -802,19 +877,30 @@ def _missing_admin_packages() -> list[str]:
 
 
 @cli.command("admin")
-@click.argument("spec", metavar="MODULE:ATTR")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.argument("spec", metavar="MODULE:ATTR", envvar=_APP_ENVVAR)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    envvar="SQLA_SCHEDULER_ADMIN_HOST",
+    show_envvar=True,
+    help="Interface to listen on.",
+)
 @click.option(
     "--port",
     type=click.IntRange(1, 65535),
     default=8080,
     show_default=True,
+    envvar="SQLA_SCHEDULER_ADMIN_PORT",
+    show_envvar=True,
     help="Port to listen on.",
 )
 @click.option(
     "--actions/--read-only",
     default=False,
     show_default=True,
+    envvar="SQLA_SCHEDULER_ADMIN_ACTIONS",
+    show_envvar=True,
     help="Offer run now, retry and delete buttons (off: the page only reads).",
 )
 def admin(spec: str, host: str, port: int, actions: bool) -> None:
@@ -824,6 +910,8 @@ def admin(spec: str, host: str, port: int, actions: bool) -> None:
     behind HTTP Basic auth: the user is ADMIN_USER (default admin), the password
     ADMIN_PASSWORD, which has no default. Needs the admin extra:
     pip install 'sqla-scheduler[admin]'.
+
+    MODULE:ATTR defaults to $SQLA_SCHEDULER_APP.
     """
     scheduler = _load_app(spec)
     missing = _missing_admin_packages()
@@ -862,7 +950,11 @@ def demo(database_url: str | None, duration: float | None) -> None:
     back, and their confirmation never runs), carts are swept by cron, shipments polled by
     a task that reschedules itself, and cards charged by a flaky task that retries with
     backoff and, once out of retries, lands in a dead-letter table. Ends with a summary,
-    after --duration or on Ctrl-C.
+    after --duration or on Ctrl-C, and the `history` command that lists the abandoned
+    charges.
+
+    So that all this fits in seconds, its scheduler is tuned far from the defaults
+    (polling every 200ms, retries after 1s): the first line it prints lists each setting.
     """
     from sqla_scheduler import _demo
 

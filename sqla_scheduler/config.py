@@ -29,7 +29,7 @@ import math
 import os
 import re
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal, NamedTuple
@@ -231,9 +231,51 @@ class SchedulerConfig:
         named = {name: value for name, value in source.items() if name.startswith(prefix)}
         return cls._from_named(named, _env_spelling(prefix))
 
+    def replace_from_env(
+        self,
+        prefix: str = "SQLA_SCHEDULER_",
+        environ: Mapping[str, str] | None = None,
+        *,
+        ignore: Collection[str] = (),
+    ) -> SchedulerConfig:
+        """Return a copy with the ``prefix`` variables that are set applied over this config.
+
+        What ``sqla-scheduler worker`` does with the application's config: fields no
+        variable names keep their values. Variables are read as [`from_env`][] reads them,
+        and an unknown one is an error that suggests the nearest name. ``ignore`` lists
+        names that start with ``prefix`` but belong to someone else (the command line's own
+        options, such as ``SQLA_SCHEDULER_LOG_LEVEL``): they are skipped, and suggested
+        when a name is close to one of them.
+
+        ```pycon
+        >>> base = SchedulerConfig(concurrency=4, max_retries=3)
+        >>> changed = base.replace_from_env(environ={"SQLA_SCHEDULER_CONCURRENCY": "8"})
+        >>> changed.concurrency, changed.max_retries
+        (8, 3)
+
+        ```
+        """
+        if not prefix:
+            raise ConfigurationError("replace_from_env() needs a non-empty prefix")
+        source = os.environ if environ is None else environ
+        named = {
+            name: value
+            for name, value in source.items()
+            if name.startswith(prefix) and name not in ignore
+        }
+        return self._from_named(named, _env_spelling(prefix), base=self, others=ignore)
+
     @classmethod
-    def _from_named(cls, mapping: Mapping[str, object], spelling: _Spelling) -> SchedulerConfig:
-        """Coerce ``mapping`` (names spelled as ``spelling`` says) and build the config."""
+    def _from_named(
+        cls,
+        mapping: Mapping[str, object],
+        spelling: _Spelling,
+        *,
+        base: SchedulerConfig | None = None,
+        others: Collection[str] = (),
+    ) -> SchedulerConfig:
+        """Coerce ``mapping`` (names spelled as ``spelling`` says) and build the config, or
+        apply it over ``base``; ``others`` are valid names that set no field."""
         values: dict[str, Any] = {}
         written: dict[str, tuple[str, object]] = {}
         for name, raw in mapping.items():
@@ -241,7 +283,7 @@ class SchedulerConfig:
                 raise ConfigurationError(f"{spelling.what} {name!r} is not a string")
             key = spelling.to_field(name)
             if key not in _RULES or spelling.to_name(key, name) != name:
-                raise ConfigurationError(_unknown(name, key, spelling))
+                raise ConfigurationError(_unknown(name, key, spelling, others))
             if key in written:
                 first = written[key][0]
                 raise ConfigurationError(f"{first!r} and {name!r} both set {key}; keep one")
@@ -251,7 +293,7 @@ class SchedulerConfig:
                 raise ConfigurationError(_message(name, repr(raw), str(exc))) from None
             written[key] = (name, raw)
         try:
-            return cls(**values)
+            return cls(**values) if base is None else dataclasses.replace(base, **values)
         except _FieldError as exc:
             for key, _value, reason in exc.problems:
                 if key in written:
@@ -321,13 +363,19 @@ def _env_spelling(prefix: str) -> _Spelling:
     )
 
 
-def _unknown(name: str, key: str, spelling: _Spelling) -> str:
-    """Message for a name that denotes no field, with the closest match as a suggestion."""
-    matches = difflib.get_close_matches(key, _RULES, n=1)
+def _unknown(name: str, key: str, spelling: _Spelling, others: Collection[str] = ()) -> str:
+    """Message for a name that denotes no field, with the closest match as a suggestion.
+
+    ``others`` are names, spelled as the source spells them, that are valid without being
+    fields; names are compared without their prefix, which every name shares.
+    """
+    known = {field: spelling.to_name(field, name) for field in _RULES}
+    known.update((spelling.to_field(other), other) for other in others)
+    matches = difflib.get_close_matches(key, known, n=1)
     if matches:
-        hint = f"did you mean {spelling.to_name(matches[0], name)!r}?"
+        hint = f"did you mean {known[matches[0]]!r}?"
     else:
-        hint = "expected one of: " + ", ".join(spelling.to_name(known, name) for known in _RULES)
+        hint = "expected one of: " + ", ".join(known.values())
     return f"unknown {spelling.what} {name!r} ({hint})"
 
 

@@ -223,7 +223,9 @@ class Scheduler(Observing, Control):
     ) -> None:
         """Run the loop until [`request_stop`][] (or cancellation), then stop gracefully.
 
-        Works in any anyio task group: asyncio, or trio with a sync engine.
+        Works in any anyio task group: asyncio, or trio with a sync engine. The table is
+        looked up first: without it (migrations not applied) this raises
+        [`MissingTableError`][sqla_scheduler.MissingTableError] before anything runs.
         """
         await self._loop.run(task_status=task_status)
 
@@ -233,6 +235,10 @@ class Scheduler(Observing, Control):
         self._loop.request_stop()
 
     async def __aenter__(self) -> Scheduler:
+        """Run the loop in the background for the ``async with`` block (e.g. a FastAPI
+        lifespan). A loop that cannot start raises here, by itself (no exception group):
+        e.g. [`MissingTableError`][sqla_scheduler.MissingTableError] when the migrations
+        were not applied."""
         await self._loop.enter()
         return self
 
@@ -240,7 +246,12 @@ class Scheduler(Observing, Control):
         return await self._loop.exit(*exc_info)
 
     def start(self, *, backend: str = "asyncio") -> None:
-        """Run the loop on a background thread (for sync applications); returns once it runs."""
+        """Run the loop on a background thread (for sync applications); returns once it runs.
+
+        A loop that cannot start raises here, in the caller's thread: e.g.
+        [`MissingTableError`][sqla_scheduler.MissingTableError] when the migrations were
+        not applied.
+        """
         self._loop.start(backend)
 
     def stop(self) -> None:

@@ -19,20 +19,26 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import signal
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping
 from contextlib import contextmanager
-from functools import partial
 
 import anyio
 
-from sqla_scheduler import _store
-from sqla_scheduler._bridge import Database, check_backend
+from sqla_scheduler._bridge import check_backend
 from sqla_scheduler._durations import format_duration
-from sqla_scheduler.exceptions import SchedulerError
+from sqla_scheduler.exceptions import ConfigurationError, SchedulerError
 from sqla_scheduler.scheduler import Scheduler
 
-__all__ = ["WorkerError", "WorkerInterrupted", "load_scheduler", "run_worker"]
+__all__ = [
+    "ENV_PREFIX",
+    "WorkerError",
+    "WorkerInterrupted",
+    "configure_from_env",
+    "load_scheduler",
+    "run_worker",
+]
 
 log = logging.getLogger("sqla_scheduler")
 
@@ -100,6 +106,51 @@ def load_scheduler(spec: str) -> Scheduler:
     raise WorkerError(f"{spec!r} is not a Scheduler (got {got})")
 
 
+ENV_PREFIX = "SQLA_SCHEDULER_"
+"""The prefix of the environment variables a worker applies over the scheduler's config."""
+
+
+def configure_from_env(
+    scheduler: Scheduler,
+    environ: Mapping[str, str] | None = None,
+    *,
+    ignore: Collection[str] = (),
+) -> dict[str, str]:
+    """Apply the ``SQLA_SCHEDULER_*`` variables in ``environ`` over ``scheduler.config``.
+
+    Return the variables applied, by name. Each names a config field
+    (``SQLA_SCHEDULER_POLLING_INTERVAL=250ms``) and is read as
+    [`SchedulerConfig.from_env`][sqla_scheduler.config.SchedulerConfig.from_env] reads it; fields
+    no variable names keep the application's values. ``environ`` defaults to
+    ``os.environ``; names in ``ignore`` are the command line's own variables
+    (``SQLA_SCHEDULER_LOG_LEVEL``), skipped here.
+
+    Raises [`ConfigurationError`][sqla_scheduler.ConfigurationError] naming the variable:
+    for an unknown name (with the nearest valid one), a bad value, or a ``table_name`` or
+    ``schema`` other than the application's own. The table is the one the application
+    schedules into, so it is chosen where the application builds its scheduler, not for
+    the worker alone. Call it before the scheduler runs.
+    """
+    source = os.environ if environ is None else environ
+    applied = {
+        name: value
+        for name, value in sorted(source.items())
+        if name.startswith(ENV_PREFIX) and name not in ignore
+    }
+    config = scheduler.config.replace_from_env(ENV_PREFIX, applied, ignore=ignore)
+    for field in ("table_name", "schema"):
+        mine, theirs = getattr(config, field), getattr(scheduler.config, field)
+        if mine != theirs:
+            name = ENV_PREFIX + field.upper()
+            raise ConfigurationError(
+                f"{name}: {applied[name]!r} differs from the application's {field} "
+                f"({theirs!r}); a worker runs the table its application schedules into: set "
+                f"it in the application's SchedulerConfig (e.g. with SchedulerConfig.from_env())"
+            )
+    scheduler.config = config
+    return applied
+
+
 def run_worker(scheduler: Scheduler, *, backend: str = "asyncio") -> None:
     """Run ``scheduler`` in the foreground until SIGINT or SIGTERM; block until it stops.
 
@@ -136,7 +187,6 @@ class _Worker:
                     group.start_soon(self._watch, signals, group.cancel_scope)
                 try:
                     check_backend(self.scheduler.engine)
-                    await self._check_database()
                     # No checkpoint between this test and run() registering its runner, so
                     # a signal is either seen here or reaches scheduler.request_stop().
                     if self.stop_requested_by is None:
@@ -168,12 +218,6 @@ class _Worker:
                 )
                 scope.cancel()
                 return
-
-    async def _check_database(self) -> None:
-        """Connect once and look the table up, so a bad setup fails before the loop runs."""
-        table = self.scheduler.table
-        db = Database(self.scheduler.engine, threads=1)
-        await db.run(partial(_store.check_table, table=table), read_only=True)
 
 
 @contextmanager

@@ -34,7 +34,8 @@ module knows how to check: ``sqla-scheduler`` (or ``python -m sqla_scheduler``) 
 by the real command line, so a renamed option or command fails, and its ``db`` and
 ``executions`` commands also run, in page order, against a SQLite file standing in for the
 page's database URL; commands that run until stopped (``worker``, ``admin``, ``demo``) are
-only parsed. ``pip install`` must name extras the project defines, ``make`` a target of
+only parsed. ``pip install`` must name the project (or a path to its clone) with extras
+it defines, ``git clone`` the project's Source URL, ``make`` a target of
 the Makefile, ``alembic`` parse with Alembic's own parser, ``python -m pytest`` collect
 what it names. Any other command fails the test until a check is added for it.
 """
@@ -304,9 +305,22 @@ def project_extras() -> tuple[str, set[str]]:
 def check_pip_install(args: list[str]) -> None:
     name, extras = project_extras()
     for arg in args:
+        checkout = re.fullmatch(r"(\.{1,2}/?[\w./-]*?)(\[[\w,-]+\])?", arg)
+        if checkout is not None:  # a clone of this repository, e.g. ./sqla-scheduler[admin]
+            requirement = Requirement(name + (checkout.group(2) or ""))
+            assert requirement.extras <= extras, arg
+            continue
         requirement = Requirement(arg)
         assert canonicalize_name(requirement.name) == canonicalize_name(name), arg
         assert requirement.extras <= extras, arg
+
+
+def check_git_clone(args: list[str]) -> None:
+    """A clone of the project's own repository, as pyproject.toml's Source names it."""
+    source = importlib.metadata.metadata("sqla-scheduler").get_all("Project-URL") or []
+    assert args in [[url.partition(", ")[2]] for url in source if url.startswith("Source")], (
+        f"git clone {shlex.join(args)}"
+    )
 
 
 def check_make(targets: list[str]) -> None:
@@ -349,6 +363,8 @@ def test_docs_shell_commands(block: Block, tmp_path: Path) -> None:
             check_pip_install(argv[2:])
         elif argv[0] == "make":
             check_make(argv[1:])
+        elif argv[:2] == ["git", "clone"]:
+            check_git_clone(argv[2:])
         elif argv[0] == "alembic":
             check_alembic(argv[1:], env)
         elif argv[:3] == ["python", "-m", "pytest"]:

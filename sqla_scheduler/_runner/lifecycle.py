@@ -61,8 +61,11 @@ class Lifecycle:
         await group.__aenter__()
         try:
             await group.start(self._run_in_group)
-        except BaseException as exc:
-            await group.__aexit__(type(exc), exc, exc.__traceback__)
+        except BaseException:
+            # The loop failed before it ran (a missing table, an unreachable database), and
+            # it was the group's only task: leave the group as if nothing happened, so the
+            # caller sees that one error rather than an exception group wrapping it.
+            await group.__aexit__(None, None, None)
             raise
         self._group = group
 

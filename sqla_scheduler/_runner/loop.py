@@ -37,6 +37,7 @@ from sqla_scheduler._runner.nodes import NodeHeartbeater
 from sqla_scheduler._runner.picker import Picker
 from sqla_scheduler._runner.waker import Listener, Waker
 from sqla_scheduler._runner.workers import Workers
+from sqla_scheduler._store import check_table
 from sqla_scheduler._threads import HandlerThreads
 from sqla_scheduler.clock import Clock
 from sqla_scheduler.config import SchedulerConfig
@@ -193,8 +194,19 @@ class Runner:
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Register recurring tasks, run every service until ``request_stop``, stop."""
+        """Look the table up, register recurring tasks, run every service until
+        ``request_stop``, stop.
+
+        A missing table raises ``MissingTableError`` here, before any service starts (and
+        before ``task_status.started()``), so the caller sees that one error rather than a
+        loop that retries forever or an exception group of every service's failure.
+        """
         check_backend(self.db.engine)
+        try:
+            await self.db.run(partial(check_table, table=self.table), read_only=True)
+        except BaseException:
+            await self.close()
+            raise
         self.waker.bind()
         await self.maintenance.sync_clock()
         await self.maintenance.register_recurring()

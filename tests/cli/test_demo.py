@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import time
@@ -52,6 +53,12 @@ def test_demo_on_sqlite(tmp_path: Path) -> None:
     where = re.search(r"^database: (sqlite:///(\S+))$", out, re.MULTILINE)
     assert where, out
     assert Path(where[2]).parent.parent == tmp_path
+    assert re.search(
+        r"^tuned for a short demo: concurrency 4 \(default 10\), polling_interval 200ms "
+        r"\(default 10s\), .*shutdown_max_wait 3s \(default 30m\)$",
+        out,
+        re.MULTILINE,
+    ), out
     summary = check_story(out)
     assert "charged after 2 retries" in out  # a flaky charge that eventually went through
     assert re.search(r"sweep-carts recurring: idle carts swept", out)
@@ -73,6 +80,18 @@ def test_demo_on_sqlite(tmp_path: Path) -> None:
     assert orders == int(summary["orders"]) - 1  # order 5 rolled back
     assert dead == [(1, "card declined after 3 attempts")]
     assert leftovers == 0
+
+    # The command the summary gives lists the dead letter's abandoned execution.
+    command = re.search(r"`sqla-scheduler (history --url \S+ --outcome abandoned)`\.$", out)
+    assert command, out
+    assert command[1].split()[2] == where[1]
+    listed = run(*command[1].split(), "--json")
+    assert listed.returncode == 0, listed.stderr
+    entries = json.loads(listed.stdout)
+    assert [(e["task_name"], e["instance_id"], e["attempt"]) for e in entries] == [
+        ("charge-card", "order-1", 3)
+    ]
+    assert "card declined" in entries[0]["error"]
 
 
 def test_demo_on_postgresql(pg_url: str) -> None:

@@ -22,18 +22,30 @@ HELP = {
         "Check that the database is reachable and its schema at the package's head",
         "--url", "DATABASE_URL", "--version-table", "probes", "--name",
         "--node-heartbeat-interval", "SQLA_SCHEDULER_NODE_HEARTBEAT_INTERVAL",
+        "SQLA_SCHEDULER_VERSION_TABLE", "SQLA_SCHEDULER_SCHEDULER_NAME",
     ],
-    ("worker",): ["Run the Scheduler at MODULE:ATTR until SIGINT or SIGTERM", "--concurrency"],
+    ("worker",): [
+        "Run the Scheduler at MODULE:ATTR until SIGINT or SIGTERM", "--concurrency",
+        "SQLA_SCHEDULER_APP", "SQLA_SCHEDULER_CONCURRENCY", "SQLA_SCHEDULER_SCHEDULER_NAME",
+        "SQLA_SCHEDULER_BACKEND", "SQLA_SCHEDULER_LOG_LEVEL", "SQLA_SCHEDULER_POLLING_INTERVAL",
+    ],
     ("executions",): [
         "List scheduled executions", "--state", "orphaned", "--task", "--limit", "--json",
-        "--app", "DATABASE_URL",
+        "--app", "DATABASE_URL", "SQLA_SCHEDULER_APP",
     ],
     ("nodes",): [
         "List the schedulers recorded in the nodes table, alive or stale", "--json",
         "--node-heartbeat-interval", "DATABASE_URL",
     ],
-    ("admin",): ["admin page", "ADMIN_PASSWORD", "--host", "--port", "sqla-scheduler[admin]"],
-    ("demo",): ["Run a small shop on the scheduler", "--database-url", "--duration", "Ctrl-C"],
+    ("admin",): [
+        "admin page", "ADMIN_PASSWORD", "--host", "--port", "sqla-scheduler[admin]",
+        "SQLA_SCHEDULER_APP", "SQLA_SCHEDULER_ADMIN_HOST", "SQLA_SCHEDULER_ADMIN_PORT",
+        "SQLA_SCHEDULER_ADMIN_ACTIONS",
+    ],
+    ("demo",): [
+        "Run a small shop on the scheduler", "--database-url", "--duration", "Ctrl-C",
+        "`history` command", "tuned far from the defaults (polling every 200ms",
+    ],
 }  # fmt: skip
 
 

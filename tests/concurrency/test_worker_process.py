@@ -177,6 +177,37 @@ def test_worker_stops_gracefully_on_signal(
     ]
 
 
+def test_environment_sits_between_the_flags_and_the_module(
+    workers: Workers, app_db: Engine
+) -> None:
+    """``SQLA_SCHEDULER_*`` variables override the module's config, flags override them,
+    and the worker says at start which settings the environment gave."""
+    worker = workers.start(
+        "from-env",
+        "--concurrency",
+        "2",
+        WORKER_NAME="module-name",  # the module's own scheduler_name
+        SQLA_SCHEDULER_SCHEDULER_NAME="from-env",
+        SQLA_SCHEDULER_CONCURRENCY="3",  # the module says 10; --concurrency wins
+        SQLA_SCHEDULER_SHUTDOWN_MAX_WAIT="250ms",
+        SQLA_SCHEDULER_LOG_LEVEL="debug",
+    )
+    workers.wait_started(worker)
+    output = worker.output()
+    assert (
+        "settings from the environment: SQLA_SCHEDULER_LOG_LEVEL=debug, "
+        "SQLA_SCHEDULER_CONCURRENCY=3 (overridden by --concurrency), "
+        "SQLA_SCHEDULER_SCHEDULER_NAME=from-env, SQLA_SCHEDULER_SHUTDOWN_MAX_WAIT=250ms"
+    ) in output
+    assert "scheduler 'from-env' started" in output
+    assert ", concurrency 2" in output
+    assert " DEBUG " in output  # the level the environment asked for
+    assert rows(app_db, "select name, concurrency from scheduled_tasks_nodes") == [("from-env", 2)]
+    worker.signal(signal.SIGTERM)
+    assert worker.proc.wait(timeout=30) == 0, workers.report()
+    assert "stopping gracefully (up to 250ms for running executions" in worker.output()
+
+
 def test_second_signal_stops_at_once(workers: Workers, app_db: Engine, pg_url: str) -> None:
     """The second signal does not wait for running executions: exit 128 + signal number,
     and what was running is released at once for another worker."""

@@ -577,6 +577,43 @@ def test_from_env_rejects_an_empty_prefix() -> None:
         SchedulerConfig.from_env("", {"CONCURRENCY": "2"})
 
 
+def test_replace_from_env_changes_only_what_is_set() -> None:
+    base = SchedulerConfig(concurrency=4, max_retries=3, scheduler_name="app")
+    env = {
+        "SQLA_SCHEDULER_POLLING_INTERVAL": "250ms",
+        "SQLA_SCHEDULER_MAX_RETRIES": "none",
+        "HOME": "/root",
+    }
+    changed = base.replace_from_env(environ=env)
+    assert changed == base.replace(polling_interval=timedelta(milliseconds=250), max_retries=None)
+    assert base.replace_from_env(environ={}) == base
+
+
+def test_replace_from_env_blames_the_variable_for_a_cross_field_problem() -> None:
+    base = SchedulerConfig(retry_max_delay=timedelta(hours=1))
+    with pytest.raises(ConfigurationError) as caught:
+        base.replace_from_env(environ={"SQLA_SCHEDULER_RETRY_BASE_DELAY": "2h"})
+    assert str(caught.value) == (
+        "SQLA_SCHEDULER_RETRY_BASE_DELAY: '2h' must not exceed retry_max_delay (1h)"
+    )
+
+
+def test_replace_from_env_skips_ignored_names_and_suggests_them() -> None:
+    ignore = ["SQLA_SCHEDULER_LOG_LEVEL"]
+    env = {"SQLA_SCHEDULER_LOG_LEVEL": "debug", "SQLA_SCHEDULER_CONCURRENCY": "2"}
+    assert SchedulerConfig().replace_from_env(environ=env, ignore=ignore).concurrency == 2
+    for name, nearest in [
+        ("SQLA_SCHEDULER_LOG_LEVL", "SQLA_SCHEDULER_LOG_LEVEL"),
+        ("SQLA_SCHEDULER_CONCURRANCY", "SQLA_SCHEDULER_CONCURRENCY"),
+    ]:
+        with pytest.raises(ConfigurationError) as caught:
+            SchedulerConfig().replace_from_env(environ={name: "1"}, ignore=ignore)
+        assert (
+            str(caught.value)
+            == f"unknown environment variable {name!r} (did you mean {nearest!r}?)"
+        )
+
+
 # --- retry_delay --------------------------------------------------------------------------------
 
 
