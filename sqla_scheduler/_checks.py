@@ -19,6 +19,7 @@ __all__ = [
     "SMALLINT_MIN",
     "check_aware",
     "check_instance_id",
+    "check_payload_version",
     "check_priority",
     "check_task_name",
     "is_int",
@@ -113,4 +114,14 @@ def check_priority(task_name: str, field_name: str, value: object) -> None:
         raise TaskDefinitionError(
             f"task {task_name!r}: {field_name} must be an int from {SMALLINT_MIN} to "
             f"{SMALLINT_MAX}, got {value!r}"
+        )
+
+
+def check_payload_version(task_name: str, field_name: str, value: object) -> None:
+    """Fail unless ``value`` is a payload version the column holds: 1 to the smallint's
+    largest value."""
+    if not is_int(value) or not 1 <= value <= SMALLINT_MAX:  # type: ignore[operator]
+        raise TaskDefinitionError(
+            f"task {task_name!r}: {field_name} must be an int from 1 to {SMALLINT_MAX}, "
+            f"got {value!r}"
         )

@@ -75,6 +75,9 @@ class Control:
         (``recurring(name)``) a new one; without ``at`` it then runs when the new schedule
         first says. Returns ``False`` when there is no such execution or a scheduler is
         running it.
+
+        A new payload is written as the task's ``payload_version`` (version 1 for a task not
+        registered with this scheduler); without one the row keeps its payload and version.
         """
         own = None if schedule is None else self._own_schedule(task_name, schedule)
         if at is None and own is None:
@@ -82,6 +85,8 @@ class Control:
         if at is not None:
             check_aware(at, f"task {task_name!r}: at")
         data = KEEP if payload is KEEP else _encode(self._tasks, task_name, payload)
+        task = self._tasks.get(task_name)
+        payload_version = 1 if task is None else task.payload_version
 
         def move(conn: Connection) -> bool:
             now = self.clock.now()
@@ -91,6 +96,7 @@ class Control:
                 conn, self.table, task_name, instance_id, when, data, now,
                 schedule=None if own is None else own.text,
                 on_moved=self._on_commit(conn),
+                payload_version=payload_version,
             )  # fmt: skip
 
         return _bridge.call(target, self.table, move)

@@ -20,6 +20,7 @@ from sqlalchemy.engine import RowMapping
 from sqla_scheduler._checks import (
     check_aware,
     check_instance_id,
+    check_payload_version,
     check_priority,
     check_task_name,
 )
@@ -99,6 +100,9 @@ class TaskInstance(Generic[P]):
     priority: int
     schedule: str | None = None
     """The text form of a recurring schedule, ``None`` for one-time and custom tasks."""
+    payload_version: int = 1
+    """The version of the payload's shape: the task's ``payload_version`` when the task
+    made it."""
 
     def __post_init__(self) -> None:
         """Check every field, however the instance was made, and store the payload as the
@@ -108,6 +112,7 @@ class TaskInstance(Generic[P]):
         if self.execution_time is not None:
             check_aware(self.execution_time, f"task {self.task_name!r}: at")
         check_priority(self.task_name, "priority", self.priority)
+        check_payload_version(self.task_name, "payload_version", self.payload_version)
         if self.schedule is not None and not isinstance(self.schedule, str):
             raise TaskDefinitionError(
                 f"task {self.task_name!r}: schedule must be its text form, got {self.schedule!r}"
@@ -152,6 +157,9 @@ class Execution:
     last_error: str | None = None
     """The error of the last attempt, if it failed: the exception's type and message on
     the first line, then its traceback, cut to a few KB. A success clears it."""
+    payload_version: int = 1
+    """The version the payload was written with (see the task's ``payload_version``);
+    rows written before versions were recorded read as 1."""
 
     @classmethod
     def from_row(cls, row: RowMapping) -> Execution:
@@ -175,6 +183,7 @@ class Execution:
             trace_context=context if isinstance(context, dict) else None,
             started_at=row.get("started_at"),
             last_error=row.get("last_error"),
+            payload_version=row.get("payload_version", 1),
         )
 
     def status(self, now: datetime, known_tasks: Collection[str] | None = None) -> ExecutionStatus:

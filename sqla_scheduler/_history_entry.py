@@ -58,6 +58,9 @@ class HistoryEntry:
     """The payload as stored (its JSON form, not decoded) where the execution left the
     table (``abandoned``, ``undecodable``); ``None`` otherwise."""
     priority: int = 0
+    payload_version: int = 1
+    """The version ``data`` was written with (see the task's ``payload_version``);
+    ``requeue`` schedules it again as that version."""
 
     @property
     def duration(self) -> timedelta | None:
@@ -82,4 +85,5 @@ class HistoryEntry:
             error=row["error"],
             data=load_json(row["task_data"]),
             priority=row["priority"],
+            payload_version=row.get("payload_version", 1),
         )

@@ -63,6 +63,7 @@ class Entry:
             "error": self.error,
             "task_data": None,
             "priority": e.priority,
+            "payload_version": e.payload_version,
         }
 
 

@@ -3,21 +3,30 @@
 A task without a ``payload_type`` stores any JSON value. With a ``payload_type``, payloads
 are dataclasses, pydantic models or any type pydantic can validate; they are stored in
 their JSON form and rebuilt before the handler sees them.
+
+Each stored payload carries the version it was written with. A task at ``payload_version``
+N decodes a version-k payload by first passing its JSON through its upcasters k, k+1, ...,
+N-1 (upcaster k turns version k's JSON into version k+1's), then decoding that.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar, cast, get_origin
 
 from sqla_scheduler._checks import text_problem
 from sqla_scheduler._types import UnreadableJSON
 from sqla_scheduler.exceptions import PayloadError
 
-__all__ = ["PayloadCodec", "codec_for", "normalize_json"]
+__all__ = ["PayloadCodec", "Upcaster", "codec_for", "normalize_json"]
 
 P = TypeVar("P")
+
+Upcaster = Callable[[Any], Any]
+"""Turns one version's JSON form of a payload into the next version's."""
 
 _REPR_LIMIT = 200
 
@@ -84,11 +93,21 @@ def _unstorable(value: Any, path: str) -> str | None:
 
 
 class PayloadCodec(Generic[P]):
-    """Encodes a task's payloads to JSON-compatible values and decodes them back."""
+    """Encodes a task's payloads to JSON-compatible values and decodes them back, bringing
+    payloads of earlier versions up to ``version`` with ``upcasters`` on the way."""
 
-    def __init__(self, task_name: str, payload_type: type[P] | None) -> None:
+    def __init__(
+        self,
+        task_name: str,
+        payload_type: type[P] | None,
+        version: int = 1,
+        upcasters: Mapping[int, Upcaster] | None = None,
+    ) -> None:
         self.task_name = task_name
         self.payload_type = payload_type
+        #: The version this task writes, and reads after upcasting.
+        self.version = version
+        self._upcasters = dict(upcasters or {})
         self._adapter: Any = None
         if payload_type is not None and not _is_pydantic_model(payload_type):
             self._adapter = _type_adapter(task_name, payload_type)
@@ -122,14 +141,18 @@ class PayloadCodec(Generic[P]):
             ) from exc
         return raw
 
-    def decode(self, data: Any) -> P:
-        """Rebuild a payload from its stored JSON form; ``PayloadError`` on mismatch, or
-        when the stored text is JSON that Python cannot load."""
+    def decode(self, data: Any, version: int | None = None) -> P:
+        """Rebuild a payload from its stored JSON form, written at ``version`` (``None``:
+        this codec's own); ``PayloadError`` on mismatch, when the stored text is JSON that
+        Python cannot load, or when it cannot be brought up to this codec's version (see
+        ``upcast``)."""
         if isinstance(data, UnreadableJSON):
             raise PayloadError(
                 f"task {self.task_name!r}: stored payload is JSON Python cannot load "
                 "(nested too deeply or a number too long)"
             )
+        if version is not None and version != self.version:
+            data = self.upcast(data, version)
         pt = self.payload_type
         if pt is None or data is None:
             return cast(P, data)
@@ -144,6 +167,30 @@ class PayloadCodec(Generic[P]):
                 f"task {self.task_name!r}: stored payload {_short(data)} does not decode "
                 f"as {_name(pt)}: {exc}"
             ) from exc
+
+    def upcast(self, data: Any, version: int) -> Any:
+        """The JSON form ``data`` of a version-``version`` payload brought up to this
+        codec's version by the upcasters, each in turn. ``PayloadError`` for a version this
+        task does not know (below 1 or above its own) or an upcaster that raises.
+
+        The upcasters work on a copy: the stored payload as loaded stays as it was (it is
+        what the row keeps when a handler returns no new one)."""
+        if not 1 <= version <= self.version:
+            raise PayloadError(
+                f"task {self.task_name!r}: stored payload has version {version!r}; this task "
+                f"reads versions 1 to {self.version} (payload_version={self.version})"
+            )
+        data = copy.deepcopy(data)
+        for step in range(version, self.version):
+            try:
+                data = self._upcasters[step](data)
+            except Exception as exc:
+                raise PayloadError(
+                    f"task {self.task_name!r}: upcasters[{step}] (version {step} to "
+                    f"{step + 1}) failed on a stored version-{version} payload: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+        return data
 
 
 def _name(tp: object) -> str:
@@ -180,6 +227,12 @@ def _type_adapter(task_name: str, payload_type: type[Any]) -> Any:
         ) from exc
 
 
-def codec_for(task_name: str, payload_type: type[P] | None) -> PayloadCodec[P]:
-    """Return the codec for a task's ``payload_type`` (``None``: any JSON value)."""
-    return PayloadCodec(task_name, payload_type)
+def codec_for(
+    task_name: str,
+    payload_type: type[P] | None,
+    version: int = 1,
+    upcasters: Mapping[int, Upcaster] | None = None,
+) -> PayloadCodec[P]:
+    """Return the codec for a task's ``payload_type`` (``None``: any JSON value) at
+    payload ``version``, with the ``upcasters`` that bring earlier versions up to it."""
+    return PayloadCodec(task_name, payload_type, version, upcasters)

@@ -170,6 +170,7 @@ def _insert_chunk(
             "priority": i.priority,
             "schedule": i.schedule,
             "trace_context": trace_context,
+            "payload_version": i.payload_version,
         }
         for i in instances
     ]
@@ -198,6 +199,7 @@ def _json_row(
         "task_instance": instance.instance_id,
         "execution_time": now_text if at is None else at.isoformat(),
         "priority": instance.priority,
+        "payload_version": instance.payload_version,
     }
     if instance.data is not None:
         row["task_data"] = instance.data
@@ -243,15 +245,18 @@ def reschedule(
     schedule: str | None = None,
     shown_version: int | None = None,
     on_moved: Callable[[datetime], None] | None = None,
+    payload_version: int = 1,
 ) -> bool:
     """Move an execution that is not running (and, given ``shown_version``, is still at
-    that version) to ``at``, with the payload ``data`` unless it is KEEP and the schedule
-    text ``schedule`` unless it is ``None``; return whether it moved. Moved, it notifies
-    the schedulers on commit (see ``_notify``) and calls ``on_moved`` with ``at``."""
+    that version) to ``at``, with the payload ``data`` written at ``payload_version``
+    unless it is KEEP, and the schedule text ``schedule`` unless it is ``None``; return
+    whether it moved. Moved, it notifies the schedulers on commit (see ``_notify``) and
+    calls ``on_moved`` with ``at``."""
     stmts = _statements(conn, table).scheduling
     params = {**_key(task_name, instance_id, shown_version), "new_time": at}
     if data is not KEEP:
         params["new_data"] = data
+        params["new_payload_version"] = payload_version
     if schedule is not None:
         params["new_schedule"] = schedule
     stmt = stmts.reschedule(
@@ -552,6 +557,8 @@ class Completion:
     history as ``undecodable`` with its payload (deletes it when history is off).
     ``scheduled`` are inserted only if the outcome was recorded (the execution was still
     ours). ``outcome`` is what the history table calls it (``None``: nothing to record).
+    ``payload_version`` is the version ``succeed``'s ``data`` was written with (``None``:
+    the execution's own, for the payload it kept).
     """
 
     execution: Execution
@@ -565,6 +572,7 @@ class Completion:
     outcome: Outcome | None = None
     #: When the handler started, for its history entry.
     started_at: datetime | None = None
+    payload_version: int | None = None
 
     def entry(self) -> _history_store.Entry:
         """The history entry of this outcome (``outcome`` must be set)."""
@@ -627,6 +635,9 @@ def complete(
                 "now": c.now,
                 "new_time": c.at,
                 "new_data": c.data,
+                "new_payload_version": (
+                    e.payload_version if c.payload_version is None else c.payload_version
+                ),
                 "failures": c.failures,
                 "new_error": c.error,
             }
@@ -808,6 +819,7 @@ def register_recurring(
                 "priority": instance.priority,
                 "schedule": instance.schedule,
                 "trace_context": None,
+                "payload_version": instance.payload_version,
                 "deterministic": task.deterministic,
             },
         )

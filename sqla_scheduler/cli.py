@@ -503,6 +503,7 @@ def _entry_json(entry: Any) -> dict[str, Any]:
         "picked_by": entry.picked_by,
         "attempt": entry.attempt,
         "priority": entry.priority,
+        "payload_version": entry.payload_version,
         "error": entry.error,
         "data": entry.data,
     }

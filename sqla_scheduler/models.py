@@ -123,6 +123,7 @@ def scheduled_tasks_table(
         Column("trace_context", JSONOrNull, nullable=True),
         Column("started_at", UTCDateTime(), nullable=True),
         Column("last_error", Text(), nullable=True),
+        Column("payload_version", SmallInteger(), nullable=False, server_default=text("1")),
         schema=schema,
         postgresql_with=QUEUE_STORAGE,
     )
@@ -147,7 +148,8 @@ def _history(target: MetaData, name: str, schema: str | None) -> Table:
     """One entry per finished attempt, newest by ``id``; see ``HISTORY_OUTCOMES``.
 
     ``task_data`` is the payload's JSON text where the execution left the scheduler's table
-    (abandoned, undecodable), so that it can be scheduled again exactly as it was.
+    (abandoned, undecodable), so that it can be scheduled again exactly as it was, with
+    the ``payload_version`` it was written with.
     ``finished_at`` is indexed for pruning, task and instance for filtered listings.
     """
     table = Table(
@@ -165,6 +167,7 @@ def _history(target: MetaData, name: str, schema: str | None) -> Table:
         Column("error", Text(), nullable=True),
         Column("task_data", Text(), nullable=True),
         Column("priority", SmallInteger(), nullable=False, server_default=text("0")),
+        Column("payload_version", SmallInteger(), nullable=False, server_default=text("1")),
         schema=schema,
     )
     Index(f"ix_{name}_finished_at", table.c.finished_at)
@@ -259,6 +262,7 @@ class ScheduledTask(Base):
     trace_context: Mapped[Any]
     started_at: Mapped[datetime | None]
     last_error: Mapped[str | None]
+    payload_version: Mapped[int]
 
     def __repr__(self) -> str:
         return f"<ScheduledTask {self.task_name}/{self.task_instance} at {self.execution_time}>"

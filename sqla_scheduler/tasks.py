@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, overload
 
-from sqla_scheduler._checks import check_priority, check_task_name, is_int
+from sqla_scheduler._checks import (
+    check_payload_version,
+    check_priority,
+    check_task_name,
+    is_int,
+)
 from sqla_scheduler._execution import KEEP, RECURRING_INSTANCE_ID, NextAt, TaskInstance
-from sqla_scheduler._payload import PayloadCodec, codec_for
+from sqla_scheduler._payload import PayloadCodec, Upcaster, codec_for
 from sqla_scheduler.exceptions import InvalidScheduleError, TaskDefinitionError
 from sqla_scheduler.schedules import Disabled, Schedule, parse_schedule
 
@@ -35,6 +40,7 @@ __all__ = [
     "Task",
     "TaskInstance",
     "TaskKind",
+    "Upcaster",
     "custom",
     "one_time",
     "recurring",
@@ -68,6 +74,12 @@ class Task(Generic[P]):
     transactional: bool = False
     """Whether the handler gets ``ctx.session``, in the transaction that records its
     outcome: its writes commit if and only if its success is recorded."""
+    payload_version: int = 1
+    """The version of the payloads this task writes; each row records the version its
+    payload was written with."""
+    upcasters: Mapping[int, Upcaster] = field(default_factory=dict)
+    """``{k: fn}``: ``fn`` turns a version-k payload's JSON into version k+1's; one for
+    each version from 1 to ``payload_version - 1``."""
     codec: PayloadCodec[P] = field(init=False, repr=False)
     is_async: bool = field(init=False, repr=False)
 
@@ -95,7 +107,9 @@ class Task(Generic[P]):
                 f"task {self.name!r}: transactional must be True or False, "
                 f"got {self.transactional!r}"
             )
-        object.__setattr__(self, "codec", codec_for(self.name, self.payload_type))
+        object.__setattr__(self, "upcasters", _check_upcasters(self))
+        codec = codec_for(self.name, self.payload_type, self.payload_version, self.upcasters)
+        object.__setattr__(self, "codec", codec)
         object.__setattr__(self, "is_async", _is_async(self.handler))
 
     def __call__(self, context: ExecutionContext[P]) -> Any:
@@ -131,6 +145,7 @@ class OneTimeTask(Task[P]):
             data=self.codec.dump(payload),  # type: ignore[arg-type]
             execution_time=at,
             priority=self.priority if priority is None else priority,
+            payload_version=self.payload_version,
         )
 
 
@@ -182,6 +197,7 @@ class RecurringTask(Task[P]):
             execution_time=first,
             priority=self.priority,
             schedule=self.schedule.text,
+            payload_version=self.payload_version,
         )
 
     def instance(
@@ -212,6 +228,7 @@ class RecurringTask(Task[P]):
             execution_time=None,  # the schedule's first run, by the scheduler's clock
             priority=self.priority if priority is None else priority,
             schedule=own.text,
+            payload_version=self.payload_version,
         )
 
 
@@ -251,6 +268,8 @@ def recurring(
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
     transactional: bool = False,
+    payload_version: int = 1,
+    upcasters: Mapping[int, Upcaster] | None = None,
 ) -> Callable[[Handler[P]], RecurringTask[P]]: ...
 @overload
 def recurring(
@@ -263,6 +282,8 @@ def recurring(
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
     transactional: bool = False,
+    payload_version: int = 1,
+    upcasters: Mapping[int, Upcaster] | None = None,
 ) -> Callable[[Handler[Any]], RecurringTask[Any]]: ...
 def recurring(
     name: str,
@@ -274,13 +295,16 @@ def recurring(
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
     transactional: bool = False,
+    payload_version: int = 1,
+    upcasters: Mapping[int, Upcaster] | None = None,
 ) -> Callable[[Handler[Any]], RecurringTask[Any]]:
     """Define a recurring task: one row, run by ``schedule``, forever; or, without a
     schedule, a task of many instances, each with a schedule of its own
     (``task.instance(id, payload, schedule=...)``), none created at start-up.
 
     The handler's return value becomes the next run's payload unless it is ``None``.
-    ``timeout``, ``max_concurrency`` and ``transactional`` are those of ``one_time``.
+    ``timeout``, ``max_concurrency``, ``transactional``, ``payload_version`` and
+    ``upcasters`` are those of ``one_time``.
     """
 
     return _decorator(
@@ -293,6 +317,8 @@ def recurring(
         timeout=timeout,
         max_concurrency=max_concurrency,
         transactional=transactional,
+        payload_version=payload_version,
+        upcasters={} if upcasters is None else upcasters,
     )
 
 
@@ -307,6 +333,8 @@ def one_time(
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
     transactional: bool = False,
+    payload_version: int = 1,
+    upcasters: Mapping[int, Upcaster] | None = None,
 ) -> Callable[[Handler[P]], OneTimeTask[P]]: ...
 @overload
 def one_time(
@@ -319,6 +347,8 @@ def one_time(
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
     transactional: bool = False,
+    payload_version: int = 1,
+    upcasters: Mapping[int, Upcaster] | None = None,
 ) -> Callable[[Handler[Any]], OneTimeTask[Any]]: ...
 def one_time(
     name: str,
@@ -330,6 +360,8 @@ def one_time(
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
     transactional: bool = False,
+    payload_version: int = 1,
+    upcasters: Mapping[int, Upcaster] | None = None,
 ) -> Callable[[Handler[Any]], OneTimeTask[Any]]:
     """Define a one-time task: each scheduled instance runs once and its row is removed.
 
@@ -348,6 +380,11 @@ def one_time(
     that records its outcome: its writes commit if and only if its success is recorded, so
     its effects in the scheduler's database happen exactly once. A sync handler needs a
     sync ``Engine``, an async one an ``AsyncEngine``.
+    ``payload_version=N`` is the version of the payloads the task writes, recorded in each
+    row; ``upcasters={1: fn1, ..., N-1: fn}`` bring the JSON of a payload written at an
+    earlier version up to N, one version at a time, before ``payload_type`` decodes it. A
+    payload that cannot be brought up (an unknown version, an upcaster that raises) leaves
+    the table for history as ``undecodable``, where ``requeue`` can bring it back.
     """
 
     return _decorator(
@@ -360,6 +397,8 @@ def one_time(
         timeout=timeout,
         max_concurrency=max_concurrency,
         transactional=transactional,
+        payload_version=payload_version,
+        upcasters={} if upcasters is None else upcasters,
     )
 
 
@@ -374,6 +413,8 @@ def custom(
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
     transactional: bool = False,
+    payload_version: int = 1,
+    upcasters: Mapping[int, Upcaster] | None = None,
 ) -> Callable[[Handler[P]], CustomTask[P]]: ...
 @overload
 def custom(
@@ -386,6 +427,8 @@ def custom(
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
     transactional: bool = False,
+    payload_version: int = 1,
+    upcasters: Mapping[int, Upcaster] | None = None,
 ) -> Callable[[Handler[Any]], CustomTask[Any]]: ...
 def custom(
     name: str,
@@ -397,11 +440,13 @@ def custom(
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
     transactional: bool = False,
+    payload_version: int = 1,
+    upcasters: Mapping[int, Upcaster] | None = None,
 ) -> Callable[[Handler[Any]], CustomTask[Any]]:
     """Define a custom task: its handler returns [`NextAt`][] to run again, ``None`` to end.
 
-    ``max_retries``, ``on_abandon``, ``timeout``, ``max_concurrency`` and
-    ``transactional`` are those of ``one_time``.
+    ``max_retries``, ``on_abandon``, ``timeout``, ``max_concurrency``, ``transactional``,
+    ``payload_version`` and ``upcasters`` are those of ``one_time``.
     """
 
     return _decorator(
@@ -414,6 +459,8 @@ def custom(
         timeout=timeout,
         max_concurrency=max_concurrency,
         transactional=transactional,
+        payload_version=payload_version,
+        upcasters={} if upcasters is None else upcasters,
     )
 
 
@@ -442,6 +489,33 @@ def _check_callable(task_name: str, field_name: str, fn: object, *, arity: int) 
             f"task {task_name!r}: {field_name} {fn!r} must accept {arity} positional "
             f"argument{'s' if arity > 1 else ''}; its signature is {signature}"
         ) from None
+
+
+def _check_upcasters(task: Task[Any]) -> dict[int, Upcaster]:
+    """``task.upcasters`` as a dict of its own, once ``payload_version`` and they agree:
+    one callable of one argument for each version from 1 to ``payload_version - 1``."""
+    name, version, upcasters = task.name, task.payload_version, task.upcasters
+    check_payload_version(name, "payload_version", version)
+    if not isinstance(upcasters, Mapping):
+        raise TaskDefinitionError(
+            f"task {name!r}: upcasters must be a mapping of versions to callables, "
+            f"got {upcasters!r}"
+        )
+    for key, fn in upcasters.items():
+        if not is_int(key) or not 1 <= key < version:
+            raise TaskDefinitionError(
+                f"task {name!r}: upcasters has a key {key!r}; with payload_version={version} "
+                f"its keys are the earlier versions, ints from 1 to {version - 1} "
+                "(upcaster k turns a version-k payload into version k+1's)"
+            )
+        _check_callable(name, f"upcasters[{key}]", fn, arity=1)
+    missing = [k for k in range(1, version) if k not in upcasters]
+    if missing:
+        raise TaskDefinitionError(
+            f"task {name!r}: payload_version={version} needs an upcaster for each earlier "
+            f"version; upcasters has none for {', '.join(map(str, missing))}"
+        )
+    return dict(upcasters)
 
 
 def _check_timeout(task_name: str, value: object) -> timedelta | None:

@@ -91,7 +91,7 @@ class Executor:
             await anyio.sleep(min(early, AHEAD.total_seconds()))
         task = self.tasks[execution.task_name]
         try:
-            payload = task.codec.decode(execution.data)
+            payload = task.codec.decode(execution.data, execution.payload_version)
             if isinstance(task, RecurringTask):
                 outcomes.schedule_of(task, execution)  # what follows the run must read
         except (PayloadError, InvalidScheduleError) as exc:

@@ -144,8 +144,10 @@ def succeeded(
         if isinstance(schedule, Disabled):
             return finish(kind="remove")
         at = schedule.next_run(scheduled_at=execution.execution_time, completed_at=now)
-        data = execution.data if result is None else task.codec.encode(result)
-        return finish(kind="succeed", at=at, data=data)
+        if result is None:  # the payload stays, and the version it was written with
+            return finish(kind="succeed", at=at, data=execution.data)
+        data = task.codec.encode(result)
+        return finish(kind="succeed", at=at, data=data, payload_version=task.payload_version)
     if task.kind == "custom":
         if result is None:
             return finish(kind="remove")
@@ -154,8 +156,10 @@ def succeeded(
                 f"custom task {task.name!r} returned {result!r}; return NextAt(at, payload) "
                 "to run again or None to finish"
             )
-        data = execution.data if result.payload is KEEP else task.codec.encode(result.payload)
-        return finish(kind="succeed", at=result.at, data=data)
+        if result.payload is KEEP:
+            return finish(kind="succeed", at=result.at, data=execution.data)
+        data = task.codec.encode(result.payload)
+        return finish(kind="succeed", at=result.at, data=data, payload_version=task.payload_version)
     if isinstance(result, NextAt):
         raise TypeError(
             f"one-time task {task.name!r} returned NextAt; only custom tasks reschedule "

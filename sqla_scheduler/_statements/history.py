@@ -56,7 +56,14 @@ class History(Shapes):
             "attempt": bindparam("attempt", type_=h.c.attempt.type),
             "error": bindparam("error", type_=h.c.error.type),
         }
-        moved = ("task_name", "task_instance", "execution_time", "picked_by", "priority")
+        moved = (
+            "task_name",
+            "task_instance",
+            "execution_time",
+            "picked_by",
+            "priority",
+            "payload_version",
+        )
         into = [*moved, "task_data", *entry]
         held = (self.at_key, c.version == bindparam("seen_version"))
         #: Move the held execution at the bound key and ``seen_version`` into history,
@@ -94,20 +101,20 @@ class History(Shapes):
         self._unreadable(table, backend)
 
         #: Schedule the payload of the requeueable entry ``history_id`` again, due at
-        #: ``now``, unless an execution with its key exists; returns its task name.
+        #: ``now``, as the version it was written with, unless an execution with its key
+        #: exists; returns its task name.
         entry_row = select(
             h.c.task_name,
             h.c.task_instance,
             self._as_payload(h.c.task_data),
             bindparam("now", type_=c.execution_time.type),
             h.c.priority,
+            h.c.payload_version,
         ).where(h.c.id == bindparam("history_id"), h.c.outcome.in_(REQUEUEABLE))
+        into_table = ["task_name", "task_instance", "task_data", "execution_time", "priority"]
         self.requeue: Any = (
             backend.insert(table)
-            .from_select(
-                ["task_name", "task_instance", "task_data", "execution_time", "priority"],
-                entry_row,
-            )
+            .from_select([*into_table, "payload_version"], entry_row)
             .on_conflict_do_nothing()
             .returning(c.task_name)
         )
@@ -158,6 +165,7 @@ class History(Shapes):
             "error": bindparam("error", type_=Text) + raw,
             "task_data": readable("task_data", self._as_text(c.task_data)),
             "priority": readable("priority", c.priority, 0),
+            "payload_version": readable("payload_version", c.payload_version, 1),
         }
         if backend.name == "postgresql":
             gone = (

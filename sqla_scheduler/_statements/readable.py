@@ -33,7 +33,7 @@ from sqla_scheduler._dialects import Backend
 __all__ = ["readable_columns"]
 
 _TIMESTAMPS = ("execution_time", "last_heartbeat", "last_success", "last_failure", "started_at")
-_INTEGERS = ("consecutive_failures", "version", "priority")
+_INTEGERS = ("consecutive_failures", "version", "priority", "payload_version")
 _TEXTS = ("task_name", "task_instance", "picked_by", "schedule", "last_error")
 _JSON = ("task_data", "trace_context")
 

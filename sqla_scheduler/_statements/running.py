@@ -73,10 +73,12 @@ class Running(Shapes):
             delete(table).where(*self.held_keys()).returning(c.task_name, c.task_instance)
         )
 
-        #: Hand back a held execution to run at ``new_time`` after a success.
+        #: Hand back a held execution to run at ``new_time`` after a success, with the
+        #: payload ``new_data`` written at ``new_payload_version``.
         self.succeed: Update = self._hand_back(
             execution_time=self.time("new_time"),
             task_data=bindparam("new_data", type_=c.task_data.type),
+            payload_version=bindparam("new_payload_version", type_=c.payload_version.type),
             last_success=now,
             consecutive_failures=0,
             last_error=None,

@@ -95,7 +95,8 @@ class Scheduling(Shapes):
 
         excluded = backend.insert(table).excluded
         #: Create a recurring task's row, or update the priority and schedule of an
-        #: unpicked one; its time moves only when a deterministic schedule changed.
+        #: unpicked one; its time moves only when a deterministic schedule changed. Its
+        #: payload (and so the version it was written with) stays.
         self.upsert_recurring: Executable = self.insert_row().on_conflict_do_update(
             index_elements=on_key,
             set_={
@@ -122,10 +123,10 @@ class Scheduling(Shapes):
         return self._cancels[shown]
 
     def reschedule(self, *, new_data: bool, new_schedule: bool = False, shown: bool) -> Update:
-        """Move an unpicked execution to ``new_time``, with the payload ``new_data`` if
-        ``new_data`` and the schedule text ``new_schedule`` if ``new_schedule`` (else
-        untouched); if ``shown``, only while it is still at ``shown_version``. Returns the
-        new time of the execution moved."""
+        """Move an unpicked execution to ``new_time``, with the payload ``new_data``
+        written at ``new_payload_version`` if ``new_data``, and the schedule text
+        ``new_schedule`` if ``new_schedule`` (else untouched); if ``shown``, only while it
+        is still at ``shown_version``. Returns the new time of the execution moved."""
         return self._reschedules[new_data, new_schedule, shown]
 
     def _insert_many(self) -> Executable:
@@ -146,6 +147,7 @@ class Scheduling(Shapes):
                 column("priority", SmallInteger()),
                 column("schedule", Text()),
                 column("trace_context", JSONB()),
+                column("payload_version", SmallInteger()),
                 name="new",
             )
             .render_derived(with_types=True)
@@ -189,6 +191,7 @@ class Scheduling(Shapes):
         }
         if new_data:
             values["task_data"] = bindparam("new_data", type_=c.task_data.type)
+            values["payload_version"] = bindparam("new_payload_version", type_=SmallInteger())
         if new_schedule:
             values["schedule"] = bindparam("new_schedule", type_=c.schedule.type)
         return (

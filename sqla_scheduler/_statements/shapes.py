@@ -184,4 +184,5 @@ class Shapes:
             priority=bindparam("priority"),
             schedule=bindparam("schedule"),
             trace_context=bindparam("trace_context", type_=c.trace_context.type),
+            payload_version=bindparam("payload_version"),
         )

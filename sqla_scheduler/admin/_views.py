@@ -237,6 +237,7 @@ class ExecutionView:
             "last_error": e.last_error,
             "version": e.version,
             "schedule": e.schedule,
+            "payload_version": e.payload_version,
             "data_preview": self.payload_preview,
             **({} if self.payload is None else {"data": e.data}),
         }
@@ -305,6 +306,7 @@ class EntryView:
             "picked_by": e.picked_by,
             "attempt": e.attempt,
             "priority": e.priority,
+            "payload_version": e.payload_version,
             "error_line": self.error_line,
             "data_preview": self.payload_preview,
             **({"error": e.error, "data": e.data} if self.full else {}),

@@ -272,6 +272,7 @@ async def test_an_entry_page_escapes_its_error_and_payload_as_the_execution_page
 
     api = (await client.get("/api/history/entry", params={"id": abandoned})).json()
     assert (api["outcome"], api["attempt"], api["in_table"]) == ("abandoned", 3, False)
+    assert api["payload_version"] == 1
     assert api["error"] == ABANDONED_ERROR
     assert api["data"] == ABANDONED_DATA
     assert api["instance_id"] == XSS

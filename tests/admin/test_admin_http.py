@@ -240,6 +240,7 @@ async def test_hostile_payload_instance_and_task_name_are_escaped(
     assert response.headers["content-type"] == "application/json"
     assert response.json()["instance_id"] == XSS
     assert response.json()["data"]["html"] == XSS
+    assert response.json()["payload_version"] == 1
 
 
 async def test_hostile_search_text_is_escaped(seeded: Harness, client: httpx.AsyncClient) -> None:

@@ -147,6 +147,7 @@ def test_lists_executions_as_json(seeded: Seeded) -> None:
     assert failing["last_error"] == ERROR  # all of it
     assert running["last_error"] is None
     assert listed["legacy-1"]["data"] is None
+    assert {e["payload_version"] for e in listed.values()} == {1}
 
 
 def test_filters_by_state_task_and_limit(url: str) -> None:

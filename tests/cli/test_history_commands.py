@@ -84,6 +84,7 @@ def test_filters_and_json(url: str) -> None:
     )
     assert entry["error"].startswith("RuntimeError: card [bold]declined[/bold] for c1\n")
     assert entry["duration_seconds"] == 0.0
+    assert entry["payload_version"] == 1
     by_task = json.loads(run("history", "--url", url, "--task", "refund", "--json").stdout)
     assert {e["instance_id"] for e in by_task} == {"c2", "old"}
     recent = json.loads(run("history", "--url", url, "--since", "1h", "--json").stdout)

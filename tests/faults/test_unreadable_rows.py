@@ -31,6 +31,7 @@ SQLITE_BAD = [
     ("priority", "'high'"),
     ("priority", "1.5"),
     ("version", "'seven'"),
+    ("payload_version", "'v2'"),
     ("consecutive_failures", "'-'"),
     ("picked", "'yes'"),
     ("last_success", "'2030-13-01 00:00:00'"),

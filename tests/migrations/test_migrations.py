@@ -334,3 +334,45 @@ def test_the_last_error_revision_adds_a_column_and_its_downgrade_drops_it(engine
     assert "last_error" not in columns
     with engine.connect() as conn:
         assert conn.scalar(text("select task_instance from scheduled_tasks")) == "old"
+
+
+def test_the_payload_version_revision_reads_old_rows_as_version_1(engine: Engine) -> None:
+    """Revision 59fbd7ad3e6b adds ``payload_version`` to the table and its history: rows
+    and entries written before it read as version 1; a downgrade drops both columns and
+    keeps the rows, and an upgrade after it reads them as version 1 again."""
+    migrate.upgrade(engine, "b8d2f4a61c37")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "insert into scheduled_tasks (task_name, task_instance, task_data, "
+                "execution_time, picked, consecutive_failures, version, priority) "
+                "values ('t', 'old', '{\"a\": 1}', '2030-01-01 00:00:00', false, 0, 1, 0)"
+            )
+        )
+        conn.execute(
+            text(
+                "insert into scheduled_tasks_history (task_name, task_instance, outcome, "
+                "finished_at, attempt, task_data, priority) "
+                "values ('t', 'gone', 'undecodable', '2030-01-01 00:00:00', 1, '{\"a\": 1}', 0)"
+            )
+        )
+
+    def versions() -> list[Any]:
+        with engine.connect() as conn:
+            return [
+                conn.scalar(text(f"select payload_version from {table}"))
+                for table in ("scheduled_tasks", "scheduled_tasks_history")
+            ]
+
+    migrate.upgrade(engine, "59fbd7ad3e6b")
+    assert versions() == [1, 1]
+    with engine.begin() as conn:
+        conn.execute(text("update scheduled_tasks set payload_version = 3"))
+    migrate.downgrade(engine, "b8d2f4a61c37")
+    for table in ("scheduled_tasks", "scheduled_tasks_history"):
+        assert "payload_version" not in {c["name"] for c in inspect(engine).get_columns(table)}
+    with engine.connect() as conn:
+        assert conn.scalar(text("select task_instance from scheduled_tasks")) == "old"
+        assert conn.scalar(text("select task_instance from scheduled_tasks_history")) == "gone"
+    migrate.upgrade(engine)
+    assert versions() == [1, 1]
