@@ -234,10 +234,11 @@ class Reads:
     async def act(
         self, action: str, task: str, instance: str, shown: int
     ) -> tuple[bool, Execution | None]:
-        """Delete (``delete``) or make due now (the others) one execution, if it is still at
-        version ``shown``; whether it was done, and the execution as it is when not."""
-        now = self.scheduler.clock.now()
+        """Delete (``delete``) or make due now (the others, as ``Scheduler.run_now`` does)
+        one execution, if it is still at version ``shown``; whether it was done, and the
+        execution as it is when not."""
         table = self.scheduler.table
+        run_now = self.scheduler._ran_now(task, instance, shown)
 
         def write(conn: Connection) -> tuple[bool, Execution | None]:
             if action == "delete":
@@ -245,15 +246,7 @@ class Reads:
                     conn, table, task_name=task, instance_id=instance, shown_version=shown
                 )
             else:
-                done = _store.reschedule_shown(
-                    conn,
-                    table,
-                    task_name=task,
-                    instance_id=instance,
-                    shown_version=shown,
-                    at=now,
-                    now=now,
-                )
+                done = run_now(conn)
             return done, None if done else _store.get_execution(conn, table, task, instance)
 
         return await self.db.run(write, read_only=False)
