@@ -62,7 +62,8 @@ async def test_the_page_offers_each_action_with_token_and_version(
     html = (await actions.get("/")).text
     assert "actions enabled" in html
     forms = re.findall(r'<form method="post" action="([^"]+)".*?</form>', html, re.S)
-    assert {"/actions/run-now", "/actions/retry", "/actions/delete"} == set(forms)
+    # On executions, and Pause on each task (none is paused).
+    assert {"/actions/run-now", "/actions/retry", "/actions/delete", "/actions/pause"} == set(forms)
     bounce = re.search(
         r'<form method="post" action="/actions/retry".*?value="bounce-3".*?</form>', html, re.S
     )
