@@ -266,7 +266,7 @@ def node_row(name: str, last_seen: datetime, **values: Any) -> dict[str, Any]:
     return {
         "name": name,
         "host": "app-" + name.rsplit("-", 1)[-1],
-        "pid": 4100 + len(name),
+        "pid": 4100,
         "started_at": last_seen - timedelta(days=2, hours=3),
         "last_seen": last_seen,
         "concurrency": 10,
@@ -281,9 +281,9 @@ def seed_nodes(engine: Engine, now: datetime = NOW) -> None:
     ``node_heartbeat_interval`` of 30 s): ``worker-1`` and ``worker-2`` alive, ``worker-3``
     stale (last seen 45 minutes ago, as its dead execution's heartbeat says)."""
     rows = [
-        node_row("worker-1", now - timedelta(seconds=12), running=1),
-        node_row("worker-2", now - timedelta(seconds=3), running=1, concurrency=4),
-        node_row("worker-3", now - timedelta(minutes=45), running=1, version="0.8.2"),
+        node_row("worker-1", now - timedelta(seconds=12), pid=2817, running=1),
+        node_row("worker-2", now - timedelta(seconds=3), pid=3090, running=1, concurrency=4),
+        node_row("worker-3", now - timedelta(minutes=45), pid=1174, running=1, version="0.8.2"),
     ]
     with engine.begin() as conn:
         conn.execute(insert(nodes_table(table_for())), rows)

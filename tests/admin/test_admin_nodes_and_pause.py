@@ -96,7 +96,7 @@ async def test_the_overview_lists_the_nodes_alive_or_stale(
     assert "2 nodes alive" in brand(html)
     assert "1 stale" in brand(html)
     nodes = section(html, "nodes")
-    rows = re.findall(r'<tr class="node-(\w+)">(.*?)</tr>', nodes, re.S)
+    rows = re.findall(r'<tr class="node-row-(\w+)">(.*?)</tr>', nodes, re.S)
     assert [(state, re.search(r"worker-\d", cells).group(0)) for state, cells in rows] == [  # type: ignore[union-attr]
         ("alive", "worker-1"),
         ("alive", "worker-2"),
@@ -104,7 +104,7 @@ async def test_the_overview_lists_the_nodes_alive_or_stale(
     ]
     stale = rows[2][1]
     # Every field, the state as text (not only a colour).
-    for text in ("app-3", ">stale<", "4108", "2030-05-15 08:15:00 UTC", "11:15:00 UTC", "0.8.2"):
+    for text in ("app-3", ">stale<", "1174", "2030-05-15 08:15:00 UTC", "11:15:00 UTC", "0.8.2"):
         assert text in stale, text
     assert "45 min ago" in stale
     # The JSON has each node as ``Node.to_json`` has it, judged by the same rule.
