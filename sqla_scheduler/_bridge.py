@@ -37,7 +37,7 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
-from sqla_scheduler._commit_hooks import note_session
+from sqla_scheduler._commit_hooks import note_session, own_commit
 from sqla_scheduler._dialects import backend_for
 from sqla_scheduler.exceptions import TaskDefinitionError
 
@@ -116,7 +116,7 @@ def call(
         if one_statement and target.dialect.name == "postgresql":
             with target.connect() as conn:
                 return fn(conn.execution_options(isolation_level="AUTOCOMMIT"))
-        with target.begin() as conn:
+        with target.connect() as conn, own_commit(conn), conn.begin():
             return fn(conn)
     if isinstance(target, AsyncConnection):
         return target.run_sync(fn)
@@ -142,8 +142,12 @@ async def _in_own_transaction(
             return await conn.run_sync(
                 lambda sync: fn(sync.execution_options(isolation_level="AUTOCOMMIT"))
             )
-    async with engine.begin() as conn:
-        return await conn.run_sync(fn)
+    async with engine.connect() as conn:
+        sync = conn.sync_connection
+        assert sync is not None  # connected
+        with own_commit(sync):
+            async with conn.begin():
+                return await conn.run_sync(fn)
 
 
 def check_backend(engine: Engine | AsyncEngine, backend: str | None = None) -> None:
@@ -300,8 +304,9 @@ class Database:
                 conn.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
                 conn.exec_driver_sql("SET jit = off")
                 conn.commit()
-        result = fn(conn)
-        conn.commit()
+        with own_commit(conn):
+            result = fn(conn)
+            conn.commit()
         return result
 
     async def _connect(self) -> Connection | AsyncConnection:

@@ -7,20 +7,22 @@ The moment matters. A loop woken before the rows are visible picks nothing and, 
 safe (the picker waits for the write lock the COMMIT releases, then sees the rows), but on
 PostgreSQL another connection may look before the COMMIT is done. A ``Session``'s
 ``after_commit`` fires after it, so work done through a session (``note_session``) waits
-for that; a plain connection has nothing later to wait for and keeps the ``commit`` event.
+for that; so does a connection the library commits itself (``own_commit``). A caller's
+plain connection has nothing later to wait for and keeps the ``commit`` event.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 from weakref import WeakKeyDictionary, WeakSet
 
 from sqlalchemy import Connection, event
 from sqlalchemy.orm import Session, SessionTransaction
 
-__all__ = ["after_commit", "note_session"]
+__all__ = ["after_commit", "note_session", "own_commit"]
 
 Hook = Callable[[], None]
 
@@ -31,6 +33,8 @@ _sessions: WeakKeyDictionary[Connection, weakref.ref[Session]] = WeakKeyDictiona
 _on_session_commit: WeakKeyDictionary[Session, list[tuple[Connection, Hook]]] = WeakKeyDictionary()
 #: What to call when a connection's transaction commits.
 _on_commit: WeakKeyDictionary[Connection, set[Hook]] = WeakKeyDictionary()
+#: Connections the library commits itself, with the hooks that wait for that commit.
+_owned: WeakKeyDictionary[Connection, list[Hook]] = WeakKeyDictionary()
 #: Sessions and connections that carry this module's listeners (once each).
 _listening: WeakSet[Any] = WeakSet()
 
@@ -41,15 +45,34 @@ def note_session(conn: Connection, session: Session) -> Connection:
     return conn
 
 
+@contextmanager
+def own_commit(conn: Connection) -> Iterator[None]:
+    """Around a block that commits ``conn``'s transaction itself: the hooks registered in it
+    run once the block, its COMMIT included, has returned; none if it raises."""
+    hooks: list[Hook] = []
+    _owned[conn] = hooks
+    try:
+        yield
+    finally:
+        _owned.pop(conn, None)
+    for fn in hooks:
+        fn()
+
+
 def after_commit(conn: Connection, fn: Hook) -> None:
     """Call ``fn`` once ``conn``'s transaction has committed (never on a rollback).
 
     On an autocommit connection the statement has committed already: ``fn`` is called now.
-    A session's connection waits for the session's commit, a plain connection for its own
-    ``commit`` event (see the module's note on timing).
+    A session's connection waits for the session's commit, one in ``own_commit`` for that
+    block to return, another connection for its own ``commit`` event (see the module's
+    note on timing).
     """
     if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
         fn()
+        return
+    owned = _owned.get(conn)
+    if owned is not None:
+        owned.append(fn)
         return
     owner = _sessions.get(conn)
     session = owner() if owner is not None else None

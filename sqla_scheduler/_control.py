@@ -191,18 +191,26 @@ class Control:
         """Make an execution that is not running due now, keeping its payload and schedule
         (a recurring task's by default). ``False`` when there is none, or a scheduler is
         running it."""
-        return _bridge.call(
-            target,
-            self.table,
-            lambda conn: _control_store.run_now(
+        return _bridge.call(target, self.table, self._ran_now(task_name, instance_id))
+
+    def _ran_now(
+        self, task_name: str, instance_id: str, shown_version: int | None = None
+    ) -> Callable[[Connection], bool]:
+        """``run_now``'s unit of work; the admin page's run now and retry do it too, given
+        the version the page showed (``_control_store.run_now``)."""
+
+        def run_now(conn: Connection) -> bool:
+            return _control_store.run_now(
                 conn,
                 self.table,
                 task_name,
                 instance_id,
                 self.clock.now(),
+                shown_version=shown_version,
                 on_moved=self._on_commit(conn),
-            ),
-        )
+            )
+
+        return run_now
 
 
 def _encode(tasks: Mapping[str, Task[Any]], task_name: str, payload: Any) -> Any:

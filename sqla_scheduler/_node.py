@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Connection, RowMapping
 
@@ -64,6 +65,21 @@ class Node:
             version=row["version"],
             alive=is_alive(row["last_seen"], now, interval),
         )
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field in a JSON-ready dict, times as ISO 8601 text (what
+        ``sqla-scheduler nodes --json`` prints, and the admin page's ``/api/summary``)."""
+        return {
+            "name": self.name,
+            "alive": self.alive,
+            "host": self.host,
+            "pid": self.pid,
+            "started_at": self.started_at.isoformat(),
+            "last_seen": self.last_seen.isoformat(),
+            "concurrency": self.concurrency,
+            "running": self.running,
+            "version": self.version,
+        }
 
 
 def database_now(conn: Connection) -> datetime:

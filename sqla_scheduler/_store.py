@@ -51,7 +51,6 @@ __all__ = [
     "one_insert",
     "recurring_executions",
     "reschedule",
-    "reschedule_shown",
     "state_counts",
     "task_counts",
 ]
@@ -405,23 +404,6 @@ def recurring_executions(
     stmts = _statements(conn, table).listing
     rows = conn.execute(stmts.recurring, {"names": list(names), "instance": instance_id})
     return {e.task_name: e for e in map(Execution.from_row, rows.mappings())}
-
-
-def reschedule_shown(
-    conn: Connection,
-    table: Table,
-    *,
-    task_name: str,
-    instance_id: str,
-    shown_version: int,
-    at: datetime,
-    now: datetime,
-) -> bool:
-    """Move an execution to ``at`` if no scheduler holds it and it is still at
-    ``shown_version``; return whether it moved."""
-    return reschedule(
-        conn, table, task_name, instance_id, at, KEEP, now, shown_version=shown_version
-    )
 
 
 def cancel_shown(

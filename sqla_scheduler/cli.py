@@ -649,23 +649,9 @@ def nodes(url: str, interval: timedelta, as_json: bool) -> None:
     with _database_errors(url):
         found = list_nodes(url, node_heartbeat_interval=interval)
     if as_json:
-        click.echo(json.dumps([_node_json(node) for node in found], indent=2))
+        click.echo(json.dumps([node.to_json() for node in found], indent=2))
         return
     _print_nodes(found)
-
-
-def _node_json(node: Node) -> dict[str, Any]:
-    return {
-        "name": node.name,
-        "alive": node.alive,
-        "host": node.host,
-        "pid": node.pid,
-        "started_at": node.started_at.isoformat(),
-        "last_seen": node.last_seen.isoformat(),
-        "concurrency": node.concurrency,
-        "running": node.running,
-        "version": node.version,
-    }
 
 
 def _print_nodes(found: list[Node]) -> None:

@@ -7,11 +7,12 @@ Starlette application, behind HTTP Basic auth with no default password::
 
     app.mount("/admin/jobs", create_app(scheduler, password=os.environ["ADMIN_PASSWORD"]))
 
-It shows the registered tasks by kind; the recurring tasks with their schedule, next run,
-last success and failure and owner; running executions with their picker and heartbeat
-age; failing executions, latest failure first; orphaned rows; counts per state; and the
-history of finished attempts with its dead letters. It is read-only unless built with
-``actions=True`` (run now, retry, delete, requeue).
+It shows the scheduler nodes, alive or stale; the registered tasks by kind, paused or
+not; the recurring tasks with their schedule, next run, last success and failure and
+owner; running executions with their picker and heartbeat age; failing executions, latest
+failure first; orphaned rows; counts per state; and the history of finished attempts with
+its dead letters. It is read-only unless built with ``actions=True`` (run now, retry,
+delete, requeue, pause, resume).
 
 Needs the ``admin`` extra: ``pip install sqla-scheduler[admin]``.
 """

@@ -32,6 +32,7 @@ from sqla_scheduler.admin._pages import (
 )
 from sqla_scheduler.admin._reads import Listing
 from sqla_scheduler.admin._security import AllowedMethods, BasicAuth, SecurityHeaders
+from sqla_scheduler.admin._tasks import TaskActions
 from sqla_scheduler.admin._views import STATES
 from sqla_scheduler.exceptions import ConfigurationError
 from sqla_scheduler.executions import Execution
@@ -60,13 +61,14 @@ def create_app(
     needs HTTP Basic credentials ``username`` / ``password``; there is no default password,
     and building the app without one fails.
 
-    The page is read-only unless ``actions`` is true; then it offers run now, retry and
-    delete, each a POST form with a CSRF token that applies only if the execution is still
-    at the version the page showed, and requeue on the dead letters (abandoned and
-    undecodable history entries), as ``Scheduler.requeue`` does. Tokens are derived from
-    ``secret`` (random per app by default; pass the same bytes to every process behind one
-    load balancer). ``page_size`` is how many executions or history entries a listing
-    page shows.
+    The page is read-only unless ``actions`` is true; then it offers run now (as
+    ``Scheduler.run_now`` does), retry and delete, each a POST form with a CSRF token that
+    applies only if the execution is still at the version the page showed; requeue on the
+    dead letters (abandoned and undecodable history entries), as ``Scheduler.requeue``
+    does; and pause or resume on each task, as ``Scheduler.pause`` and ``resume`` do.
+    Tokens are derived from ``secret`` (random per app by default; pass the same bytes to
+    every process behind one load balancer). ``page_size`` is how many executions or
+    history entries a listing page shows.
     """
     if not isinstance(scheduler, Scheduler):
         raise TypeError(f"create_app needs a Scheduler, got {type(scheduler).__name__}")
@@ -89,7 +91,7 @@ def create_app(
         secret=secret if secret is not None else secrets.token_bytes(32),
         page_size=page_size,
     )
-    executions, history = _Executions(pages), HistoryPages(pages)
+    executions, history, tasks = _Executions(pages), HistoryPages(pages), TaskActions(pages)
     methods = ["GET", "HEAD", "POST"] if actions else ["GET", "HEAD"]
     routes = [
         Route("/", refusing_nul(executions.overview), methods=["GET"]),
@@ -109,6 +111,8 @@ def create_app(
     if actions:
         routes += [
             Route("/actions/requeue", refusing_nul(history.requeue), methods=["POST"]),
+            Route("/actions/pause", refusing_nul(tasks.pause), methods=["POST"]),
+            Route("/actions/resume", refusing_nul(tasks.resume), methods=["POST"]),
             Route("/actions/{action}", refusing_nul(executions.act), methods=["POST"]),
         ]
     app = Starlette(
@@ -137,8 +141,8 @@ class _Executions:
         self.reads = pages.reads
 
     async def overview(self, request: Request) -> Response:
-        """The overview: counts, tasks by kind, recurring tasks, and the first rows of the
-        running, failing and orphaned executions."""
+        """The overview: counts, nodes, tasks by kind (paused or not), recurring tasks, and
+        the first rows of the running, failing and orphaned executions."""
         summary = await self.reads.summary()
         config = self.scheduler.config
         return self.pages.render(
@@ -171,12 +175,10 @@ class _Executions:
     async def one(self, request: Request) -> Response:
         """One execution, its payload in full."""
         task, instance = _key_params(request)
-        now, counts, view = await self.reads.one(task, instance)
+        now, header, view = await self.reads.one(task, instance)
         if view is None:
             raise HTTPException(404, "There is no such execution (it may have completed).")
-        return self.pages.render(
-            request, "execution.html", {"now": now, "counts": counts, "e": view}
-        )
+        return self.pages.render(request, "execution.html", {"now": now, **header, "e": view})
 
     async def api_summary(self, request: Request) -> Response:
         """The overview as JSON."""
@@ -187,6 +189,8 @@ class _Executions:
                 "scheduler": self.scheduler.config.scheduler_name,
                 "table": self.scheduler.table.fullname,
                 "counts": s["counts"],
+                "nodes": s["nodes"].to_json(),
+                "paused": s["paused"],
                 "tasks": {kind: [t.to_json() for t in views] for kind, views in s["tasks"].items()},
                 "history": {
                     "setting": self.scheduler.config.history,

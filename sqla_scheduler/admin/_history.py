@@ -64,13 +64,11 @@ class HistoryPages:
     async def entry(self, request: Request) -> Response:
         """One history entry: its error and (for a dead letter) its payload in full."""
         history_id = positive_int(request.query_params.get("id"), "id", default=None)
-        now, counts, view, current = await self.reads.entry(history_id)
+        now, header, view, current = await self.reads.entry(history_id)
         if view is None:
             raise HTTPException(404, f"There is no history entry {history_id} (it may be pruned).")
         return self.pages.render(
-            request,
-            "entry.html",
-            {"now": now, "counts": counts, "h": view, "current": current},
+            request, "entry.html", {"now": now, **header, "h": view, "current": current}
         )
 
     async def api_listing(self, request: Request) -> Response:

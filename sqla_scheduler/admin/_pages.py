@@ -46,12 +46,14 @@ HERE = Path(__file__).parent
 MAX_PAGE_SIZE = 500
 _MAX_FORM_BYTES = 16 * 1024
 _REFRESH_RANGE = (2, 3600)
-#: What each action did, in words for the log and the confirmation ("the execution was ...").
+#: What each action did, in words for the log and the confirmation ("Done: ...").
 NOTICES = {
-    "run-now": "rescheduled to now",
-    "retry": "rescheduled to now for a retry",
-    "delete": "deleted",
-    "requeue": "requeued: scheduled again, due now",
+    "run-now": "the execution was rescheduled to now",
+    "retry": "the execution was rescheduled to now for a retry",
+    "delete": "the execution was deleted",
+    "requeue": "the execution was requeued: scheduled again, due now",
+    "pause": "the task was paused: no scheduler picks its executions until it is resumed",
+    "resume": "the task was resumed: its due executions run now",
 }
 
 

@@ -21,6 +21,7 @@ from sqla_scheduler.admin._views import (
     PREVIEW_CHARS,
     EntryView,
     ExecutionView,
+    NodesView,
     counted_outcomes,
     view_entry,
     view_execution,
@@ -129,9 +130,19 @@ class Reads:
     def _counts(self, conn: Connection, now: datetime) -> dict[str, int]:
         return _store.state_counts(conn, self.scheduler.table, known_tasks=self._known, now=now)
 
+    def _header(self, conn: Connection, now: datetime) -> dict[str, Any]:
+        """What every page's header shows: the executions in each state (``counts``) and
+        the scheduler nodes (``nodes``)."""
+        nodes = self.scheduler.nodes(conn)
+        interval = self.scheduler.config.node_heartbeat_interval
+        return {
+            "counts": self._counts(conn, now),
+            "nodes": NodesView(nodes=nodes, interval=interval),
+        }
+
     async def summary(self) -> dict[str, Any]:
-        """The overview: counts, tasks, recurring tasks, and the first rows of the running,
-        failing and orphaned executions."""
+        """The overview: counts, nodes, tasks (paused or not), recurring tasks, and the
+        first rows of the running, failing and orphaned executions."""
         now = self.scheduler.clock.now()
         config = self.scheduler.config
         since = now - config.history_retention
@@ -152,7 +163,8 @@ class Reads:
 
         def read(conn: Connection) -> dict[str, Any]:
             return {
-                "counts": self._counts(conn, now),
+                **self._header(conn, now),
+                "paused": self.scheduler.paused_tasks(conn),
                 "task_counts": _store.task_counts(conn, table, names=sorted(known), now=now),
                 "outcomes": _history_store.outcome_counts(conn, table, since=since),
                 "recurring": _store.recurring_executions(
@@ -166,10 +178,15 @@ class Reads:
         found = await self.db.run(read, read_only=True)
         tasks = self.scheduler.tasks
         counted = counted_outcomes(config.history)
+        paused: frozenset[str] = found["paused"]
         return {
             "now": now,
             "counts": found["counts"],
-            "tasks": view_tasks(tasks, found["task_counts"], found["outcomes"], counted),
+            "nodes": found["nodes"],
+            "tasks": view_tasks(tasks, found["task_counts"], found["outcomes"], counted, paused),
+            "paused": sorted(paused),
+            # paused by name elsewhere, with no task of that name registered here
+            "paused_unregistered": sorted(paused - self._known),
             "counted_outcomes": counted,
             "dead_letters": sum(c["requeueable"] for c in found["outcomes"].values()),
             "recurring": view_recurring(
@@ -194,8 +211,8 @@ class Reads:
 
         def read(
             conn: Connection,
-        ) -> tuple[dict[str, int], int, list[tuple[Execution, str | None]]]:
-            counts = self._counts(conn, now)
+        ) -> tuple[dict[str, Any], int, list[tuple[Execution, str | None]]]:
+            header = self._header(conn, now)
             total = _store.count_executions(conn, table, **filters)
             rows = (
                 _store.list_previews(
@@ -209,35 +226,39 @@ class Reads:
                 if listing.offset < total
                 else []
             )
-            return counts, total, rows
+            return header, total, rows
 
-        counts, total, rows = await self.db.run(read, read_only=True)
+        header, total, rows = await self.db.run(read, read_only=True)
         return {
             "now": now,
-            "counts": counts,
+            **header,
             "total": total,
             "pages": max(1, math.ceil(total / listing.per_page)),
             "executions": self._views(rows, now),
         }
 
-    async def one(self, task: str, instance: str) -> tuple[datetime, dict[str, int], Any]:
-        """The time, the counts and the view of one execution (``None`` if there is none)."""
+    async def one(
+        self, task: str, instance: str
+    ) -> tuple[datetime, dict[str, Any], ExecutionView | None]:
+        """The time, the header (see ``_header``) and the view of one execution (``None``
+        if there is none)."""
         now = self.scheduler.clock.now()
         table = self.scheduler.table
 
-        def read(conn: Connection) -> tuple[dict[str, int], Execution | None]:
-            return self._counts(conn, now), _store.get_execution(conn, table, task, instance)
+        def read(conn: Connection) -> tuple[dict[str, Any], Execution | None]:
+            return self._header(conn, now), _store.get_execution(conn, table, task, instance)
 
-        counts, found = await self.db.run(read, read_only=True)
-        return now, counts, None if found is None else self._view(found, now)
+        header, found = await self.db.run(read, read_only=True)
+        return now, header, None if found is None else self._view(found, now)
 
     async def act(
         self, action: str, task: str, instance: str, shown: int
     ) -> tuple[bool, Execution | None]:
-        """Delete (``delete``) or make due now (the others) one execution, if it is still at
-        version ``shown``; whether it was done, and the execution as it is when not."""
-        now = self.scheduler.clock.now()
+        """Delete (``delete``) or make due now (the others, as ``Scheduler.run_now`` does)
+        one execution, if it is still at version ``shown``; whether it was done, and the
+        execution as it is when not."""
         table = self.scheduler.table
+        run_now = self.scheduler._ran_now(task, instance, shown)
 
         def write(conn: Connection) -> tuple[bool, Execution | None]:
             if action == "delete":
@@ -245,15 +266,7 @@ class Reads:
                     conn, table, task_name=task, instance_id=instance, shown_version=shown
                 )
             else:
-                done = _store.reschedule_shown(
-                    conn,
-                    table,
-                    task_name=task,
-                    instance_id=instance,
-                    shown_version=shown,
-                    at=now,
-                    now=now,
-                )
+                done = run_now(conn)
             return done, None if done else _store.get_execution(conn, table, task, instance)
 
         return await self.db.run(write, read_only=False)
@@ -270,8 +283,8 @@ class Reads:
 
         def read(
             conn: Connection,
-        ) -> tuple[dict[str, int], int, list[tuple[HistoryEntry, str | None, str | None]]]:
-            counts = self._counts(conn, now)
+        ) -> tuple[dict[str, Any], int, list[tuple[HistoryEntry, str | None, str | None]]]:
+            header = self._header(conn, now)
             total = _history_store.count_entries(conn, table, **filters)
             rows = (
                 _history_store.list_previews(
@@ -285,12 +298,12 @@ class Reads:
                 if listing.offset < total
                 else []
             )
-            return counts, total, rows
+            return header, total, rows
 
-        counts, total, rows = await self.db.run(read, read_only=True)
+        header, total, rows = await self.db.run(read, read_only=True)
         return {
             "now": now,
-            "counts": counts,
+            **header,
             "total": total,
             "pages": max(1, math.ceil(total / listing.per_page)),
             "entries": [
@@ -301,25 +314,37 @@ class Reads:
 
     async def entry(
         self, history_id: int
-    ) -> tuple[datetime, dict[str, int], EntryView | None, Execution | None]:
-        """The time, the counts, the view of one history entry (``None`` if there is none)
-        and the execution that has its key in the table now, if one does."""
+    ) -> tuple[datetime, dict[str, Any], EntryView | None, Execution | None]:
+        """The time, the header (see ``_header``), the view of one history entry (``None``
+        if there is none) and the execution that has its key in the table now, if one
+        does."""
         now = self.scheduler.clock.now()
         table = self.scheduler.table
 
         def read(
             conn: Connection,
-        ) -> tuple[dict[str, int], HistoryEntry | None, Execution | None]:
+        ) -> tuple[dict[str, Any], HistoryEntry | None, Execution | None]:
             entry = _history_store.get(conn, table, history_id)
             current = (
                 None
                 if entry is None
                 else _store.get_execution(conn, table, entry.task_name, entry.instance_id)
             )
-            return self._counts(conn, now), entry, current
+            return self._header(conn, now), entry, current
 
-        counts, entry, current = await self.db.run(read, read_only=True)
-        return now, counts, None if entry is None else view_entry(entry), current
+        header, entry, current = await self.db.run(read, read_only=True)
+        return now, header, None if entry is None else view_entry(entry), current
+
+    async def set_paused(self, task: str, paused: bool) -> bool:
+        """Pause (``paused``) or resume ``task`` as ``Scheduler.pause`` and
+        ``Scheduler.resume`` do; whether anything changed."""
+
+        def write(conn: Connection) -> bool:
+            if paused:
+                return self.scheduler.pause(conn, task)
+            return self.scheduler.resume(conn, task)
+
+        return await self.db.run(write, read_only=False)
 
     async def requeue(self, history_id: int) -> tuple[bool, HistoryEntry | None, bool]:
         """Requeue the entry ``history_id`` as ``Scheduler.requeue`` does; whether it was

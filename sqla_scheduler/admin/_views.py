@@ -18,6 +18,7 @@ from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.exceptions import InvalidScheduleError
 from sqla_scheduler.executions import Execution
 from sqla_scheduler.history import HistoryEntry, HistorySetting, Outcome, keeps
+from sqla_scheduler.nodes import ALIVE_INTERVALS, Node
 from sqla_scheduler.schedules import (
     Cron,
     Daily,
@@ -35,6 +36,7 @@ __all__ = [
     "STATES",
     "EntryView",
     "ExecutionView",
+    "NodesView",
     "RecurringView",
     "TaskView",
     "counted_outcomes",
@@ -360,11 +362,13 @@ def counted_outcomes(setting: HistorySetting) -> tuple[Outcome, ...]:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskView:
     """A registered task with how many of its executions are in each state, how many of
-    its attempts ended in each recorded outcome of ``COUNTED_OUTCOMES`` lately, and how
-    many of its entries are dead letters."""
+    its attempts ended in each recorded outcome of ``COUNTED_OUTCOMES`` lately, how
+    many of its entries are dead letters, and whether it is paused."""
 
     name: str
     kind: TaskKind
+    #: Whether the task is paused (``Scheduler.pause``): no scheduler picks its executions.
+    paused: bool
     priority: int
     max_retries: int | None
     counts: Mapping[str, int]
@@ -378,6 +382,7 @@ class TaskView:
         return {
             "name": self.name,
             "kind": self.kind,
+            "paused": self.paused,
             "priority": self.priority,
             "max_retries": self.max_retries,
             "counts": dict(self.counts),
@@ -391,10 +396,11 @@ def view_tasks(
     counts: Mapping[str, Mapping[str, int]],
     outcomes: Mapping[str, Mapping[str, int]],
     counted: Sequence[Outcome],
+    paused: frozenset[str],
 ) -> dict[TaskKind, list[TaskView]]:
     """The registered tasks by kind, each kind sorted by name, with their ``counted``
     outcomes and their dead letters from ``outcomes`` (by task name, then outcome, as
-    ``_history_store.outcome_counts`` counts them)."""
+    ``_history_store.outcome_counts`` counts them), and whether each is in ``paused``."""
     empty = dict.fromkeys(("all", "scheduled", "due", "running", "failing"), 0)
     by_kind: dict[TaskKind, list[TaskView]] = {kind: [] for kind in KINDS}
     for name in sorted(tasks):
@@ -404,6 +410,7 @@ def view_tasks(
             TaskView(
                 name=name,
                 kind=task.kind,
+                paused=name in paused,
                 priority=task.priority,
                 max_retries=task.max_retries,
                 counts=counts.get(name, empty),
@@ -412,6 +419,40 @@ def view_tasks(
             )
         )
     return by_kind
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodesView:
+    """The schedulers recorded in the nodes table, each alive or stale as ``Node.alive``
+    says (``Scheduler.nodes``)."""
+
+    nodes: Sequence[Node]
+    #: The ``node_heartbeat_interval`` they were judged by.
+    interval: timedelta
+
+    @property
+    def alive(self) -> int:
+        """How many are alive."""
+        return sum(node.alive for node in self.nodes)
+
+    @property
+    def stale(self) -> int:
+        """How many are listed but not alive: killed, hung, or cut off from the database."""
+        return len(self.nodes) - self.alive
+
+    @property
+    def stale_after(self) -> timedelta:
+        """How long after its last record a node is stale."""
+        return self.interval * ALIVE_INTERVALS
+
+    def to_json(self) -> dict[str, Any]:
+        """The view as JSON-ready values, each node as ``Node.to_json`` has it."""
+        return {
+            "alive": self.alive,
+            "stale": self.stale,
+            "stale_after_seconds": self.stale_after.total_seconds(),
+            "nodes": [node.to_json() for node in self.nodes],
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

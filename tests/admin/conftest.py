@@ -17,7 +17,7 @@ from starlette.types import ASGIApp
 
 from sqla_scheduler import ManualClock, Scheduler, custom, one_time, recurring
 from sqla_scheduler.admin import create_app
-from sqla_scheduler.models import history_table, table_for
+from sqla_scheduler.models import history_table, nodes_table, table_for
 from tests.conftest import Harness
 
 NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
@@ -259,6 +259,34 @@ def seed_history(engine: Engine, now: datetime = NOW) -> None:
     ]
     with engine.begin() as conn:
         conn.execute(insert(history_table(table_for())), entries)
+
+
+def node_row(name: str, last_seen: datetime, **values: Any) -> dict[str, Any]:
+    """A nodes table row of a scheduler called ``name``, last seen at ``last_seen``."""
+    return {
+        "name": name,
+        "host": "app-" + name.rsplit("-", 1)[-1],
+        "pid": 4100,
+        "started_at": last_seen - timedelta(days=2, hours=3),
+        "last_seen": last_seen,
+        "concurrency": 10,
+        "running": 0,
+        "version": "0.9.0",
+        **values,
+    }
+
+
+def seed_nodes(engine: Engine, now: datetime = NOW) -> None:
+    """The scheduler nodes of :func:`seed`'s pickers, relative to ``now`` (and the default
+    ``node_heartbeat_interval`` of 30 s): ``worker-1`` and ``worker-2`` alive, ``worker-3``
+    stale (last seen 45 minutes ago, as its dead execution's heartbeat says)."""
+    rows = [
+        node_row("worker-1", now - timedelta(seconds=12), pid=2817, running=1),
+        node_row("worker-2", now - timedelta(seconds=3), pid=3090, running=1, concurrency=4),
+        node_row("worker-3", now - timedelta(minutes=45), pid=1174, running=1, version="0.8.2"),
+    ]
+    with engine.begin() as conn:
+        conn.execute(insert(nodes_table(table_for())), rows)
 
 
 def seed_many(engine: Engine, count: int, now: datetime = NOW) -> None:

@@ -1,9 +1,11 @@
-"""Actions (run now, retry, delete): off by default, CSRF-checked, version-checked, logged."""
+"""Actions (run now, retry, delete): off by default, CSRF-checked, version-checked, logged;
+run now and retry are ``Scheduler.run_now``'s operation."""
 
 from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -14,11 +16,12 @@ from sqlalchemy import select
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from sqla_scheduler import Scheduler
+from sqla_scheduler import Scheduler, one_time
+from sqla_scheduler.admin import create_app
 from sqla_scheduler.admin._security import csrf_token
 from sqla_scheduler.models import table_for
-from tests.admin.conftest import NOW, USER, XSS, AppFactory, client_for
-from tests.conftest import Harness
+from tests.admin.conftest import NOW, PASSWORD, USER, XSS, AppFactory, client_for
+from tests.conftest import Harness, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -59,7 +62,8 @@ async def test_the_page_offers_each_action_with_token_and_version(
     html = (await actions.get("/")).text
     assert "actions enabled" in html
     forms = re.findall(r'<form method="post" action="([^"]+)".*?</form>', html, re.S)
-    assert {"/actions/run-now", "/actions/retry", "/actions/delete"} == set(forms)
+    # On executions, and Pause on each task (none is paused).
+    assert {"/actions/run-now", "/actions/retry", "/actions/delete", "/actions/pause"} == set(forms)
     bounce = re.search(
         r'<form method="post" action="/actions/retry".*?value="bounce-3".*?</form>', html, re.S
     )
@@ -99,6 +103,30 @@ async def test_run_now_moves_the_execution_to_now_and_logs_it(
     assert record.__dict__["done"] is True
     page = await actions.get(response.headers["location"])
     assert "Done: the execution was rescheduled to now." in page.text
+
+
+@pytest.mark.parametrize("action", ["run-now", "retry"])
+async def test_run_now_wakes_the_scheduler_of_its_process_as_run_now_does(
+    db: Harness, action: str
+) -> None:
+    """``Scheduler.run_now`` tells a loop running in its process of the time it set, on
+    commit: a loop that hears no NOTIFY (``listen=False``; SQLite) starts the execution at
+    once, not at its next poll. The admin page's run now and retry are that operation."""
+    started = threading.Event()
+
+    @one_time("report")
+    def report(ctx: Any) -> None:
+        started.set()
+
+    scheduler = db.scheduler([report], listen=False, polling_interval=timedelta(hours=1))
+    later = scheduler.clock.now() + timedelta(days=1)
+    await db.resolve(scheduler.schedule(db.engine, report.instance("r1", at=later)))
+    app = create_app(scheduler, username=USER, password=PASSWORD, actions=True, secret=SECRET)
+    async with scheduler, client_for(app) as client:
+        response = await client.post("/actions/" + action, data=form("report", "r1", 1))
+        assert response.status_code == 303, response.text
+        # Due in a day, polled hourly: only the commit's wake-up starts it this soon.
+        await wait_for(started.is_set, deadline=10)
 
 
 async def test_retry_reschedules_a_failing_execution_keeping_its_failures(

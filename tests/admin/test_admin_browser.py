@@ -1,6 +1,7 @@
 """The admin page in a real headless Chromium (Debian's ``chromium``, driven by Playwright),
 served by uvicorn on the loopback interface: sign-in, sections, hostile text that must not
-run, the history and its dead letters, and each action, requeue included.
+run, the history and its dead letters, the nodes and paused tasks, each action (requeue,
+pause and resume included), and a layout that fits the window at common widths.
 
 Set ``SQLA_SCHEDULER_ADMIN_SCREENSHOT=docs/admin.png`` to keep the overview's screenshot.
 """
@@ -41,6 +42,7 @@ from tests.admin.conftest import (
     make_scheduler,
     seed,
     seed_history,
+    seed_nodes,
 )
 
 if TYPE_CHECKING:
@@ -189,10 +191,13 @@ def test_read_only_page_in_a_browser(browser: Browser, pg_url: str, tmp_path: Pa
     now = _now()
     sync_engine = create_engine(pg_url)
     seed(sync_engine, now)
+    seed_nodes(sync_engine, now)
     # The page reads through an AsyncEngine here, on uvicorn's event loop; without a pool,
     # no connection outlives that loop.
     async_engine = create_async_engine(pg_url, poolclass=NullPool)
-    app = create_app(make_scheduler(async_engine, now), username=USER, password=PASSWORD)
+    scheduler = make_scheduler(async_engine, now)
+    Scheduler(sync_engine, []).pause(sync_engine, "poll-feed")
+    app = create_app(scheduler, username=USER, password=PASSWORD)
     outer = Starlette(routes=[Mount(MOUNT, app=app)])
     try:
         with live(outer) as base:
@@ -245,6 +250,14 @@ def test_read_only_page_in_a_browser(browser: Browser, pg_url: str, tmp_path: Pa
             orphaned = page.locator("#orphaned tbody tr")
             assert orphaned.count() == 2
             assert page.locator("#orphaned a.task", has_text=XSS_TASK).count() == 1
+
+            # The nodes, the stale one said in words; the header counts the live ones.
+            assert page.locator("a.nodes-alive").inner_text() == "2 nodes alive · 1 stale"
+            nodes = page.locator("#nodes tbody tr")
+            assert nodes.count() == 3
+            assert "stale" in page.locator("#nodes tr", has_text="worker-3").inner_text()
+            paused = page.locator("#tasks tr", has_text="poll-feed").locator(".badge.paused")
+            assert paused.inner_text() == "paused"
 
             # Read-only: no action controls anywhere.
             assert page.locator("form[method=post]").count() == 0
@@ -461,6 +474,97 @@ def test_requeue_in_a_browser(browser: Browser, pg_url: str) -> None:
             page.wait_for_load_state()
             assert "/execution?task=charge&instance=c1" in page.url
             assert '"card": "4242"' in page.locator("pre.payload").inner_text()
+
+            assert watch.dialogs == []
+            assert watch.csp_violations() == []
+            context.close()
+    finally:
+        engine.dispose()
+
+
+def _overflowing(page: Page) -> list[str]:
+    """What sticks out sideways: the page's own scroll width, a section or task kind that
+    scrolls, and each element whose box ends beyond the viewport's right edge."""
+    return list(
+        page.evaluate(
+            """() => {
+                const width = document.documentElement.clientWidth;
+                const out = [];
+                if (document.documentElement.scrollWidth > width) {
+                    out.push(`page scrolls: ${document.documentElement.scrollWidth} > ${width}`);
+                }
+                for (const e of document.querySelectorAll("main, section, .kind")) {
+                    if (e.scrollWidth > e.clientWidth) {
+                        out.push(`${e.tagName.toLowerCase()}#${e.id}.${e.className} scrolls`);
+                    }
+                }
+                for (const e of document.querySelectorAll("body *")) {
+                    if (!e.checkVisibility()) continue;  // e.g. inside a closed <details>
+                    const right = e.getBoundingClientRect().right;
+                    if (right > width + 0.5) {
+                        out.push(`${e.tagName.toLowerCase()}.${e.className} ends at ${right}`);
+                    }
+                }
+                return out.slice(0, 40);
+            }"""
+        )
+    )
+
+
+def test_nodes_and_pause_in_a_browser(browser: Browser, pg_url: str) -> None:
+    now = _now()
+    engine = create_engine(pg_url)
+    seed(engine, now)
+    seed_history(engine, now)
+    seed_nodes(engine, now)
+    scheduler = make_scheduler(engine, now)
+    app = create_app(scheduler, username=USER, password=PASSWORD, actions=True)
+    try:
+        with live(Starlette(routes=[Mount(MOUNT, app=app)])) as base:
+            context = browser.new_context(
+                http_credentials={"username": USER, "password": PASSWORD},
+                viewport={"width": 1440, "height": 900},
+            )
+            page = context.new_page()
+            watch = Watch(page)
+            page.goto(f"{base}{MOUNT}/")
+
+            header = page.locator("a.nodes-alive")
+            assert header.inner_text() == "2 nodes alive · 1 stale"
+            header.click()
+            page.wait_for_load_state()
+            assert page.url.endswith("/#nodes")
+            stale = page.locator("#nodes tr", has_text="worker-3")
+            assert stale.locator(".badge").inner_text() == "stale"
+            assert "app-3" in stale.inner_text()
+            assert page.locator("#nodes .badge.node-alive").count() == 2
+
+            # Pause a task: its row says so, and offers Resume instead.
+            row = page.locator("#tasks tr", has_text="send-email")
+            assert row.locator(".badge.paused").count() == 0
+            row.get_by_role("button", name="Pause").click()
+            page.wait_for_load_state()
+            notice = page.locator("p.notice").inner_text()
+            assert notice.startswith("Done: the task was paused")
+            assert scheduler.paused_tasks(engine) == {"send-email"}
+            assert row.locator(".badge.paused").inner_text() == "paused"
+            assert row.get_by_role("button", name="Pause").count() == 0
+            row.get_by_role("button", name="Resume").click()
+            page.wait_for_load_state()
+            assert page.locator("p.notice").inner_text().startswith("Done: the task was resumed")
+            assert scheduler.paused_tasks(engine) == frozenset()
+            assert row.locator(".badge.paused").count() == 0
+
+            # The overview fits the window, with its buttons and a paused task's badge.
+            scheduler.pause(engine, "nightly-report")
+            for width in (800, 1400, 1920):
+                page.set_viewport_size({"width": width, "height": 900})
+                page.goto(f"{base}{MOUNT}/")
+                assert page.locator("#nodes tbody tr").count() == 3
+                assert _overflowing(page) == [], (width, _overflowing(page))
+                # Asked to confirm a delete, the row still fits.
+                page.locator("#failing tr", has_text="bounce-4").get_by_text("Delete…").click()
+                assert _overflowing(page) == [], (width, _overflowing(page))
 
             assert watch.dialogs == []
             assert watch.csp_violations() == []

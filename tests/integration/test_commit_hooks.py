@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime, timezone
 
+import anyio
 import pytest
 from sqlalchemy import Connection, Engine, create_engine, func, select
+from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.orm import Session
 
 from sqla_scheduler import _bridge
@@ -112,4 +114,69 @@ def test_an_engine_transaction_of_one_statement_calls_at_once(engine: Engine) ->
         hook_on(engine, conn, seen)
 
     _bridge.call(engine, TABLE, work, one_statement=True)
+    assert seen == [1]
+
+
+def test_an_engine_transaction_of_the_librarys_own_calls_after_its_commit(
+    engine: Engine,
+) -> None:
+    seen: list[int] = []
+
+    def work(conn: Connection) -> None:
+        insert(conn, "a")
+        hook_on(engine, conn, seen)
+        insert(conn, "b")
+        assert seen == []
+
+    _bridge.call(engine, TABLE, work)
+    assert seen == [2]
+
+    def fails(conn: Connection) -> None:
+        insert(conn, "c")
+        hook_on(engine, conn, seen)
+        raise RuntimeError("rolled back")
+
+    with pytest.raises(RuntimeError):
+        _bridge.call(engine, TABLE, fails)
+    assert seen == [2]
+
+
+def test_an_async_engine_transaction_calls_after_its_commit(engine: Engine, pg_url: str) -> None:
+    seen: list[int] = []
+
+    def work(conn: Connection) -> None:
+        insert(conn, "a")
+        hook_on(engine, conn, seen)
+
+    async def main() -> None:
+        async_engine = create_async_engine(pg_url)
+        try:
+            await _bridge.call(async_engine, TABLE, work)
+        finally:
+            await async_engine.dispose()
+
+    anyio.run(main)
+    assert seen == [1]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_unit_of_work_calls_after_its_commit(engine: Engine, pg_url: str, mode: str) -> None:
+    """``Database.run``: the loop's services' transactions, and the admin page's."""
+    seen: list[int] = []
+
+    def work(conn: Connection) -> None:
+        insert(conn, "a")
+        hook_on(engine, conn, seen)
+
+    async def main() -> None:
+        if mode == "async":
+            async_engine = create_async_engine(pg_url)
+            try:
+                await _bridge.Database(async_engine).run(work)
+            finally:
+                await async_engine.dispose()
+        else:
+            await _bridge.Database(engine).run(work)
+
+    anyio.run(main)
     assert seen == [1]
