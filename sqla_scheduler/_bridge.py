@@ -350,14 +350,18 @@ class Database:
             factory: Any = sessions or (
                 AsyncSession if isinstance(conn, AsyncConnection) else Session
             )
-            transaction = Transaction(self, conn, factory(bind=conn))
-            try:
-                yield transaction
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await transaction.close()
+            session = factory(bind=conn)
+        except BaseException:
+            await self._close(conn)
+            raise
+        transaction = Transaction(self, conn, session)
+        try:
+            yield transaction
         finally:
-            await self._close(conn)  # rolls back what was not committed
+            with anyio.CancelScope(shield=True):
+                # rolls back what was not committed; a running sync handler's thread does
+                # it when the handler returns (``Transaction.guard``)
+                await transaction.close()
 
     async def remove_with_hook(
         self,

@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
-from sqlalchemy import String, create_engine, select, update
+from sqlalchemy import String, create_engine, func, select, update
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
@@ -281,12 +281,15 @@ async def test_a_stop_rolls_the_writes_of_an_unfinished_handler_back(app: Harnes
         pytest.skip("the release waits for the SQLite write lock the running handler holds")
     wrote = threading.Event()
     let_go = threading.Event()
+    still: list[int] = []
 
     def stubborn(ctx: Any) -> None:
         ctx.session.add(Effect(key=ctx.instance_id))
         ctx.session.flush()
         wrote.set()
         let_go.wait(30)  # ignores ctx.shutdown
+        # its session is still its own: nobody closed it under it
+        still.append(ctx.session.scalar(select(func.count()).select_from(Effect)))
 
     async def stubborn_async(ctx: Any) -> None:
         ctx.session.add(Effect(key=ctx.instance_id))
@@ -309,3 +312,4 @@ async def test_a_stop_rolls_the_writes_of_an_unfinished_handler_back(app: Harnes
     let_go.set()
     await wait_for(lambda: app.checked_out() == 0)  # the thread closed the transaction
     assert effects(app) == []
+    assert still == ([] if app.is_async else [1])
