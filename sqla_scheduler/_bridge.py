@@ -432,10 +432,11 @@ class Transaction:
 
     async def run(self, fn: Callable[[Connection], T]) -> T:
         """Flush the session's pending changes, then ``fn`` on the transaction's connection."""
-        if isinstance(self.session, AsyncSession):
-            await self.session.flush()
-            return await self._db._call(self._conn, fn)
-        session: Session = self.session
+        # an AsyncSession's sync session flushes inside the same trip through the greenlet
+        # bridge as ``fn``: one trip, not two, for what each execution pays
+        session: Session = (
+            self.session.sync_session if isinstance(self.session, AsyncSession) else self.session
+        )
 
         def flushed(conn: Connection) -> T:
             session.flush()
@@ -458,6 +459,18 @@ class Transaction:
         """Flush the session and commit the transaction, its statements and the session's."""
         await self.run(_commit)
 
+    async def commit_if(self, fn: Callable[[Connection], bool]) -> bool:
+        """``run(fn)``, then commit if it returned true: one call (one trip to the worker
+        thread or through the greenlet bridge), for what each execution pays."""
+
+        def then_commit(conn: Connection) -> bool:
+            done = fn(conn)
+            if done:
+                conn.commit()
+            return done
+
+        return await self.run(then_commit)
+
     async def close(self) -> None:
         """Close the session and give the connection back, rolling back what was not
         committed; left to the handler thread while one still runs (see ``guard``)."""
@@ -465,11 +478,13 @@ class Transaction:
             self._orphaned = self._in_thread
         if self._orphaned:
             return
-        if isinstance(self.session, AsyncSession):
+        if isinstance(self._conn, AsyncConnection):
             await self.session.close()
-        else:
-            await anyio.to_thread.run_sync(self.session.close, limiter=self._db._limiter)
-        await self._db._close(self._conn)
+            await self._conn.close()
+        else:  # one trip to a worker thread for both
+            await anyio.to_thread.run_sync(
+                _close_sync, self.session, self._conn, limiter=self._db._limiter
+            )
 
 
 def _close_sync(session: Session, conn: Any) -> None:

@@ -192,19 +192,16 @@ class Executor:
     ) -> Outcome:
         """Record a transactional handler's success in its own transaction and commit the
         two together; when the execution was taken over, record nothing and roll back."""
-        [recorded] = await transaction.run(
-            partial(
-                _store.complete,
-                table=self._table,
-                batch=[completion],
-                history=self.config.history,
-                notify=self._limited,
-            )
+        complete = partial(
+            _store.complete,
+            table=self._table,
+            batch=[completion],
+            history=self.config.history,
+            notify=self._limited,
         )
-        if not recorded:
+        if not await transaction.commit_if(lambda conn: complete(conn)[0]):
             log_lost(completion.execution, completion.kind)
             return Outcome(held=held, decision=None)
-        await transaction.commit()
         return Outcome(held=held, decision=completion, on_recorded=on_recorded, committed=True)
 
     async def _chain(
