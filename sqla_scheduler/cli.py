@@ -888,14 +888,16 @@ def _missing_admin_packages() -> list[str]:
     show_default=True,
     envvar="SQLA_SCHEDULER_ADMIN_ACTIONS",
     show_envvar=True,
-    help="Offer run now, retry and delete buttons (off: the page only reads).",
+    help="Offer run now, retry, delete, requeue, pause and resume buttons (off: the page "
+    "only reads).",
 )
 def admin(spec: str, host: str, port: int, actions: bool) -> None:
     """Serve the admin page for the Scheduler at MODULE:ATTR at /admin/jobs.
 
     It shows registered tasks, recurring tasks, running, failing and orphaned executions,
-    behind HTTP Basic auth: the user is ADMIN_USER (default admin), the password
-    ADMIN_PASSWORD, which has no default. Needs the admin extra:
+    history and dead letters, paused tasks and nodes, behind HTTP Basic auth: the user is
+    ADMIN_USER (default admin), the password ADMIN_PASSWORD, which has no default. Needs
+    the admin extra:
     pip install 'sqla-scheduler[admin]'.
 
     MODULE:ATTR defaults to $SQLA_SCHEDULER_APP.
