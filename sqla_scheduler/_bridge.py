@@ -457,7 +457,7 @@ class Transaction:
 
     async def commit(self) -> None:
         """Flush the session and commit the transaction, its statements and the session's."""
-        await self.run(_commit)
+        await self.commit_if(lambda _conn: True)
 
     async def commit_if(self, fn: Callable[[Connection], bool]) -> bool:
         """``run(fn)``, then commit if it returned true: one call (one trip to the worker
@@ -495,10 +495,6 @@ def _close_sync(session: Session, conn: Any) -> None:
 def _begin(conn: Connection) -> None:
     if not conn.in_transaction():
         conn.begin()
-
-
-def _commit(conn: Connection) -> None:
-    conn.commit()
 
 
 def _reset_plan_cache_mode(conn: Connection) -> None:

@@ -17,6 +17,7 @@ from starlette.types import ASGIApp
 
 from sqla_scheduler import ManualClock, Scheduler, custom, one_time, recurring
 from sqla_scheduler.admin import create_app
+from sqla_scheduler.admin._security import csrf_token
 from sqla_scheduler.models import history_table, nodes_table, table_for
 from tests.conftest import Harness
 
@@ -371,4 +372,16 @@ def make_app(scheduler: Scheduler) -> AppFactory:
 @pytest.fixture
 async def client(make_app: AppFactory) -> AsyncIterator[httpx.AsyncClient]:
     async with client_for(make_app()) as c:
+        yield c
+
+
+#: The secret of the apps with actions, and the CSRF token it gives ``USER``.
+SECRET = b"0123456789abcdef0123456789abcdef"
+TOKEN = csrf_token(SECRET, USER)
+
+
+@pytest.fixture
+async def actions(seeded: Harness, make_app: AppFactory) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of the seeded database's admin app with actions on (secret ``SECRET``)."""
+    async with client_for(make_app(actions=True, secret=SECRET)) as c:
         yield c

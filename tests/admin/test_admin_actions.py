@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
@@ -20,19 +19,10 @@ from sqla_scheduler import Scheduler, one_time
 from sqla_scheduler.admin import create_app
 from sqla_scheduler.admin._security import csrf_token
 from sqla_scheduler.models import table_for
-from tests.admin.conftest import NOW, PASSWORD, USER, XSS, AppFactory, client_for
+from tests.admin.conftest import NOW, PASSWORD, SECRET, TOKEN, USER, XSS, AppFactory, client_for
 from tests.conftest import Harness, wait_for
 
 pytestmark = pytest.mark.anyio
-
-SECRET = b"0123456789abcdef0123456789abcdef"
-TOKEN = csrf_token(SECRET, USER)
-
-
-@pytest.fixture
-async def actions(seeded: Harness, make_app: AppFactory) -> AsyncIterator[httpx.AsyncClient]:
-    async with client_for(make_app(actions=True, secret=SECRET)) as client:
-        yield client
 
 
 def row(db: Harness, task: str, instance: str) -> dict[str, Any] | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
@@ -20,11 +19,12 @@ from sqla_scheduler.models import nodes_table, table_for
 from tests.admin.conftest import (
     NOW,
     PASSWORD,
+    SECRET,
     TASKS,
+    TOKEN,
     USER,
     XSS,
     XSS_ESCAPED,
-    AppFactory,
     client_for,
     node_row,
     seed_nodes,
@@ -33,15 +33,6 @@ from tests.admin.conftest import (
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.anyio
-
-SECRET = b"0123456789abcdef0123456789abcdef"
-TOKEN = csrf_token(SECRET, USER)
-
-
-@pytest.fixture
-async def actions(seeded: Harness, make_app: AppFactory) -> AsyncIterator[httpx.AsyncClient]:
-    async with client_for(make_app(actions=True, secret=SECRET)) as client:
-        yield client
 
 
 def section(html: str, name: str) -> str:
