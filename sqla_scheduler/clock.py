@@ -93,7 +93,9 @@ class DatabaseClock:
 
     def now(self) -> datetime:
         """Return ``base.now()`` plus the measured offset."""
-        return self.base.now() + self.offset
+        # read without the lock: it guards the offset and its time of measuring together,
+        # and one attribute read is atomic (this runs several times per execution)
+        return self.base.now() + self._offset
 
     def __repr__(self) -> str:
         return f"DatabaseClock({self.base!r}, offset={self.offset})"

@@ -169,9 +169,11 @@ class Executor:
     ) -> tuple[Any, BaseException | None]:
         """Run ``handler`` (the task's) once: what it returned, or what it raised."""
         try:
-            if task.timeout is None:
+            if task.timeout is not None:
+                return await self._within_timeout(task, context, handler, task.timeout), None
+            if self.interceptors:
                 return await self._chain(task, context, handler), None
-            return await self._within_timeout(task, context, handler, task.timeout), None
+            return await self._call(task, context, handler), None  # the common case: direct
         except anyio.get_cancelled_exc_class():
             raise  # the loop is stopping: the execution is released, not failed
         except BaseException as exc:  # SystemExit, KeyboardInterrupt too: only a stop stops us
