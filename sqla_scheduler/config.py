@@ -195,7 +195,7 @@ class SchedulerConfig:
         Keys are field names in snake_case (``polling_interval``) or kebab-case
         (``polling-interval``); missing keys take their defaults. Values may be text:
         durations such as ``"250ms"``, ``"10s"``, ``"5m"``, ``"1h"`` or ``"14d"`` (or a
-        ``timedelta``; bare numbers are refused because they have no unit),
+        ``timedelta``; a number, or text that is one, is that many seconds),
         integers and floats as numbers or numeric strings, booleans as ``true``/``false``,
         ``yes``/``no``, ``on``/``off`` or ``1``/``0``. ``""`` or ``"none"`` leaves
         ``max_retries`` unset, and ``""`` leaves ``schema`` unset.
@@ -385,7 +385,7 @@ _INTEGER = re.compile(r"[+-]?[0-9]+")
 _NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
 _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off"})
-_DURATION_HINT = "write a duration string with a unit such as '10s' or '250ms', or a timedelta"
+_DURATION_HINT = "write a duration such as '10s' or '250ms', a number of seconds, or a timedelta"
 
 
 class _Kind(NamedTuple):
@@ -453,7 +453,7 @@ def _check_duration(value: object) -> object:
 def _coerce_duration(raw: object) -> object:
     if isinstance(raw, str):
         if _NUMBER.fullmatch(raw.strip()):
-            raise _Invalid(f"has no unit; {_DURATION_HINT}")
+            return _seconds(float(raw))
         try:
             return parse_duration(raw)
         except OverflowError:
@@ -466,8 +466,20 @@ def _coerce_duration(raw: object) -> object:
     if isinstance(raw, timedelta):
         return raw
     if isinstance(raw, (int, float)) and not isinstance(raw, bool):
-        raise _Invalid(f"is a bare number; {_DURATION_HINT}")
+        return _seconds(raw)
     return _check_duration(raw)
+
+
+def _seconds(number: float) -> timedelta:
+    """A number in a mapping or the environment: that many seconds."""
+    if not math.isfinite(number):
+        raise _Invalid(f"is not a duration; {_DURATION_HINT}")
+    if number < 0:
+        raise _Invalid("is negative; a duration must be zero or more")
+    try:
+        return timedelta(seconds=number)
+    except OverflowError:
+        raise _Invalid("is too large for a duration") from None
 
 
 def _check_bool(value: object) -> object:

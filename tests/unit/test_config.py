@@ -390,12 +390,9 @@ INVALID_MAPPING_VALUES: list[tuple[str, object]] = [
     ("concurrency", True),
     ("concurrency", None),
     ("polling_interval", "10 parsecs"),
-    ("polling_interval", "10"),
     ("polling_interval", ""),
     ("polling_interval", "0s"),
     ("polling_interval", "-5s"),
-    ("polling_interval", 10),
-    ("polling_interval", 2.5),
     ("polling_interval", None),
     ("heartbeat_interval", "soon"),
     ("missed_heartbeat_limit", "-1"),
@@ -449,11 +446,41 @@ def test_from_mapping_unparseable_duration_message() -> None:
     )
 
 
-@pytest.mark.parametrize("value", [10, 2.5, "10", " 3.5 "])
-def test_from_mapping_refuses_durations_without_a_unit(value: object) -> None:
-    with pytest.raises(ConfigurationError, match="'10s'") as caught:
+@pytest.mark.parametrize(
+    ("value", "seconds"), [(10, 10), (2.5, 2.5), ("10", 10), (" 3.5 ", 3.5), ("0.25", 0.25)]
+)
+def test_from_mapping_reads_a_number_as_seconds(value: object, seconds: float) -> None:
+    config = SchedulerConfig.from_mapping({"retry-base-delay": value})
+    assert config.retry_base_delay == timedelta(seconds=seconds)
+
+
+def test_from_env_reads_a_number_as_seconds() -> None:
+    environ = {"SQLA_SCHEDULER_POLLING_INTERVAL": "30", "SQLA_SCHEDULER_SHUTDOWN_MAX_WAIT": "90.5"}
+    config = SchedulerConfig.from_env(environ=environ)
+    assert config.polling_interval == timedelta(seconds=30)
+    assert config.shutdown_max_wait == timedelta(seconds=90.5)
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (-5, "is negative; a duration must be zero or more"),
+        ("-2.5", "is negative; a duration must be zero or more"),
+        (float("inf"), "is not a duration; write a duration such as '10s'"),
+        ("1e400", "is not a duration; write a duration such as '10s'"),
+        (1e300, "is too large for a duration"),
+    ],
+)
+def test_from_mapping_refuses_numbers_that_are_no_duration(value: object, reason: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
         SchedulerConfig.from_mapping({"retry-base-delay": value})
-    assert str(caught.value).startswith(f"retry-base-delay: {value!r} ")
+    assert str(caught.value).startswith(f"retry-base-delay: {value!r} {reason}")
+
+
+def test_a_number_of_seconds_is_checked_like_any_duration() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        SchedulerConfig.from_mapping({"polling_interval": 0})
+    assert str(caught.value).startswith("polling_interval: 0 ")
 
 
 def test_cross_field_error_blames_the_key_that_was_written() -> None:
