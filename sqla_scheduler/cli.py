@@ -900,16 +900,21 @@ def admin(spec: str, host: str, port: int, actions: bool) -> None:
     the admin extra:
     pip install 'sqla-scheduler[admin]'.
 
-    MODULE:ATTR defaults to $SQLA_SCHEDULER_APP.
+    MODULE:ATTR defaults to $SQLA_SCHEDULER_APP. SQLA_SCHEDULER_<KEY> variables set the
+    scheduler's config keys as for the worker (SQLA_SCHEDULER_NODE_HEARTBEAT_INTERVAL=1m),
+    so that the page judges nodes and history as the workers run them.
     """
     scheduler = _load_app(spec)
     missing = _missing_admin_packages()
     if missing:
         _fail(f"the admin page needs {', '.join(missing)}: install sqla-scheduler[admin]")
     from sqla_scheduler.admin import credentials_from_env, serve
+    from sqla_scheduler.worker import configure_from_env
 
     try:
         username, password = credentials_from_env(os.environ)
+        # judged as the workers judge: their node_heartbeat_interval, history setting, ...
+        configure_from_env(scheduler, ignore=_command_line_envvars())
     except ConfigurationError as exc:
         _fail(str(exc), 2)
     click.echo(f"sqla-scheduler: admin page on http://{host}:{port}/admin/jobs/", err=True)

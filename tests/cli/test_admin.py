@@ -30,6 +30,16 @@ def test_admin_refuses_to_start_without_a_password(tmp_path: Path) -> None:
     assert "ADMIN_PASSWORD" in one_error_line(done.stderr)
 
 
+def test_admin_refuses_an_unknown_setting_in_the_environment(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    env = cli_env(DATABASE_URL=url, ADMIN_PASSWORD="s3cret", SQLA_SCHEDULER_POLL_INTERVAL="1s")
+    done = run("admin", APP, env=env)
+    assert done.returncode == 2
+    error = one_error_line(done.stderr)
+    assert "SQLA_SCHEDULER_POLL_INTERVAL" in error
+    assert "SQLA_SCHEDULER_POLLING_INTERVAL" in error
+
+
 def test_admin_names_the_extra_when_its_packages_are_missing(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -71,6 +81,25 @@ def test_admin_serves_the_page_behind_basic_auth(pg_url: str) -> None:
             moved = client.get(f"{base}/", auth=("ops", "s3cret"))
             assert moved.status_code in (302, 307)
             assert moved.headers["location"].endswith("/admin/jobs/")
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+
+
+def test_admin_judges_nodes_by_the_interval_in_the_environment(pg_url: str) -> None:
+    port = free_port()
+    env = cli_env(
+        DATABASE_URL=pg_url, ADMIN_PASSWORD="s3cret", SQLA_SCHEDULER_NODE_HEARTBEAT_INTERVAL="10m"
+    )
+    server = start("admin", APP, "--port", str(port), env=env)
+    try:
+        wait_listening(server, port)
+        with httpx.Client(timeout=5) as client:
+            summary = client.get(
+                f"http://127.0.0.1:{port}/admin/jobs/api/summary", auth=("admin", "s3cret")
+            )
+        assert summary.status_code == 200, summary.text
+        assert summary.json()["nodes"]["stale_after_seconds"] == 3 * 600
     finally:
         server.terminate()
         server.communicate(timeout=30)
