@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
+    from sqlalchemy import Connection, TextClause
 
 __all__ = ["Clock", "DatabaseClock", "ManualClock", "SystemClock"]
 
@@ -74,22 +74,34 @@ class DatabaseClock:
             measured = self._measured_at
         return measured is None or time.monotonic() - measured >= self.refresh.total_seconds()
 
-    def measure(self, conn: Connection) -> timedelta:
-        """Measure the offset to the database's clock through ``conn``; return it."""
+    def measure(self, conn: Connection, samples: int = 3) -> timedelta:
+        """Measure the offset to the database's clock through ``conn``; return it.
+
+        The server's reading is taken to fall in the middle of its round trip, so a
+        reading's error is at most half the round trip. Of ``samples`` readings the one
+        with the shortest round trip is kept: a busy machine or network delays some of
+        them, seldom all.
+        """
         from sqlalchemy import text
 
-        before = self.base.now()
-        started = time.monotonic()
-        server = conn.scalar(text("SELECT clock_timestamp()"))
-        round_trip = time.monotonic() - started
-        if not isinstance(server, datetime):
-            raise TypeError(f"clock_timestamp() returned {server!r}")
-        server = _as_utc(server, "clock_timestamp()")
-        offset = server - (before + timedelta(seconds=round_trip / 2))
+        query = text("SELECT clock_timestamp()")
+        readings = [self._reading(conn, query) for _ in range(max(1, samples))]
+        _round_trip, offset = min(readings, key=lambda reading: reading[0])
         with self._lock:
             self._offset = offset
             self._measured_at = time.monotonic()
         return offset
+
+    def _reading(self, conn: Connection, query: TextClause) -> tuple[float, timedelta]:
+        """One reading of the server's clock: its round trip (seconds) and the offset."""
+        before = self.base.now()
+        started = time.monotonic()
+        server = conn.scalar(query)
+        round_trip = time.monotonic() - started
+        if not isinstance(server, datetime):
+            raise TypeError(f"clock_timestamp() returned {server!r}")
+        server = _as_utc(server, "clock_timestamp()")
+        return round_trip, server - (before + timedelta(seconds=round_trip / 2))
 
     def now(self) -> datetime:
         """Return ``base.now()`` plus the measured offset."""

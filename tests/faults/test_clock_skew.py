@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-from sqlalchemy import Engine, insert, text
+from sqlalchemy import Engine, event, insert, text
 
 from sqla_scheduler import DatabaseClock
 from tests.concurrency.app import SkewedClock, release
@@ -104,3 +104,19 @@ def test_database_clock_measures_the_offset(db_url: str, app_db: Engine) -> None
     assert abs(offset + timedelta(seconds=SKEW)) < timedelta(seconds=1)
     assert abs(clock.now() - server) < timedelta(seconds=1)
     assert not clock.due()
+
+
+def test_database_clock_keeps_its_least_delayed_reading(app_db: Engine) -> None:
+    # The first reading's query is held up 300 ms before it reaches the server, as on a
+    # loaded machine: alone, it would put the database's clock 150 ms ahead of this one.
+    delays = iter([0.3])
+
+    def held_up(*_args: object) -> None:
+        time.sleep(next(delays, 0.0))  # the injected delay, not a wait for work
+
+    clock = DatabaseClock()  # this machine's clock, which the local server shares
+    with app_db.connect() as conn:
+        event.listen(conn, "before_cursor_execute", held_up)
+        offset = clock.measure(conn)
+    assert next(delays, None) is None, "the delay was injected"
+    assert abs(offset) < timedelta(milliseconds=50), offset
