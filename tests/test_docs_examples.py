@@ -343,6 +343,23 @@ def check_alembic(args: list[str], env: dict[str, str]) -> None:
         assert migrate.script_directory().get_revisions(options.head), options.head
 
 
+def check_bench(script: str, args: list[str]) -> None:
+    """A benchmark script that exists and offers every option the command passes (it is
+    not run: a benchmark takes minutes and a machine of its own)."""
+    assert (ROOT / script).is_file(), script
+    shown = subprocess.run(
+        [sys.executable, script, "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert shown.returncode == 0, f"{script} --help:\n{shown.stderr}"
+    for option in (arg for arg in args if arg.startswith("--")):
+        assert re.search(rf"{re.escape(option)}\b", shown.stdout), f"{script} has no {option}"
+
+
 def check_pytest(args: list[str]) -> None:
     collect = [sys.executable, "-m", "pytest", *args, "--collect-only", "-p", "no:cacheprovider"]
     run = subprocess.run(
@@ -369,5 +386,7 @@ def test_docs_shell_commands(block: Block, tmp_path: Path) -> None:
             check_alembic(argv[1:], env)
         elif argv[:3] == ["python", "-m", "pytest"]:
             check_pytest(argv[3:])
+        elif argv[0] == ".venv/bin/python" and argv[1].startswith("bench/"):
+            check_bench(argv[1], argv[2:])
         else:
             raise AssertionError(f"{block.where}: no check for `{shlex.join(argv)}`: add one")
