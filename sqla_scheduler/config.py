@@ -43,15 +43,33 @@ __all__ = ["SchedulerConfig"]
 _MAX_NAME = 255
 
 
+#: The default names made so far, in this process and (inherited through ``fork``) in the
+#: processes it was forked from.
+_DEFAULT_NAMES: set[str] = set()
+
+
 def _default_scheduler_name() -> str:
     """``<host name>-<pid>``: this process's name, unique among processes on one table.
 
-    Looked up when a config is made, so a config made before a ``fork`` keeps the parent's
-    pid: make the scheduler's config in the process that runs it. The host name is cut
-    short where the name would be longer than 255 characters.
+    Looked up when a config is made; a config made before a ``fork`` (``gunicorn
+    --preload``, a prefork pool) has the parent's pid, and ``for_this_process`` gives it
+    the child's when its scheduler runs there. The host name is cut short where the name
+    would be longer than 255 characters.
     """
     pid = f"-{os.getpid()}"
-    return socket.gethostname()[: _MAX_NAME - len(pid)] + pid
+    name = socket.gethostname()[: _MAX_NAME - len(pid)] + pid
+    _DEFAULT_NAMES.add(name)
+    return name
+
+
+def for_this_process(config: SchedulerConfig) -> SchedulerConfig:
+    """``config``, or a copy named for this process when its ``scheduler_name`` is the
+    default made in another one, before a ``fork``: two forked processes running with the
+    parent's name would be one scheduler to the table (``picked_by``, the nodes table)."""
+    name = config.scheduler_name
+    if name not in _DEFAULT_NAMES or name == (own := _default_scheduler_name()):
+        return config
+    return dataclasses.replace(config, scheduler_name=own)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

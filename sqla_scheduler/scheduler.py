@@ -27,7 +27,7 @@ from sqla_scheduler._execution import Execution, ExecutionState, TaskInstance
 from sqla_scheduler._observing import Observing
 from sqla_scheduler._runner import Lifecycle, Runner
 from sqla_scheduler.clock import Clock, DatabaseClock, SystemClock
-from sqla_scheduler.config import SchedulerConfig
+from sqla_scheduler.config import SchedulerConfig, for_this_process
 from sqla_scheduler.exceptions import TaskDefinitionError, UnknownTaskError
 from sqla_scheduler.interceptors import ExecutionInterceptor, capture, captures_context
 from sqla_scheduler.listeners import SchedulerListener
@@ -277,6 +277,8 @@ class Scheduler(Observing, Control):
         return await self._make_runner().delete_orphans_once()
 
     def _make_runner(self) -> Runner:
+        # a config made before a fork carries the parent's default name: take this process's
+        self.config = for_this_process(self.config)
         return Runner(
             engine=self.engine,
             table=self.table,

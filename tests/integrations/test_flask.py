@@ -2,7 +2,8 @@
 
 Real ``flask`` processes serve ``flask_served.py`` on a SQLite file: under ``flask run``
 (with and without the reloader) exactly one scheduler starts, in the process that serves,
-and runs what a request schedules; ``flask routes`` and ``flask shell`` start none. Every
+and runs what a request schedules; ``flask routes`` and ``flask shell`` start none; under
+``gunicorn --preload`` each of two workers starts its own, under its own name. Every
 process is started in a session of its own and its whole group is stopped at the end.
 """
 
@@ -185,6 +186,60 @@ def test_other_flask_commands_start_no_scheduler(
     if command == "routes":
         assert "/record/<name>" in output
     assert not STARTED.search(output), output
+    assert node_pids(database) == []
+
+
+def serve_pid(port: int, served: set[int]) -> None:
+    served.add(request(port, "GET", "/pid")["pid"])
+
+
+def test_gunicorn_starts_one_scheduler_per_worker_and_none_in_the_master(
+    database: str, tmp_path: Path
+) -> None:
+    port = free_port()
+    log = tmp_path / "gunicorn.log"
+    argv = ["-m", "gunicorn", "--workers", "2", "--preload", "--bind", f"127.0.0.1:{port}"]
+    with log.open("wb") as out:
+        master = subprocess.Popen(
+            [sys.executable, *argv, "--graceful-timeout", "20", f"{APP}()"],
+            cwd=ROOT,
+            env=cli_env(DATABASE_URL=database),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        wait_until_serving(port, master, log)
+        # --preload: the master built the application, and started nothing
+        assert not STARTED.search(log.read_text()), log.read_text()
+        assert node_pids(database) == []
+
+        # concurrent requests until both workers have served one (each starts its own)
+        served: set[int] = set()
+        deadline = time.monotonic() + 30
+        while len(served) < 2:
+            assert time.monotonic() < deadline, f"served only by {served}:\n{log.read_text()}"
+            batch = [threading.Thread(target=serve_pid, args=(port, served)) for _ in range(8)]
+            for thread in batch:
+                thread.start()
+            for thread in batch:
+                thread.join(timeout=30)
+        assert master.pid not in served
+
+        ran_by = request(port, "POST", "/record/order-1")["pid"]
+        wait_for_line(r"^pid=\d+ flask_served: ran order-1$", log, master)
+        output = log.read_text()
+        assert sorted(int(pid) for pid in STARTED.findall(output)) == sorted(served), output
+        assert ran_by in served
+        assert sorted(node_pids(database)) == sorted(served)  # two nodes of the cluster
+
+        os.kill(master.pid, signal.SIGTERM)  # gunicorn stops its workers, which exit normally
+        master.wait(timeout=60)
+    finally:
+        stop_group(master)
+    output = log.read_text()
+    assert sorted(int(pid) for pid in STOPPED.findall(output)) == sorted(served), output
     assert node_pids(database) == []
 
 

@@ -717,3 +717,31 @@ def test_replace_rejects_unknown_field_with_suggestion() -> None:
     assert str(caught.value) == (
         "unknown configuration key 'concurency' (did you mean 'concurrency'?)"
     )
+
+
+def _names_in_a_forked_child(*configs: SchedulerConfig) -> tuple[int, list[str]]:
+    """The child's pid and each config's name there, after ``for_this_process``."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report and leave at once
+        os.close(read)
+        names = [config_module.for_this_process(c).scheduler_name for c in configs]
+        os.write(write, "\n".join(names).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        names = pipe.read().split("\n")
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return pid, names
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_default_name_made_before_a_fork_becomes_the_childs() -> None:
+    default = SchedulerConfig()  # made here, as gunicorn --preload makes it in its master
+    named = SchedulerConfig(scheduler_name="billing-1")
+    child, (from_default, from_named) = _names_in_a_forked_child(default, named)
+    assert default.scheduler_name == f"{socket.gethostname()}-{os.getpid()}"
+    assert from_default == f"{socket.gethostname()}-{child}"
+    assert from_named == "billing-1"  # a name the application chose is kept
+    assert config_module.for_this_process(default) is default  # in its own process, as is
