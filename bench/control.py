@@ -4,6 +4,9 @@ drain (``drain_async_1``), and how long a resumed task's due execution waits to 
 - ``drain_limited``: ``drain_rows / 10`` due executions of the bench's no-op task, limited
   to 5 at once, drained by one async worker (concurrency 10). Each pick of a limited task
   is a transaction that takes the task's advisory lock and counts its picked executions.
+- ``drain_beside_limited``: the drain of ``drain_async_1``, by a worker that also
+  registers a task with ``max_concurrency=5`` (no rows of its own): a limit must not slow
+  the picks of tasks without one (target >= 90% of ``drain_async_1``).
 - ``resume``: an idle async worker (default configuration but for the poll) and a paused
   task; each round schedules one execution (due now, not picked: the task is paused),
   then resumes the task, and times from the resume's commit to the handler's start; the
@@ -34,6 +37,18 @@ def drain_limited(bench: Bench) -> Figure:
         floor_key="drain_async_1",
         extra=["--max-concurrency", str(LIMIT)],
         rows=max(bench.counts.drain_rows // 10, 200),
+    )
+
+
+def drain_beside_limited(bench: Bench) -> Figure:
+    return drain(
+        bench,
+        "drain_beside_limited",
+        f"drain: 1 process, async, beside a task with max_concurrency={LIMIT}",
+        "async",
+        1,
+        floor_key="drain_async_1",
+        extra=["--limited-beside", str(LIMIT)],
     )
 
 

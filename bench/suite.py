@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import partial
 
-from bench.control import drain_limited, resume_latency
+from bench.control import drain_beside_limited, drain_limited, resume_latency
 from bench.floors import floor_batch, floor_drain, floor_single
 from bench.harness import Bench
 from bench.history import history_drains
@@ -33,6 +33,7 @@ FLOOR_OF = {
     "drain_history_failures": "drain_history_none",
     "drain_history_all": "drain_history_none",
     "drain_limited": "drain_async_1",
+    "drain_beside_limited": "drain_async_1",
     "drain_transactional": "floor_row_tx",
     "latency_p50": "floor_latency_p50",
     "latency_p95": "floor_latency_p95",
@@ -48,6 +49,7 @@ SCENARIOS = (
     "scale",
     "history",
     "drain_limited",
+    "drain_beside_limited",
     "resume",
     "floor_row_tx",
     "drain_transactional",
@@ -101,6 +103,12 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
         "drain of a task with max_concurrency",
         "rows/s",
         partial(drain_limited, bench),
+    )
+    s(
+        "drain_beside_limited",
+        "drain beside a task with max_concurrency",
+        "rows/s",
+        partial(drain_beside_limited, bench),
     )
     s(
         "resume_p50",
@@ -167,6 +175,7 @@ def apply_targets(bench: Bench) -> None:
         ("drain_history_failures", 0.90),  # within noise of no history at all
         ("drain_history_all", 0.60),
         ("drain_transactional", 0.70),
+        ("drain_beside_limited", 0.90),  # a limit does not slow the tasks without one
     ):
         if key in f:
             f[key].target = f">= {ratio:.0%} of floor"

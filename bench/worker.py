@@ -14,7 +14,8 @@ a recurring ``tick`` task on that cron schedule (key ``tick@<execution_time>``);
 ``--fail-first`` makes the first attempt of each ``noop`` execution fail,
 ``--retry-delay`` sets ``retry_base_delay``, ``--history`` the ``history`` setting and
 ``--max-concurrency`` the task's ``max_concurrency``; ``--transactional`` defines it with
-``transactional=True``.
+``transactional=True``; ``--limited-beside N`` also registers a ``capped`` task with
+``max_concurrency=N`` (which has no rows: what it costs the ``noop`` drain).
 SIGTERM or SIGINT stops the scheduler
 gracefully (``request_stop``) and the process exits 0.
 """
@@ -63,6 +64,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--history", choices=("failures", "all", "none"), default=None)
     parser.add_argument("--max-concurrency", type=int, default=None, help="the task's limit")
     parser.add_argument("--transactional", action="store_true", help="transactional=True")
+    parser.add_argument(
+        "--limited-beside", type=int, default=None, help="also a 'capped' task with this limit"
+    )
     parser.add_argument("--log-level", default="WARNING")
     return parser.parse_args(argv)
 
@@ -119,6 +123,15 @@ def make_tick(expression: str) -> RecurringTask[Any]:
     return recurring("tick", Cron(expression))(tick)
 
 
+def make_capped(limit: int) -> OneTimeTask[Any]:
+    """The ``capped`` task, limited to ``limit`` at once: registered beside ``noop``."""
+
+    async def capped(ctx: ExecutionContext[Any]) -> None:
+        _report(ctx, f"capped@{ctx.instance_id}")
+
+    return one_time("capped", max_concurrency=limit)(capped)
+
+
 def make_config(args: argparse.Namespace) -> SchedulerConfig:
     """The scheduler's config from the command line."""
     extra: dict[str, Any] = {}
@@ -157,6 +170,8 @@ async def serve(args: argparse.Namespace) -> None:
     ]
     if args.cron is not None:
         tasks.append(make_tick(args.cron))
+    if args.limited_beside is not None:
+        tasks.append(make_capped(args.limited_beside))
     scheduler = Scheduler(engine, tasks, make_config(args))
     try:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from sqlalchemy import Connection, RowMapping, Table, inspect
 from sqlalchemy.engine import URL
@@ -39,6 +39,7 @@ T = TypeVar("T")
 PER_STATEMENT = 1000
 
 __all__ = [
+    "LimitedPick",
     "Recurring",
     "cancel",
     "cancel_shown",
@@ -437,6 +438,14 @@ def pick(
     return picked
 
 
+class LimitedPick(NamedTuple):
+    """What ``pick_limited`` took, and whether it took all that was due: every task had
+    room for more than it found (so only new work, or time, can give it more to pick)."""
+
+    executions: list[Execution]
+    drained: bool
+
+
 def pick_limited(
     conn: Connection,
     table: Table,
@@ -445,24 +454,29 @@ def pick_limited(
     limit: int,
     picker: str,
     now: datetime,
-) -> list[Execution]:
+) -> LimitedPick:
     """Pick up to ``limit`` due executions of the tasks in ``limits`` (name, most at once),
     none beyond its task's most: in the caller's transaction, each task's picks counted
     under its lock (PostgreSQL; SQLite lets one writer in at a time), so that concurrent
     pickers in any number of processes never exceed it together."""
     stmts = _statements(conn, table).running
     picked: list[Execution] = []
+    drained = True
     for name, most in sorted(limits):
         room = limit - len(picked)
         if room <= 0:
-            break
+            return LimitedPick(picked, drained=False)
         if stmts.lock_task is not None:
             conn.execute(stmts.lock_task, {"lock_key": _lock_key(table, name)})
         running = int(conn.execute(stmts.count_picked, {"name": name}).scalar_one())
         allowed = min(room, most - running)
-        if allowed > 0:
-            picked += pick(conn, table, names=[name], limit=allowed, picker=picker, now=now)
-    return picked
+        if allowed <= 0:
+            drained = False  # full: what is due waits for a place
+            continue
+        found = pick(conn, table, names=[name], limit=allowed, picker=picker, now=now)
+        drained = drained and len(found) < allowed
+        picked += found
+    return LimitedPick(picked, drained)
 
 
 def _lock_key(table: Table, task_name: str) -> int:

@@ -141,7 +141,7 @@ class Maintenance:
             )
             dispatch(self.listeners, "on_dead_execution", execution)
         if revived:
-            self.waker.wake()
+            self.waker.news()
         return revived
 
     async def report_unreadable_once(self) -> None:

@@ -9,7 +9,11 @@ for its poll, whichever comes first.
 
 Tasks with ``max_concurrency`` are picked first, in a transaction of their own that
 counts each one's picked executions under its lock (``_store.pick_limited``); the others
-with one statement, as if there were no limits at all.
+with one statement, as if there were no limits at all. While a backlog of other tasks
+keeps the picker busy, that transaction is skipped once it found the limited tasks with
+room to spare and nothing more due, until the waker hears of work (``Waker.heard``),
+a time it knows of comes, or ``_LIMITED_RECHECK`` passes: so a limited task registered
+beside them does not slow their picks.
 
 Under a backlog of short executions the workers can drain a pick before the next one
 returns; the picker then multiplies both limits (the *boost*, up to ``_MAX_BOOST``) and
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
@@ -29,6 +34,7 @@ from sqlalchemy import Table
 
 from sqla_scheduler import _store
 from sqla_scheduler._bridge import Database
+from sqla_scheduler._execution import Execution
 from sqla_scheduler._runner.held import Held, HeldSet
 from sqla_scheduler._runner.waker import Waker
 from sqla_scheduler.clock import Clock
@@ -42,6 +48,10 @@ log = logging.getLogger("sqla_scheduler")
 _ERROR_BACKOFF = 1.0
 #: The most the picker multiplies its lower and upper limits by under a backlog.
 _MAX_BOOST = 16
+#: How long, at the most, a backlog of other tasks keeps the picker from looking at
+#: limited tasks it found drained when it heard of nothing new for them (seconds): work
+#: it cannot hear of (other processes on SQLite) is otherwise left to its poll.
+_LIMITED_RECHECK = 0.25
 
 
 class Picker:
@@ -80,6 +90,9 @@ class Picker:
         self.more_due = False
         #: What the last pick took what was due by (see ``Waker.due_by``).
         self.picked_by: datetime | None = None
+        #: After a pick that found every limited task drained (room to spare, nothing
+        #: more due): what the waker had heard of by then (``Waker.heard_of``) and when.
+        self._limited_drained: tuple[int, float] | None = None
 
     @property
     def low(self) -> int:
@@ -109,9 +122,10 @@ class Picker:
         if limit is None:
             limit = self.high - self.held.outstanding
         self.picked_by = self.waker.due_by()
-        picked = []
-        if self._limited and limit > 0:
-            picked = await self.db.shielded(
+        picked: list[Execution] = []
+        if self._limited and limit > 0 and self._limited_may_be_due():
+            heard_of, at = self.waker.heard_of, time.monotonic()
+            picked, drained = await self.db.shielded(
                 partial(
                     _store.pick_limited,
                     table=self.table,
@@ -122,6 +136,7 @@ class Picker:
                 ),
                 lane="picker-limited",
             )
+            self._limited_drained = (heard_of, at) if drained else None
         if self._unlimited and limit > len(picked):
             picked += await self.db.shielded(
                 partial(
@@ -147,6 +162,20 @@ class Picker:
             self.boost = min(self.boost * 2, _MAX_BOOST)
         self.held.outstanding += len(picked)
         return [self.held.hold(execution) for execution in picked]
+
+    def _limited_may_be_due(self) -> bool:
+        """Whether the limited tasks may have work to pick: always, but while a backlog
+        (the last pick was full) follows a pick that found them drained, and the waker has
+        heard of no work since, no time it knows of has come, and ``_LIMITED_RECHECK``
+        has not passed."""
+        if self._limited_drained is None or not self.more_due:
+            return True
+        heard_of, at = self._limited_drained
+        return (
+            heard_of != self.waker.heard_of
+            or self.waker.due()
+            or time.monotonic() - at >= _LIMITED_RECHECK
+        )
 
     async def refresh_next(self) -> None:
         """Ask the table for the earliest execution time after the last pick's among this

@@ -58,6 +58,9 @@ class Waker:
         self.known = False
         #: Whether the current wait was ended for work due now (not only for a new time).
         self._for_now = False
+        #: How many times it heard of work (``heard``): scheduled, revived, resumed, or due
+        #: at a time. The picker compares counts to know whether it heard of any since.
+        self.heard_of = 0
 
     def bind(self) -> None:
         """Let other threads wake the loop this is called on (see ``wake_soon``)."""
@@ -73,10 +76,20 @@ class Waker:
         self._for_now = True
         self._event.set()
 
+    def heard(self) -> None:
+        """Count news of work (from the loop's own thread); ``news`` also wakes."""
+        self.heard_of += 1
+
+    def news(self) -> None:
+        """Hear of work due now and end the current wait (from the loop's own thread)."""
+        self.heard()
+        self.wake()
+
     def wake_at(self, at: datetime) -> None:
         """Learn that an execution is due at ``at``; end the current wait if that is
         earlier than what the wait is for (from the loop's own thread): at once if it is
         due already, else only so that the wait is for the new time (``retimed``)."""
+        self.heard()
         if self.next_at is None or at < self.next_at:
             self.next_at = at
             if at - AHEAD <= self.clock.now():
@@ -210,7 +223,7 @@ class Listener:
             conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(notify_channel(self.table))))
             connected.set()
             # Anything scheduled while nobody was listening is picked up now.
-            self.waker.wake_soon()
+            self.waker.soon(self.waker.news)
             while not self._stop.is_set():
                 for notice in conn.notifies(timeout=_LISTEN_TICK, stop_after=1):
                     if not self._stop.is_set():
@@ -225,6 +238,7 @@ class Listener:
         task, at = read_notice(payload)
         if task not in self._names:
             return
+        self.waker.heard()
         if at is not None:
             self.waker.wake_at(at)
         elif self._wants_work():

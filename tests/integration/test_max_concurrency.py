@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from sqla_scheduler import TaskDefinitionError, one_time, recurring
+from sqla_scheduler._runner import picker
 from tests.conftest import Harness, wait_for
 
 pytestmark = pytest.mark.anyio
@@ -69,6 +70,35 @@ async def test_picked_executions_count_whether_running_or_waiting(db: Harness) -
     assert await scheduler.run_due() == 3
     assert overlap.most == 1  # one place left: one at a time
     assert sorted(overlap.done) == ["l2", "l3", "l4"]
+
+
+async def test_limited_work_scheduled_during_a_backlog_starts_before_it_ends(
+    db: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a backlog of another task keeps the picker busy, it skips the limited tasks
+    it found drained until it hears of work for them: news, not the time-based recheck
+    (out of reach here), brings the limited execution in."""
+    monkeypatch.setattr(picker, "_LIMITED_RECHECK", 3600.0)
+    finished: list[str] = []
+
+    async def work(ctx: Any) -> None:
+        await anyio.sleep(0.003)  # the work: 3,000 of them keep 10 workers busy a while
+        finished.append(ctx.instance_id)
+
+    backlog = one_time("backlog")(work)
+    started_with: list[int] = []  # how many of the backlog had finished when it started
+    limited = one_time("limited", max_concurrency=1)(lambda ctx: started_with.append(len(finished)))
+    scheduler = db.scheduler([backlog, limited], concurrency=10)
+    size = 3000
+    await db.resolve(
+        scheduler.schedule_batch(db.engine, [backlog.instance(f"b{i}") for i in range(size)])
+    )
+    async with scheduler:
+        await wait_for(lambda: len(finished) >= 100)  # well into the backlog
+        await db.resolve(scheduler.schedule(db.engine, limited.instance("l")))
+        await wait_for(lambda: bool(started_with))
+        await wait_for(lambda: len(finished) == size)
+    assert started_with[0] < size, "it started while the backlog lasted"
 
 
 def test_bad_limits_name_the_task_and_field() -> None:
