@@ -19,6 +19,8 @@ from functools import partial
 from typing import Any
 
 import anyio
+import anyio.lowlevel
+import sniffio
 from sqlalchemy import Table
 
 from sqla_scheduler import _store
@@ -174,8 +176,11 @@ class Executor:
             if self.interceptors:
                 return await self._chain(task, context, handler), None
             return await self._call(task, context, handler), None  # the common case: direct
-        except anyio.get_cancelled_exc_class():
-            raise  # the loop is stopping: the execution is released, not failed
+        except anyio.get_cancelled_exc_class() as exc:
+            # the loop is stopping (re-raised here: the execution is released, not failed),
+            # or the handler raised the class itself: its own timeout, a future it awaited
+            await _raise_if_cancelled()
+            return None, exc
         except BaseException as exc:  # SystemExit, KeyboardInterrupt too: only a stop stops us
             return None, exc
 
@@ -272,6 +277,20 @@ class Executor:
         if inspect.isawaitable(result):  # e.g. a sync callable that returns a coroutine
             return await result
         return result
+
+
+async def _raise_if_cancelled() -> None:
+    """Raise the cancellation of the running task, if it is being cancelled: by a cancel
+    scope, which cancels it again at every checkpoint, or on asyncio by ``Task.cancel``
+    (Python 3.11 and later count those requests). Return when it is not."""
+    await anyio.lowlevel.checkpoint_if_cancelled()
+    if sniffio.current_async_library() == "asyncio":
+        import asyncio
+
+        task = asyncio.current_task()
+        cancelling = getattr(task, "cancelling", None)
+        if cancelling is not None and cancelling() > 0:
+            raise asyncio.CancelledError
 
 
 def _log_undecodable(execution: Execution, error: PayloadError | InvalidScheduleError) -> None:

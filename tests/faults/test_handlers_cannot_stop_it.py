@@ -3,6 +3,7 @@ included; only stopping the scheduler stops it (issue 13, defect 6)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -23,7 +24,15 @@ class Custom(BaseException):
     """Neither an Exception nor one of the interpreter's own."""
 
 
-RAISED = [SystemExit(0), SystemExit(3), KeyboardInterrupt(), Custom("odd")]
+RAISED = [
+    SystemExit(0),
+    SystemExit(3),
+    KeyboardInterrupt(),
+    Custom("odd"),
+    # raised by the handler itself (its own timeout, a cancelled future it awaited), not
+    # a cancellation of the scheduler's: asyncio's cancellation class, to anyio on asyncio
+    asyncio.CancelledError("the handler's own"),
+]
 
 
 @pytest.mark.parametrize("raised", RAISED, ids=lambda e: f"{type(e).__name__}{e.args}")

@@ -4,6 +4,7 @@ the good ones all run, and the scheduler goes on (issue 13, property tests)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -37,6 +38,7 @@ RAISES = [
     KeyboardInterrupt(),
     GeneratorExit(),
     Odd("odd"),
+    asyncio.CancelledError("the handler's own"),
 ]
 LATER = NOW + timedelta(hours=1)
 RETURNS = [None, 0, "text", [1, 2], {"a": object()}, NextAt(LATER), object(), b"bytes", 1e300]
