@@ -46,5 +46,5 @@ def dispatch(listeners: Sequence[SchedulerListener], hook: str, *args: Any) -> N
     for listener in listeners:
         try:
             getattr(listener, hook)(*args)
-        except Exception:
+        except BaseException:  # SystemExit and the like too: a listener stops nothing
             log.exception("listener %r failed in %s", listener, hook)

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+from datetime import timedelta
 from typing import Any
 
+import anyio
 import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sqla_scheduler import one_time
+from sqla_scheduler import ExecutionContext, SchedulerListener, one_time
 from tests.conftest import Harness, wait_for
 
 pytestmark = pytest.mark.anyio
@@ -61,3 +65,91 @@ async def test_a_base_exception_from_a_handler_is_a_failure(
     assert (failed["picked"], failed["consecutive_failures"]) == (False, 1)
     assert "execution bad/b failed (consecutive failures: 1)" in caplog.text
     assert type(raised).__name__ in caplog.text
+
+
+@pytest.mark.parametrize("raised", RAISED, ids=lambda e: f"{type(e).__name__}{e.args}")
+async def test_a_base_exception_from_a_listener_is_logged_and_skipped(
+    db: Harness, raised: BaseException, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Raising(SchedulerListener):
+        def on_success(self, ctx: ExecutionContext[Any], duration: timedelta) -> None:
+            raise raised
+
+    ran: list[str] = []
+    task = one_time("job")(lambda ctx: ran.append(ctx.instance_id))
+    scheduler = db.scheduler([task], concurrency=1)
+    scheduler.listeners = [Raising()]
+    await db.resolve(scheduler.schedule(db.engine, task.instance("first")))
+    with caplog.at_level(logging.ERROR, logger="sqla_scheduler"):
+        async with scheduler:
+            await wait_for(lambda: ran == ["first"] and db.row("job", "first") is None)
+            await db.resolve(scheduler.schedule(db.engine, task.instance("then")))
+            await wait_for(lambda: ran == ["first", "then"])
+            assert scheduler.running
+    assert "failed in on_success" in caplog.text
+
+
+@pytest.mark.parametrize("raised", RAISED, ids=lambda e: f"{type(e).__name__}{e.args}")
+async def test_a_base_exception_from_on_abandon_keeps_the_execution(
+    db: Harness, raised: BaseException, caplog: pytest.LogCaptureFixture
+) -> None:
+    def hook(ctx: ExecutionContext[Any], session: Any) -> None:
+        raise raised
+
+    def fail(ctx: ExecutionContext[Any]) -> None:
+        raise ValueError("out of retries at once")
+
+    bad = one_time("bad", max_retries=0, on_abandon=hook, priority=10)(fail)
+    ran: list[str] = []
+    good = one_time("good")(lambda ctx: ran.append(ctx.instance_id))
+    scheduler = db.scheduler([bad, good], concurrency=1)
+    await db.resolve(scheduler.schedule_batch(db.engine, [bad.instance("b"), good.instance("g")]))
+
+    def kept() -> bool:  # the hook's transaction rolled back: the row stays, handed back
+        row = db.row("bad", "b")
+        return row is not None and row["picked"] is False
+
+    with caplog.at_level(logging.ERROR, logger="sqla_scheduler"):
+        async with scheduler:
+            await wait_for(lambda: ran == ["g"] and kept())
+            assert scheduler.running
+    assert "on_abandon of bad/b failed; the execution is kept" in caplog.text
+
+
+async def test_a_stop_waits_for_a_failing_on_abandon_to_hand_its_execution_back(
+    db: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The stop's last commit comes after the abandon in progress: its hook failed, so the
+    execution it kept is handed back (unpicked) before the scheduler ends, not left picked
+    until it is revived as dead."""
+    hook_runs, go = threading.Event(), threading.Event()
+
+    def sync_hook(ctx: ExecutionContext[Any], session: Any) -> None:  # on a worker thread
+        hook_runs.set()
+        go.wait(timeout=30)
+        raise RuntimeError("the hook fails")
+
+    async def async_hook(ctx: ExecutionContext[Any], session: Any) -> None:  # on the loop
+        hook_runs.set()
+        while not go.is_set():  # noqa: ASYNC110 - a threading.Event, set by the test
+            await anyio.sleep(0.01)
+        raise RuntimeError("the hook fails")
+
+    hook = async_hook if isinstance(db.engine, AsyncEngine) else sync_hook
+
+    def fail(ctx: ExecutionContext[Any]) -> None:
+        raise ValueError("out of retries at once")
+
+    bad = one_time("bad", max_retries=0, on_abandon=hook)(fail)
+    scheduler = db.scheduler([bad], concurrency=1)
+    await db.resolve(scheduler.schedule(db.engine, bad.instance("b")))
+    with caplog.at_level(logging.DEBUG, logger="sqla_scheduler"):
+        async with scheduler:
+            await wait_for(hook_runs.is_set)
+            scheduler.request_stop()  # while the hook runs
+            await wait_for(lambda: "recording the last outcomes" in caplog.text)
+            go.set()
+    kept = db.row("bad", "b")
+    assert kept is not None
+    assert kept["picked"] is False, "handed back by the stop, not left for revival"
+    assert kept["last_error"] is not None
