@@ -39,7 +39,8 @@ def test_a_killed_attempts_writes_are_gone_and_each_write_exists_once(
     assert killed, "the run ended before the first kill"
 
     written = Counter(instance for (instance,) in rows(app_db, "select instance from effects"))
-    assert set(written) == expected, f"no write for {sorted(expected - set(written))[:20]}"
+    missing = sorted(expected - set(written))[:20]
+    assert not missing, f"no write for {missing}: {_what_became_of(app_db, log, missing)}"
     twice = {i: n for i, n in written.items() if n > 1}
     assert twice == {}, f"written more than once: {dict(list(twice.items())[:20])}"
 
@@ -61,3 +62,18 @@ def test_a_killed_attempts_writes_are_gone_and_each_write_exists_once(
     workers.stop(*live)
     for worker in live:
         assert "Traceback" not in worker.output(), worker.output()
+
+
+def _what_became_of(app_db: Engine, log: Path, instances: list[str]) -> str:
+    """What history and the start log say of ``instances`` (for a failure's message)."""
+    entries = rows(
+        app_db,
+        "select task_instance, outcome, attempt, picked_by, error from scheduled_tasks_history"
+        " where task_name = 'effect' order by id",
+    )
+    starts = [line.split() for line in log.read_text().splitlines()]
+    return "; ".join(
+        f"{i}: history {[(*e[1:4], str(e[4])[:300]) for e in entries if e[0] == i]},"
+        f" started in pids {[pid for name, pid in starts if name == i]}"
+        for i in instances
+    )
