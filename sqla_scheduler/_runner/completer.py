@@ -70,9 +70,6 @@ class Completer:
         self.listeners = listeners
         self._pending: list[Outcome] = []
         self._ready = anyio.Event()
-        #: Held while a batch is committed: a ``flush`` waits for the loop's batch, which
-        #: may submit more (an abandon whose hook failed hands its execution back).
-        self._turn = anyio.Lock()
         self.batching = False
         """Whether ``run`` commits what is submitted; otherwise the submitter flushes."""
 
@@ -94,21 +91,13 @@ class Completer:
             await self.run_once()
 
     async def flush(self) -> None:
-        """Commit everything submitted, and what that submits in turn, after the batch
-        the loop may be committing; batching ends."""
+        """Commit everything submitted, and what that submits in turn; batching ends."""
         self.batching = False
-        while True:
-            async with self._turn:
-                if not self._pending:
-                    return
-                await self._commit_pending()
+        while self._pending:
+            await self.run_once()
 
     async def run_once(self) -> None:
         """Commit what was submitted so far: one batch, and each abandon beside it."""
-        async with self._turn:
-            await self._commit_pending()
-
-    async def _commit_pending(self) -> None:
         batch, self._pending = self._pending, []
         records: list[tuple[Outcome, Completion]] = []
         abandons: list[tuple[Outcome, Abandon]] = []

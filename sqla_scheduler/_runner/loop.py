@@ -229,7 +229,6 @@ class Runner:
                 await self.workers.run(
                     self.config.concurrency, until=self._stop, task_status=task_status
                 )
-                log.debug("scheduler %r: recording the last outcomes", self.config.scheduler_name)
                 await self.completer.flush()
                 services.cancel_scope.cancel()
             # after the services, so that no beat writes the row again

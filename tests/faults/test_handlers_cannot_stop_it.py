@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from datetime import timedelta
 from typing import Any
 
-import anyio
 import pytest
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler import ExecutionContext, SchedulerListener, one_time
 from tests.conftest import Harness, wait_for
@@ -114,42 +111,3 @@ async def test_a_base_exception_from_on_abandon_keeps_the_execution(
             await wait_for(lambda: ran == ["g"] and kept())
             assert scheduler.running
     assert "on_abandon of bad/b failed; the execution is kept" in caplog.text
-
-
-async def test_a_stop_waits_for_a_failing_on_abandon_to_hand_its_execution_back(
-    db: Harness, caplog: pytest.LogCaptureFixture
-) -> None:
-    """The stop's last commit comes after the abandon in progress: its hook failed, so the
-    execution it kept is handed back (unpicked) before the scheduler ends, not left picked
-    until it is revived as dead."""
-    hook_runs, go = threading.Event(), threading.Event()
-
-    def sync_hook(ctx: ExecutionContext[Any], session: Any) -> None:  # on a worker thread
-        hook_runs.set()
-        go.wait(timeout=30)
-        raise RuntimeError("the hook fails")
-
-    async def async_hook(ctx: ExecutionContext[Any], session: Any) -> None:  # on the loop
-        hook_runs.set()
-        while not go.is_set():  # noqa: ASYNC110 - a threading.Event, set by the test
-            await anyio.sleep(0.01)
-        raise RuntimeError("the hook fails")
-
-    hook = async_hook if isinstance(db.engine, AsyncEngine) else sync_hook
-
-    def fail(ctx: ExecutionContext[Any]) -> None:
-        raise ValueError("out of retries at once")
-
-    bad = one_time("bad", max_retries=0, on_abandon=hook)(fail)
-    scheduler = db.scheduler([bad], concurrency=1)
-    await db.resolve(scheduler.schedule(db.engine, bad.instance("b")))
-    with caplog.at_level(logging.DEBUG, logger="sqla_scheduler"):
-        async with scheduler:
-            await wait_for(hook_runs.is_set)
-            scheduler.request_stop()  # while the hook runs
-            await wait_for(lambda: "recording the last outcomes" in caplog.text)
-            go.set()
-    kept = db.row("bad", "b")
-    assert kept is not None
-    assert kept["picked"] is False, "handed back by the stop, not left for revival"
-    assert kept["last_error"] is not None
