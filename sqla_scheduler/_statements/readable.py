@@ -36,6 +36,8 @@ _TIMESTAMPS = ("execution_time", "last_heartbeat", "last_success", "last_failure
 _INTEGERS = ("consecutive_failures", "version", "priority", "payload_version")
 _TEXTS = ("task_name", "task_instance", "picked_by", "schedule", "last_error")
 _JSON = ("task_data", "trace_context")
+#: The fraction of a second SQLAlchemy writes after a SQLite timestamp's seconds.
+_FRACTION = "." + "[0-9]" * 6
 
 
 def readable_columns(table: Table, backend: Backend) -> dict[str, ColumnElement[bool]]:
@@ -65,7 +67,10 @@ def _sqlite(table: Table) -> dict[str, ColumnElement[bool]]:
     """SQLite stores what it is given; each column is checked for its own kind of value.
 
     Timestamps are text as SQLAlchemy writes them (``YYYY-MM-DD HH:MM:SS.ffffff``), in
-    range, and a real date: normalizing it (the ``+0 days`` modifier) leaves it unchanged.
+    range, and a real date: normalizing its first 19 characters (the ``+0 days``
+    modifier) leaves them unchanged, and what follows is six digits of a fraction. Not
+    the whole text: SQLite rounds a time to the millisecond, so ``...:59.9996`` would
+    normalize to the next second.
     """
     c = table.c
     checks: dict[str, ColumnElement[bool]] = {}
@@ -82,7 +87,12 @@ def _sqlite(table: Table) -> dict[str, ColumnElement[bool]]:
             name,
             ("text",),
             and_(
-                func.substr(raw, _const(1), _const(19)) == func.datetime(raw, _const("+0 days")),
+                func.substr(raw, _const(1), _const(19))
+                == func.datetime(func.substr(raw, _const(1), _const(19)), _const("+0 days")),
+                or_(
+                    func.length(raw) == _const(19),
+                    func.substr(raw, _const(20)).op("GLOB")(_const(_FRACTION)),
+                ),
                 raw >= _const(_text(EARLIEST)),
                 raw <= _const(_text(LATEST)),
             ),

@@ -233,3 +233,24 @@ async def test_json_python_cannot_load_affects_its_row_alone(
     with db.sync_engine.connect() as conn:
         kept = conn.scalar(text("select task_data from scheduled_tasks_history"))
     assert kept.replace(" ", "") == raw.replace(" ", "")
+
+
+@pytest.mark.parametrize("fraction", [999_999, 999_500, 500, 0])
+async def test_a_time_in_the_last_millisecond_of_a_second_is_readable(
+    db: Harness, fraction: int
+) -> None:
+    """SQLite rounds a time to the millisecond when it normalizes one: a check that
+    normalized the whole text took ``...:00.999999`` for ``...:01`` and the row for one
+    no scheduler can read (into history as undecodable). Every time the scheduler writes
+    is readable: picked, run, and left alone by maintenance."""
+    at = NOW.replace(microsecond=fraction)
+    clock = ManualClock(at)
+    ran: list[str] = []
+    task = one_time("job")(lambda ctx: ran.append(ctx.instance_id))
+    scheduler = db.scheduler([task], clock=clock)
+    await db.resolve(scheduler.schedule(db.engine, task.instance("edge", at=at)))
+    async with services(scheduler) as runner:
+        await runner.maintenance.run_once()
+    assert db.count() == 1, "maintenance took a good row out"
+    assert await scheduler.run_due() == 1
+    assert ran == ["edge"]
