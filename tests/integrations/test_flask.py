@@ -60,9 +60,14 @@ def node_pids(url: str) -> list[int]:
 
 def flask(*args: str, url: str, log: Path) -> subprocess.Popen[bytes]:
     """``flask --app APP ARGS`` in a new session (its own process group), output to ``log``."""
+    return python_m("flask", "--app", APP, *args, url=url, log=log)
+
+
+def python_m(module: str, *args: str, url: str, log: Path) -> subprocess.Popen[bytes]:
+    """``python -m MODULE ARGS`` on ``url`` in a new session, output to ``log``."""
     with log.open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "flask", "--app", APP, *args],
+            [sys.executable, "-m", module, *args],
             cwd=ROOT,
             env=cli_env(DATABASE_URL=url),
             stdin=subprocess.DEVNULL,
@@ -198,17 +203,13 @@ def test_gunicorn_starts_one_scheduler_per_worker_and_none_in_the_master(
 ) -> None:
     port = free_port()
     log = tmp_path / "gunicorn.log"
-    argv = ["-m", "gunicorn", "--workers", "2", "--preload", "--bind", f"127.0.0.1:{port}"]
-    with log.open("wb") as out:
-        master = subprocess.Popen(
-            [sys.executable, *argv, "--graceful-timeout", "20", f"{APP}()"],
-            cwd=ROOT,
-            env=cli_env(DATABASE_URL=database),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    master = python_m(
+        "gunicorn",
+        *("--workers", "2", "--preload", "--bind", f"127.0.0.1:{port}"),
+        *("--graceful-timeout", "20", f"{APP}()"),
+        url=database,
+        log=log,
+    )
     try:
         wait_until_serving(port, master, log)
         # --preload: the master built the application, and started nothing
