@@ -21,9 +21,16 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed-app
 	$(BIN)/sqla-scheduler demo --duration 20
 
-## Run the whole test suite (starts its own PostgreSQL).
+# Test processes: each pytest-xdist worker starts a PostgreSQL of its own. Four keep two
+# cores busy while tests wait on databases and child processes (docs/contributing.md).
+TEST_WORKERS ?= 4
+# The coverage floor: the total the suite reached when the floor was set, rounded down.
+COVERAGE_FLOOR ?= 85
+
+## Run the whole test suite in parallel, with coverage (starts its own PostgreSQL).
 test: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup \
+		--cov --cov-report=term:skip-covered --cov-fail-under=$(COVERAGE_FLOOR)
 
 ## Lint, format check and strict type check.
 lint: $(VENV)/.installed-dev

@@ -43,16 +43,27 @@ DB_PARAMS = [
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip the SQLite cases of ``postgres_only`` tests, saying why; drop trio with an AsyncEngine.
+    """Skip the SQLite cases of ``postgres_only`` tests, saying why; drop trio with an AsyncEngine;
+    put the ``slow`` tests first.
 
     Modules that run under trio as well (``anyio_backend`` parametrized with "trio") do so
     with sync engines only: SQLAlchemy's AsyncEngine runs on asyncio alone, so that pair is
     not a case at all (the scheduler's refusal of it has tests of its own).
+
+    A test marked ``slow`` must say in its docstring what only a slow run proves. Slow
+    tests run first, so that pytest-xdist hands them out to its workers at the start
+    instead of leaving one of them to end the run alone.
     """
     deselected = [item for item in items if _trio_with_async_engine(item)]
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = [item for item in items if item not in deselected]
+    for item in items:
+        if item.get_closest_marker("slow") is not None and not _docstring(item):
+            raise pytest.UsageError(
+                f"{item.nodeid}: a slow test says in its docstring what only a slow run proves"
+            )
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable
     for item in items:
         marker = item.get_closest_marker("postgres_only")
         if marker is None:
@@ -66,6 +77,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             backend = callspec.params.get("db", (None, None))[1] or callspec.params.get("backend")
         if backend == "sqlite":
             item.add_marker(pytest.mark.skip(reason=f"PostgreSQL only: {reason}"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    """Escape lone surrogates in a report's captured output and logs.
+
+    Some tests make the scheduler log such text on purpose (an error message no text
+    column can hold); pytest-xdist sends reports between processes as UTF-8, which
+    refuses them, and the whole run would end with an internal error.
+    """
+    report: pytest.TestReport = yield
+    report.sections = [
+        (title, content.encode("utf-8", "backslashreplace").decode("utf-8"))
+        for title, content in report.sections
+    ]
+    return report
+
+
+def _docstring(item: pytest.Item) -> str:
+    function = getattr(item, "function", None)
+    if function is None:
+        return ""
+    return inspect.getdoc(function) or ""
 
 
 def _trio_with_async_engine(item: pytest.Item) -> bool:

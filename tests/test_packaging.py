@@ -12,6 +12,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 import sqla_scheduler
 from tests._cli import ROOT
 
@@ -30,7 +32,10 @@ def run(*args: str | Path, cwd: Path, timeout: float = 300) -> subprocess.Comple
     )
 
 
+@pytest.mark.slow
 def test_the_wheel_installs_migrates_and_runs_the_demo(tmp_path: Path) -> None:
+    """Slow by nature: it builds the wheel, installs it into a new virtual environment
+    and runs the installed command, as a user's first install does."""
     dist = tmp_path / "dist"
     built = run(
         sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, ROOT, cwd=tmp_path

@@ -25,6 +25,9 @@ from tests._postgres import (
     find_pg_bin,
 )
 
+# In one pytest-xdist worker: one cluster of the module's own, started once.
+pytestmark = pytest.mark.xdist_group("own-cluster")
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 

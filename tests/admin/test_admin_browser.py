@@ -45,6 +45,9 @@ from tests.admin.conftest import (
     seed_nodes,
 )
 
+# In one pytest-xdist worker: one Chromium for the module, started once.
+pytestmark = pytest.mark.xdist_group("browser")
+
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 

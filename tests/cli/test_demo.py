@@ -44,7 +44,10 @@ def check_story(out: str) -> re.Match[str]:
     return summary
 
 
+@pytest.mark.slow
 def test_demo_on_sqlite(tmp_path: Path) -> None:
+    """Slow by nature: the demo runs for its six seconds, long enough for its story (retries
+    with backoff, a recurring sweep, a self-rescheduling poll) to play out."""
     # TMPDIR: the demo's SQLite file goes into this test's directory.
     done = run("demo", "--duration", "6", env=cli_env(TMPDIR=str(tmp_path)), timeout=60)
     assert done.returncode == 0, done.stderr
@@ -94,7 +97,9 @@ def test_demo_on_sqlite(tmp_path: Path) -> None:
     assert "card declined" in entries[0]["error"]
 
 
+@pytest.mark.slow
 def test_demo_on_postgresql(pg_url: str) -> None:
+    """Slow by nature: the demo runs for its five seconds on PostgreSQL."""
     done = run("demo", "--database-url", pg_url, "--duration", "5", timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from sqla_scheduler import migrate
 from tests._cli import cli_env, one_error_line, run, run_all, start
 from tests._postgres import PostgresCluster
@@ -17,7 +19,10 @@ UNREACHABLE = "postgresql+psycopg://nobody@127.0.0.1:1/none"
 APP = "tests.cli.app:scheduler"
 
 
+@pytest.mark.slow
 def test_failures_exit_with_one_line(pg_cluster: PostgresCluster, tmp_path: Path) -> None:
+    """Slow by nature: 20 real processes of the command line, about a second of CPU each
+    to start: the exit status and the one line on stderr are the process's own."""
     not_migrated = pg_cluster.url("postgres")  # reachable, but without the table
     missing_file = tmp_path / "nowhere.db"
     cases: list[tuple[tuple[str, ...], dict[str, str], int, str]] = [

@@ -12,6 +12,7 @@ from sqlalchemy import Engine, insert
 
 from tests.concurrency.app import build_scheduler, engine_of, one_time_task, release
 from tests.concurrency.conftest import Workers, rows, scalar, wait_until
+from tests.faults.conftest import FAST
 
 #: Executions and workers per database: SQLite lets one writer in at a time.
 SIZES = {"postgresql": (5_000, 3), "sqlite": (500, 2)}
@@ -71,8 +72,8 @@ def test_workers_share_executions_each_runs_exactly_once(
 def test_crashed_workers_executions_are_revived_and_finished_once(
     workers: Workers, app_db: Engine, db_url: str, backend: str
 ) -> None:
-    # Dead after 3 missed heartbeats of 200 ms: 600 ms.
-    fast = {"CONCURRENCY": 10, "HEARTBEAT_MS": 200, "MISSED_LIMIT": 3, "POLL_MS": 100}
+    # Dead after 6 missed heartbeats of 250 ms (the fault tests' FAST).
+    fast = {"CONCURRENCY": 10, **FAST}
     a = workers.start("A", **fast)
     workers.wait_started(a)
 

@@ -7,6 +7,8 @@ import os
 import signal
 from datetime import timedelta
 
+import pytest
+
 from sqla_scheduler.nodes import Node, list_nodes
 from tests._cli import one_error_line, run, run_all
 from tests.concurrency.conftest import Workers, wait_until
@@ -17,7 +19,10 @@ BEAT_MS = 1000
 INTERVAL = ("--node-heartbeat-interval", f"{BEAT_MS}ms")
 
 
+@pytest.mark.slow
 def test_health_follows_a_worker_until_it_is_killed(workers: Workers, db_url: str) -> None:
+    """Slow by nature: a killed worker's node is judged dead only once it has missed its
+    heartbeats, which takes their intervals to pass."""
     killed = workers.start("killed", NODE_HEARTBEAT_MS=BEAT_MS)
     stopped = workers.start("stopped", NODE_HEARTBEAT_MS=BEAT_MS)
     workers.wait_started(killed, stopped)

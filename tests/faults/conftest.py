@@ -30,8 +30,11 @@ from tests.concurrency.conftest import (
 
 __all__ = ["app_db", "backend", "db_url", "workers"]
 
-#: Dead after 3 missed heartbeats of 200 ms: revived within about a second of a kill.
-FAST = {"HEARTBEAT_MS": 200, "MISSED_LIMIT": 3, "POLL_MS": 100}
+#: Dead after 6 missed heartbeats of 250 ms: revived within about two seconds of a kill.
+#: Not shorter: with the suite running in parallel on two cores, a live worker can be
+#: kept off the CPU for over half a second, and its executions would be revived while
+#: they run (a window of 600 ms made the kill tests flaky under that load).
+FAST = {"HEARTBEAT_MS": 250, "MISSED_LIMIT": 6, "POLL_MS": 100}
 
 
 def schedule(url: str, app_db: Engine, task: str, ids: Iterable[str], **kwargs: Any) -> int:

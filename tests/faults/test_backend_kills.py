@@ -43,9 +43,11 @@ LISTENERS = (
 )
 
 
+@pytest.mark.slow
 def test_terminated_backends_lose_nothing(
     workers: Workers, app_db: Engine, observer: Engine, db_url: str
 ) -> None:
+    """Slow by nature: backends are terminated every 200-400 ms for 8 s under load."""
     env = {"HEARTBEAT_MS": 500, "MISSED_LIMIT": 4, "POLL_MS": 5000, "CONCURRENCY": 4}
     cluster = [workers.start(f"w{i}", **env, FAULT_SLEEP_MS=50) for i in range(3)]
     workers.wait_started(*cluster)

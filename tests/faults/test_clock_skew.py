@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import Engine, event, insert, text
 
 from sqla_scheduler import DatabaseClock
@@ -19,9 +20,12 @@ SKEW = 120
 MEASUREMENT_ERROR = timedelta(milliseconds=50)
 
 
+@pytest.mark.slow
 def test_skewed_workers_keep_the_databases_time(
     workers: Workers, app_db: Engine, db_url: str
 ) -> None:
+    """Slow by nature: it proves that nothing happens too early, which takes watching three
+    skewed workers for five seconds, past the dead-execution window and the due time."""
     env = {**FAST, "CONCURRENCY": 10, "SLOW_DEADLINE_S": 60}
     cluster = [
         workers.start("true", **env),
@@ -29,7 +33,7 @@ def test_skewed_workers_keep_the_databases_time(
         workers.start("behind", **env, SKEW_S=-SKEW),
     ]
     workers.wait_started(*cluster)
-    # Held executions on every worker, heartbeating; dead after 600 ms without.
+    # Held executions on every worker, heartbeating; dead after 1.5 s without.
     schedule(db_url, app_db, "slow", [f"s-{i}" for i in range(9)])
     wait_until(
         lambda: scalar(app_db, "select count(*) from runs where phase = 'started'") == 9,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import signal
 import time
 
+import pytest
 from sqlalchemy import Engine
 
 from tests.concurrency.conftest import Workers, rows, scalar
@@ -46,9 +47,12 @@ def run_poison_pill(workers: Workers, app_db: Engine, db_url: str) -> str:
     return workers.report()
 
 
+@pytest.mark.slow
 def test_a_poison_pill_is_abandoned_after_max_retries(
     workers: Workers, app_db: Engine, db_url: str
 ) -> None:
+    """Slow by nature: the worker process dies at each attempt and is started again,
+    four times, each waiting out the dead-execution window."""
     report = run_poison_pill(workers, app_db, db_url)
     assert "abandoned poison/die after" in report, report
     # history: each counted crash is a dead attempt (the first, whose start was not
@@ -66,9 +70,12 @@ def test_a_poison_pill_is_abandoned_after_max_retries(
     ], outcomes
 
 
+@pytest.mark.slow
 def test_executions_queued_beside_a_poison_pill_still_run(
     workers: Workers, app_db: Engine, db_url: str
 ) -> None:
+    """Slow by nature: worker processes die and are started again, each crash waiting out
+    the dead-execution window."""
     """Waiting in the queue of a process the pill kills costs an execution nothing.
 
     With concurrency 2, one neighbour at a time runs beside the pill, and its handler is

@@ -17,6 +17,9 @@ from tests._postgres import PostgresCluster
 from tests.concurrency.conftest import Workers, scalar, wait_until
 from tests.faults.conftest import check_fault_runs, remaining, schedule
 
+# In one pytest-xdist worker: one cluster of the module's own, started once.
+pytestmark = pytest.mark.xdist_group("own-cluster-restart")
+
 EXECUTIONS = 1_500
 
 
@@ -38,9 +41,11 @@ def finished(app_db: Engine) -> int:
     return int(scalar(app_db, "select count(*) from runs where phase = 'finished'"))
 
 
+@pytest.mark.slow
 def test_workers_survive_a_postgresql_restart(
     workers: Workers, app_db: Engine, db_url: str, own_cluster: PostgresCluster
 ) -> None:
+    """Slow by nature: a real restart of the server mid-run, and work resuming after it."""
     # Dead after 5 s: longer than the restart, so outcomes are retried, not revived. A
     # 5 s poll: a prompt start after the restart proves the LISTEN connection is back.
     env = {"HEARTBEAT_MS": 1000, "MISSED_LIMIT": 5, "POLL_MS": 5000, "CONCURRENCY": 4}

@@ -205,9 +205,11 @@ class TableMachine(RuleBasedStateMachine):
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.slow
 def test_the_table_follows_the_state_machine(
     backend: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
+    """Slow by nature: 100 generated runs of up to 40 steps each against a real database."""
     url = (
         request.getfixturevalue("pg_url")
         if backend == "postgresql"
