@@ -38,6 +38,7 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --strict sqla_scheduler sqla_scheduler_pytest.py
 	$(BIN)/mypy --strict tests/typing
+	$(BIN)/mypy --explicit-package-bases --exclude 'tests/docs_fixtures/' tests
 
 ## Build the documentation site into site/; any warning fails the build.
 docs: $(VENV)/.installed-dev

@@ -294,7 +294,7 @@ def check_sqla_scheduler(args: list[str], env: dict[str, str], database: str) ->
 def project_extras() -> tuple[str, set[str]]:
     """The project's name and extras, from pyproject.toml (Python 3.10: as installed)."""
     try:
-        import tomllib
+        import tomllib  # type: ignore[import-not-found,unused-ignore]  # Python 3.11+
     except ModuleNotFoundError:
         installed = importlib.metadata.metadata("sqla-scheduler")
         return installed["Name"], set(installed.get_all("Provides-Extra") or ())
@@ -323,10 +323,16 @@ def check_git_clone(args: list[str]) -> None:
     )
 
 
-def check_make(targets: list[str]) -> None:
+def check_make(args: list[str]) -> None:
+    """Each target is one of the Makefile's; each ``NAME=value`` a variable it lets the
+    command line set (``NAME ?= default``)."""
     makefile = (ROOT / "Makefile").read_text()
-    for target in targets:
-        assert re.search(rf"^{re.escape(target)}:", makefile, re.MULTILINE), f"make {target}"
+    for arg in args:
+        name, assigns, _value = arg.partition("=")
+        if assigns:
+            assert re.search(rf"^{re.escape(name)} \?=", makefile, re.MULTILINE), f"make {arg}"
+        else:
+            assert re.search(rf"^{re.escape(arg)}:", makefile, re.MULTILINE), f"make {arg}"
 
 
 def check_alembic(args: list[str], env: dict[str, str]) -> None:
@@ -361,7 +367,12 @@ def check_bench(script: str, args: list[str]) -> None:
 
 
 def check_pytest(args: list[str]) -> None:
-    collect = [sys.executable, "-m", "pytest", *args, "--collect-only", "-p", "no:cacheprovider"]
+    """The command's options parse and what it names collects (in one process: ``-n 0``
+    overrides a ``-n`` the command gives)."""
+    collect = [
+        *(sys.executable, "-m", "pytest", *args),
+        *("--collect-only", "-p", "no:cacheprovider", "-n", "0"),
+    ]
     run = subprocess.run(
         collect, cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=120, check=False
     )
