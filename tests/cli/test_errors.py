@@ -21,7 +21,7 @@ APP = "tests.cli.app:scheduler"
 
 @pytest.mark.slow
 def test_failures_exit_with_one_line(pg_cluster: PostgresCluster, tmp_path: Path) -> None:
-    """Slow by nature: 20 real processes of the command line, about a second of CPU each
+    """Slow by nature: 20 real processes of the command line, most of a second of CPU each
     to start: the exit status and the one line on stderr are the process's own."""
     not_migrated = pg_cluster.url("postgres")  # reachable, but without the table
     missing_file = tmp_path / "nowhere.db"
