@@ -120,7 +120,7 @@ def test_lists_executions_as_a_table(url: str, invocation: str) -> None:
     # the error's first line (its type and message), cut to fit
     assert rows["order-7"][8] == f"{ERROR.splitlines()[0][:79]}…"
     assert rows["order-8"][3:5] == ["running", "worker-1"]
-    assert re.fullmatch(r"1m3\ds", rows["order-8"][5])  # 90s and the time the test took
+    assert re.fullmatch(r"1m[3-5]\ds", rows["order-8"][5])  # 90s and the time the test took
     # Without the application's tasks no row can be called an orphan.
     assert rows["legacy-1"][:4] == ["gone", "legacy-1", rows["legacy-1"][2], "due"]
     # Highest priority first, then earliest.

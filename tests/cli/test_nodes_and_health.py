@@ -72,9 +72,9 @@ def test_nodes_lists_each_node_alive_or_stale(url: str) -> None:
     assert first.split()[:4] == ["worker-1", "alive", "web-1", "101"]
     assert first.split()[-3:] == ["10", "2", "1.2.3"]
     assert started.strftime("%Y-%m-%dT%H:%M:%SZ") in first
-    assert re.search(r" \ds ago ", first), first
+    assert re.search(r" \d+s ago ", first), first  # seconds: more than 9 on a loaded machine
     assert second.split()[:2] == ["worker-2", "stale"]
-    assert "10m0" in second  # seen 10m0Xs ago
+    assert re.search(r" 10m\d\ds ago ", second), second  # 10 minutes and the test's time
 
     assert as_json.returncode == 0, as_json.stderr
     listed = json.loads(as_json.stdout)
