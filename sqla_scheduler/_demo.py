@@ -39,6 +39,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from sqla_scheduler import migrate
+from sqla_scheduler._dialects import sync_url
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.context import ExecutionContext
@@ -509,7 +510,7 @@ def _live_view(
 def _database(database_url: str | None) -> tuple[str | URL, str]:
     """The URL to run on, and how to say where that is."""
     if database_url is not None:
-        url = migrate.sync_url(database_url)
+        url = sync_url(database_url)
         return url, url.render_as_string(hide_password=True)
     path = os.path.join(tempfile.mkdtemp(prefix="sqla-scheduler-demo-"), "demo.db")
     return f"sqlite:///{path}", f"sqlite:///{path}"

@@ -16,15 +16,23 @@ from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import URL, Connection, Table, make_url
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 
-__all__ = ["Backend", "backend_for", "notice_of_later", "notify_channel", "read_notice"]
+__all__ = [
+    "Backend",
+    "backend_for",
+    "notice_of_later",
+    "notify_channel",
+    "read_notice",
+    "sync_url",
+]
 
 T = TypeVar("T")
 
 _MIN_SQLITE = (3, 35, 0)
+_ASYNC_TO_SYNC = {"aiosqlite": "pysqlite", "asyncpg": "psycopg", "psycopg_async": "psycopg"}
 _MAX_CHANNEL = 63  # PostgreSQL identifiers (and so channel names) are at most 63 bytes
 
 
@@ -144,3 +152,13 @@ def read_notice(payload: str) -> tuple[str, datetime | None]:
             if isinstance(task, str) and at.tzinfo is not None:
                 return task, at
     return payload, None
+
+
+def sync_url(url: str | URL) -> URL:
+    """``url`` with an async driver swapped for its sync counterpart (migrations and one-off
+    reads are sync)."""
+    parsed = make_url(url)
+    driver = parsed.get_driver_name()
+    if driver in _ASYNC_TO_SYNC:
+        parsed = parsed.set(drivername=f"{parsed.get_backend_name()}+{_ASYNC_TO_SYNC[driver]}")
+    return parsed

@@ -24,7 +24,6 @@ import click
 from sqlalchemy import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
-from sqla_scheduler import migrate
 from sqla_scheduler.exceptions import ConfigurationError, MissingTableError
 
 if TYPE_CHECKING:
@@ -160,6 +159,8 @@ def db() -> None:
 @click.argument("revision", default="heads")
 def db_upgrade(url: str, revision: str) -> None:
     """Upgrade the scheduler's table to REVISION (default: heads), creating it if needed."""
+    from sqla_scheduler import migrate
+
     with _database_errors(url):
         migrate.upgrade(url, revision)
         click.echo(f"upgraded to {', '.join(migrate.current(url)) or 'base'}")
@@ -170,6 +171,8 @@ def db_upgrade(url: str, revision: str) -> None:
 @click.argument("revision")
 def db_downgrade(url: str, revision: str) -> None:
     """Downgrade the scheduler's table to REVISION ("base" drops it)."""
+    from sqla_scheduler import migrate
+
     with _database_errors(url):
         migrate.downgrade(url, revision)
         click.echo(f"downgraded to {', '.join(migrate.current(url)) or 'base'}")
@@ -179,6 +182,8 @@ def db_downgrade(url: str, revision: str) -> None:
 @_url_option
 def db_current(url: str) -> None:
     """Show the revision the scheduler's table is at ("base": not created)."""
+    from sqla_scheduler import migrate
+
     with _database_errors(url):
         revisions = migrate.current(url)
     heads = set(migrate.heads())

@@ -73,7 +73,7 @@ def connected(
     without an error.
     """
     from sqla_scheduler import _store
-    from sqla_scheduler.migrate import sync_url
+    from sqla_scheduler._dialects import sync_url
     from sqla_scheduler.scheduler import Scheduler
 
     if url is None:

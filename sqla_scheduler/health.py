@@ -33,6 +33,7 @@ from sqlalchemy import Connection, Engine, create_engine
 from sqlalchemy.engine import URL
 
 from sqla_scheduler import _node_store, _store, migrate
+from sqla_scheduler._dialects import sync_url
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._node import ALIVE_INTERVALS, Node, database_now
 from sqla_scheduler.models import metadata, nodes_table, table_for
@@ -88,7 +89,7 @@ def check(
     if isinstance(url, Engine):
         engine, owned = url, False
     else:
-        engine, owned = create_engine(migrate.sync_url(url)), True
+        engine, owned = create_engine(sync_url(url)), True
     table = table_for()
     try:
         _store.check_sqlite_file(engine.url, table)

@@ -17,9 +17,10 @@ from alembic.config import Config
 from alembic.runtime.environment import EnvironmentContext
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, create_engine, make_url
+from sqlalchemy import Connection, Engine, create_engine
 from sqlalchemy.engine import URL
 
+from sqla_scheduler._dialects import sync_url
 from sqla_scheduler.models import metadata
 
 __all__ = ["VERSION_TABLE", "current", "downgrade", "heads", "upgrade"]
@@ -28,7 +29,6 @@ VERSION_TABLE = "sqla_scheduler_alembic_version"
 """The version table used by these functions and ``sqla-scheduler db``."""
 
 _SCRIPT_LOCATION = "sqla_scheduler:migrations"
-_ASYNC_TO_SYNC = {"aiosqlite": "pysqlite", "asyncpg": "psycopg", "psycopg_async": "psycopg"}
 
 
 def _config() -> Config:
@@ -45,15 +45,6 @@ def script_directory() -> ScriptDirectory:
 def heads() -> tuple[str, ...]:
     """The head revision(s) the package ships."""
     return tuple(script_directory().get_heads())
-
-
-def sync_url(url: str | URL) -> URL:
-    """``url`` with an async driver swapped for its sync counterpart (migrations are sync)."""
-    parsed = make_url(url)
-    driver = parsed.get_driver_name()
-    if driver in _ASYNC_TO_SYNC:
-        parsed = parsed.set(drivername=f"{parsed.get_backend_name()}+{_ASYNC_TO_SYNC[driver]}")
-    return parsed
 
 
 @contextmanager

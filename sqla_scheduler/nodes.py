@@ -51,8 +51,8 @@ def list_nodes(
     the file created). Database failures raise SQLAlchemy's own errors.
     """
     from sqla_scheduler import _node_store, _store
+    from sqla_scheduler._dialects import sync_url
     from sqla_scheduler._node import database_now
-    from sqla_scheduler.migrate import sync_url
     from sqla_scheduler.models import nodes_table, table_for
 
     if node_heartbeat_interval <= timedelta(0):

@@ -94,7 +94,7 @@ class ScheduledExecutions:
     """
 
     def __init__(self, scheduler: Scheduler) -> None:
-        from sqla_scheduler.migrate import sync_url
+        from sqla_scheduler._dialects import sync_url
 
         self.scheduler = scheduler
         engine = scheduler.engine

@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engin
 from sqlalchemy.orm import Session
 
 from sqla_scheduler import Clock, Scheduler, SchedulerConfig, migrate
+from sqla_scheduler._dialects import sync_url
 from sqla_scheduler._runner import Runner
 from sqla_scheduler.models import table_for
 from tests._postgres import PostgresCluster
@@ -176,7 +177,7 @@ class Harness:
     def __init__(self, mode: str, url: str) -> None:
         self.mode = mode
         self.url = url
-        self.sync_engine: Engine = create_engine(migrate.sync_url(url))
+        self.sync_engine: Engine = create_engine(sync_url(url))
         self.engine: Engine | AsyncEngine = (
             create_async_engine(url) if mode == "async" else create_engine(url)
         )

@@ -19,9 +19,9 @@ from sqla_scheduler.exceptions import TaskDefinitionError, UnknownTaskError
 def test_all_is_sorted_and_complete() -> None:
     public = {
         name
-        for name, value in vars(sqla_scheduler).items()
+        for name in dir(sqla_scheduler)
         if not name.startswith("_")
-        and not isinstance(value, type(sqla_scheduler))  # submodules are not exports
+        and not isinstance(getattr(sqla_scheduler, name), type(sqla_scheduler))  # submodules
     }
     assert len(set(sqla_scheduler.__all__)) == len(sqla_scheduler.__all__)  # ruff keeps it sorted
     assert set(sqla_scheduler.__all__) - {"__version__"} == public
@@ -88,3 +88,28 @@ def test_the_core_imports_no_optional_integration() -> None:
         " for m in sys.modules), sorted(sys.modules)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_importing_the_package_imports_only_what_is_used() -> None:
+    """``import sqla_scheduler`` loads no SQLAlchemy, and ``sqla-scheduler --help`` no Alembic,
+    no ORM and no runner: each process the command line starts pays for what it runs."""
+    code = (
+        "import sys, sqla_scheduler\n"
+        "assert 'sqlalchemy' not in sys.modules, sorted(sys.modules)\n"
+        "from sqla_scheduler import ManualClock, Scheduler\n"
+        "assert sqla_scheduler.Scheduler is Scheduler\n"
+        "assert 'sqla_scheduler.scheduler' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    help_code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from sqla_scheduler.cli import cli\n"
+        "assert CliRunner().invoke(cli, ['--help']).exit_code == 0\n"
+        "loaded = {m.split('.')[0] for m in sys.modules} | set(sys.modules)\n"
+        "heavy = {'alembic', 'sqlalchemy.orm', 'anyio', 'croniter', 'sqla_scheduler.scheduler'}\n"
+        "assert not heavy & loaded, sorted(heavy & loaded)\n"
+    )
+    subprocess.run([sys.executable, "-c", help_code], check=True, timeout=60)
+    with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
+        sqla_scheduler.Nope  # noqa: B018
