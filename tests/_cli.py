@@ -3,6 +3,11 @@
 Plain module, like ``_postgres``. The console script next to ``sys.executable`` belongs to
 whichever checkout was installed; ``PYTHONPATH`` puts this one first, so both ways of
 running the command (the script and ``python -m sqla_scheduler``) run the code under test.
+
+A process costs most of a second of CPU to start, so a test about what a command reads or
+prints runs it with [`invoke`][], in this process; a test about the process itself (its
+exit status and stderr from the shell's side, signals, ``--app`` modules read at import,
+the two invocations) runs it with [`run`][].
 """
 
 from __future__ import annotations
@@ -10,7 +15,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+
+from click.testing import CliRunner
+
+from sqla_scheduler.cli import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,6 +69,31 @@ def run(
             proc.kill()
             proc.communicate()
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def invoke(*args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``sqla-scheduler ARGS`` in this process, as [`run`][] would in its own.
+
+    ``env`` is the whole environment, as for [`run`][] (default: [`cli_env`][]): variables
+    it leaves out are unset for the command's duration. Exceptions the command does not
+    turn into an exit status propagate, where a process would print a traceback.
+    """
+    wanted = env if env is not None else cli_env()
+    changes: dict[str, str | None] = {k: v for k, v in wanted.items() if os.environ.get(k) != v}
+    changes |= {k: None for k in os.environ if k not in wanted}
+    result = CliRunner().invoke(
+        cli, list(args), env=changes, catch_exceptions=False, prog_name="sqla-scheduler"
+    )
+    return subprocess.CompletedProcess(
+        ["sqla-scheduler", *args], result.exit_code, result.stdout, result.stderr
+    )
+
+
+def invoke_all(
+    *commands: tuple[str, ...], env: Mapping[str, str] | None = None
+) -> list[subprocess.CompletedProcess[str]]:
+    """[`invoke`][] each command in turn."""
+    return [invoke(*args, env=env) for args in commands]
 
 
 def run_all(

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import create_engine
 
 from sqla_scheduler import Scheduler, migrate, one_time, recurring
-from tests._cli import cli_env, one_error_line, run
+from tests._cli import cli_env, invoke, one_error_line
 
 LATER = datetime.now(timezone.utc) + timedelta(days=1)
 
@@ -40,28 +40,28 @@ def _client(url: str) -> Any:
 
 def test_pause_and_resume(url: str) -> None:
     env = cli_env(DATABASE_URL=url)
-    done = run("pause", "mail", env=env)
+    done = invoke("pause", "mail", env=env)
     assert (done.returncode, done.stdout) == (0, "paused mail\n"), done.stderr
-    again = run("pause", "mail", env=env)
+    again = invoke("pause", "mail", env=env)
     assert (again.returncode, again.stdout) == (0, "mail was paused already\n")
     client = _client(url)
     assert client.paused_tasks(client.engine) == frozenset({"mail"})
-    done = run("resume", "mail", "--url", url)
+    done = invoke("resume", "mail", "--url", url)
     assert (done.returncode, done.stdout) == (0, "resumed mail\n"), done.stderr
-    assert run("resume", "mail", "--url", url).stdout == "mail was not paused\n"
+    assert invoke("resume", "mail", "--url", url).stdout == "mail was not paused\n"
     assert client.paused_tasks(client.engine) == frozenset()
     client.engine.dispose()
 
 
 def test_run_now(url: str) -> None:
-    done = run("run-now", "mail", "m1", "--url", url)
+    done = invoke("run-now", "mail", "m1", "--url", url)
     assert (done.returncode, done.stdout) == (0, "mail/m1 is due now\n"), done.stderr
     client = _client(url)
     execution = client.get_execution(client.engine, "mail", "m1")
     client.engine.dispose()
     assert execution is not None
     assert execution.execution_time < LATER - timedelta(hours=23)
-    missing = run("run-now", "hourly", "--url", url)  # its row is not registered yet
+    missing = invoke("run-now", "hourly", "--url", url)  # its row is not registered yet
     assert missing.returncode == 1
     assert one_error_line(missing.stderr) == (
         "sqla-scheduler: no execution hourly/recurring that is not running: nothing was changed"
@@ -69,6 +69,6 @@ def test_run_now(url: str) -> None:
 
 
 def test_bad_task_names_are_usage_errors(url: str) -> None:
-    done = run("pause", "x" * 101, "--url", url)
+    done = invoke("pause", "x" * 101, "--url", url)
     assert done.returncode == 2
     assert "task name" in one_error_line(done.stderr)

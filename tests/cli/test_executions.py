@@ -14,7 +14,7 @@ from sqlalchemy import Engine, create_engine, text, update
 
 from sqla_scheduler import Execution, MissingTableError, Scheduler, migrate, one_time
 from sqla_scheduler.executions import list_executions
-from tests._cli import INVOCATIONS, cli_env, one_error_line, run, run_all
+from tests._cli import INVOCATIONS, cli_env, invoke, one_error_line, run
 
 NOW = datetime.now(timezone.utc).replace(microsecond=0)
 LATER = NOW + timedelta(days=1)  # still ahead however long the test session runs
@@ -128,7 +128,7 @@ def test_lists_executions_as_a_table(url: str, invocation: str) -> None:
 
 
 def test_lists_executions_as_json(seeded: Seeded) -> None:
-    done = run("executions", "--url", seeded.url, "--json")
+    done = invoke("executions", "--url", seeded.url, "--json")
     assert done.returncode == 0, done.stderr
     listed = {e["instance_id"]: e for e in json.loads(done.stdout)}
     assert set(listed) == {"welcome-1", "reminder-1", "order-7", "order-8", "legacy-1"}
@@ -159,11 +159,11 @@ def test_filters_by_state_task_and_limit(url: str) -> None:
         "task": ("--task", "send-email"),
         "limit": ("--limit", "1"),
     }
-    runs = run_all(
-        *[("executions", "--url", url, "--json", *args) for args in filters.values()],
-        ("executions", "--url", url, "--limit", "2"),
-        ("executions", "--url", url, "--task", "no-such-task"),
-    )
+    runs = [
+        *[invoke("executions", "--url", url, "--json", *args) for args in filters.values()],
+        invoke("executions", "--url", url, "--limit", "2"),
+        invoke("executions", "--url", url, "--task", "no-such-task"),
+    ]
     assert all(done.returncode == 0 for done in runs), [done.stderr for done in runs]
     listed = {
         name: sorted(e["instance_id"] for e in json.loads(done.stdout))
@@ -195,7 +195,7 @@ def test_app_tells_orphans(url: str) -> None:
     assert orphans.returncode == 0, orphans.stderr
     assert list(_rows(orphans.stdout)) == ["legacy-1"]
 
-    refused = run("executions", "--url", url, "--state", "orphaned")
+    refused = invoke("executions", "--url", url, "--state", "orphaned")
     assert refused.returncode == 2
     assert "--state orphaned needs --app MODULE:ATTR" in one_error_line(refused.stderr)
 
@@ -273,7 +273,7 @@ def test_a_row_no_scheduler_can_read_is_left_out(seeded: Seeded) -> None:
             )
     finally:
         engine.dispose()
-    done = run("executions", "--url", seeded.url, "--json")
+    done = invoke("executions", "--url", seeded.url, "--json")
     assert done.returncode == 0, done.stderr
     listed = {e["instance_id"] for e in json.loads(done.stdout)}
     assert listed == {"reminder-1", "order-7", "order-8", "legacy-1"}

@@ -11,7 +11,7 @@ from sqlalchemy import Engine, column, create_engine, table, update
 
 from sqla_scheduler import MissingTableError, metadata, migrate
 from sqla_scheduler.health import Health, check
-from tests._cli import INVOCATIONS, cli_env, one_error_line, run, run_all
+from tests._cli import INVOCATIONS, cli_env, invoke, one_error_line, run
 from tests._postgres import PostgresCluster
 
 HEAD = migrate.heads()[0]
@@ -65,13 +65,9 @@ def test_health_exits_0_at_head_and_1_otherwise(new_database: Callable[[], str])
         new_database(),
         lambda e: (metadata.create_all(e), next(i for i in index if "due" in str(i.name)).drop(e)),
     )
-    ok, behind_run, empty_run, unreachable_run, create_all_run, index_run = run_all(
-        ("health", "--url", at_head),
-        ("health", "--url", behind),
-        ("health", "--url", empty),
-        ("health", "--url", UNREACHABLE),
-        ("health", "--url", made_by_create_all),
-        ("health", "--url", missing_an_index),
+    ok, behind_run, empty_run, unreachable_run, create_all_run, index_run = (
+        invoke("health", "--url", url)
+        for url in (at_head, behind, empty, UNREACHABLE, made_by_create_all, missing_an_index)
     )
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout == f"the schema is at the head revision {HEAD} ({migrate.VERSION_TABLE})\n"
@@ -105,7 +101,7 @@ def test_health_reads_database_url(invocation: str, pg_url: str) -> None:
 
 def test_health_of_a_sqlite_file_that_is_not_there_creates_none(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere.db"
-    done = run("health", "--url", f"sqlite:///{missing}")
+    done = invoke("health", "--url", f"sqlite:///{missing}")
     assert done.returncode == 1
     assert "nowhere.db' does not exist" in one_error_line(done.stderr)
     assert not missing.exists()

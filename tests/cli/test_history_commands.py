@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import create_engine
 
 from sqla_scheduler import ManualClock, Scheduler, SchedulerConfig, migrate, one_time
-from tests._cli import cli_env, one_error_line, run
+from tests._cli import cli_env, invoke, one_error_line
 
 NOW = datetime.now(timezone.utc).replace(microsecond=0)
 
@@ -56,7 +56,7 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def test_lists_entries_newest_first_as_a_table(url: str) -> None:
-    done = run("history", env=cli_env(DATABASE_URL=url))
+    done = invoke("history", env=cli_env(DATABASE_URL=url))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
     assert lines[0].split()[:5] == ["id", "task", "instance", "outcome", "finished"]
@@ -74,7 +74,7 @@ def test_lists_entries_newest_first_as_a_table(url: str) -> None:
 
 
 def test_filters_and_json(url: str) -> None:
-    done = run("history", "--url", url, "--outcome", "abandoned", "--json")
+    done = invoke("history", "--url", url, "--outcome", "abandoned", "--json")
     assert done.returncode == 0, done.stderr
     (entry,) = json.loads(done.stdout)
     assert (entry["task_name"], entry["instance_id"], entry["data"]) == (
@@ -85,37 +85,39 @@ def test_filters_and_json(url: str) -> None:
     assert entry["error"].startswith("RuntimeError: card [bold]declined[/bold] for c1\n")
     assert entry["duration_seconds"] == 0.0
     assert entry["payload_version"] == 1
-    by_task = json.loads(run("history", "--url", url, "--task", "refund", "--json").stdout)
+    by_task = json.loads(invoke("history", "--url", url, "--task", "refund", "--json").stdout)
     assert {e["instance_id"] for e in by_task} == {"c2", "old"}
-    recent = json.loads(run("history", "--url", url, "--since", "1h", "--json").stdout)
+    recent = json.loads(invoke("history", "--url", url, "--since", "1h", "--json").stdout)
     assert {e["instance_id"] for e in recent} == {"c1", "c2"}
     since = (NOW - timedelta(hours=1)).replace(tzinfo=None).isoformat()
-    assert json.loads(run("history", "--url", url, "--since", since, "--json").stdout) == recent
-    one = run("history", "--url", url, "--instance", "c2", "--limit", "1")
+    assert json.loads(invoke("history", "--url", url, "--since", since, "--json").stdout) == recent
+    one = invoke("history", "--url", url, "--instance", "c2", "--limit", "1")
     assert one.returncode == 0
     assert "only the newest 1 are shown" in one.stderr
 
 
 def test_bad_filters_are_usage_errors(url: str) -> None:
-    done = run("history", "--url", url, "--since", "last tuesday")
+    done = invoke("history", "--url", url, "--since", "last tuesday")
     assert done.returncode == 2
     assert one_error_line(done.stderr) == (
         "sqla-scheduler: --since: 'last tuesday' is neither a duration such as 1h nor an ISO "
         "date and time"
     )
-    assert run("history", "--url", url, "--outcome", "lost").returncode == 2
+    assert invoke("history", "--url", url, "--outcome", "lost").returncode == 2
 
 
 def test_requeue_runs_an_abandoned_execution_again(url: str) -> None:
-    (entry,) = json.loads(run("history", "--url", url, "--outcome", "abandoned", "--json").stdout)
-    done = run("requeue", str(entry["id"]), "--url", url)
+    (entry,) = json.loads(
+        invoke("history", "--url", url, "--outcome", "abandoned", "--json").stdout
+    )
+    done = invoke("requeue", str(entry["id"]), "--url", url)
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"requeued charge/c1 (history entry {entry['id']})\n"
-    listed = json.loads(run("executions", "--url", url, "--json").stdout)
+    listed = json.loads(invoke("executions", "--url", url, "--json").stdout)
     c1 = next(e for e in listed if e["instance_id"] == "c1")
     assert (c1["data"], c1["consecutive_failures"]) == ({"cents": 2599}, 0)
 
-    again = run("requeue", str(entry["id"]), "--url", url)
+    again = invoke("requeue", str(entry["id"]), "--url", url)
     assert again.returncode == 1
     assert one_error_line(again.stderr) == (
         "sqla-scheduler: an execution charge/c1 is already scheduled; cancel it first to "
@@ -124,17 +126,17 @@ def test_requeue_runs_an_abandoned_execution_again(url: str) -> None:
 
 
 def test_requeue_says_why_it_cannot(url: str) -> None:
-    failed = json.loads(run("history", "--url", url, "--outcome", "failed", "--json").stdout)
-    done = run("requeue", str(failed[0]["id"]), "--url", url)
+    failed = json.loads(invoke("history", "--url", url, "--outcome", "failed", "--json").stdout)
+    done = invoke("requeue", str(failed[0]["id"]), "--url", url)
     assert done.returncode == 1
     assert "is failed: only abandoned and undecodable entries" in one_error_line(done.stderr)
-    missing = run("requeue", "999999", "--url", url)
+    missing = invoke("requeue", "999999", "--url", url)
     assert missing.returncode == 1
     assert one_error_line(missing.stderr) == "sqla-scheduler: there is no history entry 999999"
-    assert run("requeue", "zero", "--url", url).returncode == 2
+    assert invoke("requeue", "zero", "--url", url).returncode == 2
 
 
 def test_without_a_database_it_says_how_to_give_one() -> None:
-    done = run("history", env=cli_env())
+    done = invoke("history", env=cli_env())
     assert done.returncode == 2
     assert "no database: give --url URL, set DATABASE_URL" in done.stderr

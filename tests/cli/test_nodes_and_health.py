@@ -15,7 +15,7 @@ from sqla_scheduler import MissingTableError, Node, migrate
 from sqla_scheduler.health import check
 from sqla_scheduler.models import nodes_table, table_for
 from sqla_scheduler.nodes import list_nodes
-from tests._cli import cli_env, one_error_line, run, run_all
+from tests._cli import cli_env, invoke, invoke_all, one_error_line
 
 #: The revision before the one that made the nodes table.
 BEFORE_NODES = "626b08d7d8ec"
@@ -58,7 +58,7 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 def test_nodes_lists_each_node_alive_or_stale(url: str) -> None:
     started = seed(url)
-    table, as_json, patient = run_all(
+    table, as_json, patient = invoke_all(
         ("nodes", "--url", url),
         ("nodes", "--url", url, "--json"),
         ("nodes", "--url", url, "--node-heartbeat-interval", "5m"),
@@ -92,14 +92,14 @@ def test_nodes_lists_each_node_alive_or_stale(url: str) -> None:
 
 
 def test_nodes_with_none_recorded_reads_database_url(url: str) -> None:
-    done = run("nodes", env=cli_env(DATABASE_URL=url))
+    done = invoke("nodes", env=cli_env(DATABASE_URL=url))
     assert done.returncode == 0, done.stderr
     assert done.stdout == "no nodes\n"
 
 
 def test_health_with_name_requires_that_node_alive(url: str) -> None:
     seed(url)
-    alive, stale, missing, bad_interval = run_all(
+    alive, stale, missing, bad_interval = invoke_all(
         ("health", "--url", url, "--name", "worker-1"),
         ("health", "--url", url, "--name", "worker-2"),
         ("health", "--url", url, "--name", "worker-9"),
@@ -130,7 +130,7 @@ def test_health_with_name_requires_that_node_alive(url: str) -> None:
 
     # The interval the schedulers run with, from their environment variable.
     patient = cli_env(SQLA_SCHEDULER_NODE_HEARTBEAT_INTERVAL="5m")
-    by_env = run("health", "--url", url, "--name", "worker-2", env=patient)
+    by_env = invoke("health", "--url", url, "--name", "worker-2", env=patient)
     assert by_env.returncode == 0, by_env.stderr
     assert "scheduler 'worker-2' was last seen 10m" in by_env.stdout
 
@@ -158,7 +158,7 @@ def test_a_schema_without_the_nodes_table(tmp_path: Path) -> None:
     migrate.upgrade(url, BEFORE_NODES)
     with pytest.raises(MissingTableError, match="'scheduled_tasks_nodes' does not exist"):
         list_nodes(url)
-    nodes, health = run_all(("nodes", "--url", url), ("health", "--url", url, "--name", "w"))
+    nodes, health = invoke_all(("nodes", "--url", url), ("health", "--url", url, "--name", "w"))
     assert nodes.returncode == 1
     assert "the table 'scheduled_tasks_nodes' does not exist" in one_error_line(nodes.stderr)
     assert health.returncode == 1  # the schema is behind: that is the reason given
