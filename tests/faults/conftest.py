@@ -36,6 +36,10 @@ __all__ = ["app_db", "backend", "db_url", "workers"]
 #: they run (a window of 600 ms made the kill tests flaky under that load).
 FAST = {"HEARTBEAT_MS": 250, "MISSED_LIMIT": 6, "POLL_MS": 100}
 
+#: ``SQLA_SCHEDULER_SOAK=1``: the fault tests run longer than the suite can afford (more
+#: executions killed for longer, more generated runs of the state machine).
+SOAK = os.environ.get("SQLA_SCHEDULER_SOAK") == "1"
+
 
 def schedule(url: str, app_db: Engine, task: str, ids: Iterable[str], **kwargs: Any) -> int:
     """Schedule ``task`` instances ``ids`` (due now) from a client scheduler."""

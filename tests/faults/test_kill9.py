@@ -3,18 +3,23 @@ that run again are those that were in flight in a killed process."""
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
 from sqlalchemy import Engine
 
 from tests.concurrency.conftest import Workers, wait_until
-from tests.faults.conftest import FAST, check_fault_runs, kill_repeatedly, remaining, schedule
+from tests.faults.conftest import (
+    FAST,
+    SOAK,
+    check_fault_runs,
+    kill_repeatedly,
+    remaining,
+    schedule,
+)
 
-#: SQLA_SCHEDULER_SOAK=1 runs the soak: 10,000 executions killed for a minute (about two
-#: minutes on a 2-core box); the suite runs 2,000, killed for at most 15 s.
-SOAK = os.environ.get("SQLA_SCHEDULER_SOAK") == "1"
+#: The soak runs 10,000 executions killed for a minute (about two minutes on a 2-core
+#: box); the suite runs 2,000, killed for at most 15 s.
 EXECUTIONS = 10_000 if SOAK else 2_000
 WORKERS = 3
 #: Keep killing for this long (or until the queue is empty).

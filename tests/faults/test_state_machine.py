@@ -31,6 +31,7 @@ from sqla_scheduler.executions import Execution
 from sqla_scheduler.models import history_table, table_for
 from sqla_scheduler.tasks import KEEP, TaskInstance
 from tests.conftest import sqlite_file_url
+from tests.faults.conftest import SOAK
 
 T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
 TABLE = table_for()
@@ -38,6 +39,9 @@ HISTORY = history_table(TABLE)
 OUTCOME = {"remove": "succeeded", "succeed": "succeeded", "fail": "failed", "release": None}
 IDS = [f"i{n}" for n in range(5)]
 PICKERS = ["A", "B"]
+#: Generated runs: half of Hypothesis's default in the suite, where it is the slowest
+#: in-process test; ten times that in the soak.
+RUNS = 500 if SOAK else 50
 STATE = ("execution_time", "picked", "picked_by", "consecutive_failures", "task_data")
 
 
@@ -209,7 +213,8 @@ class TableMachine(RuleBasedStateMachine):
 def test_the_table_follows_the_state_machine(
     backend: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    """Slow by nature: 100 generated runs of up to 40 steps each against a real database."""
+    """Slow by nature: generated runs of up to 40 steps each against a real database (50 in
+    the suite, 500 in the soak)."""
     url = (
         request.getfixturevalue("pg_url")
         if backend == "postgresql"
@@ -221,7 +226,7 @@ def test_the_table_follows_the_state_machine(
         run_state_machine_as_test(
             TableMachine,
             settings=settings(
-                max_examples=100,
+                max_examples=RUNS,
                 stateful_step_count=40,
                 deadline=None,
                 suppress_health_check=[HealthCheck.too_slow],
