@@ -287,7 +287,7 @@ def check_sqla_scheduler(args: list[str], env: dict[str, str], database: str) ->
         return
     # the page's database URL (a placeholder, or PostgreSQL) becomes the SQLite file
     args = [database if n and args[n - 1] == "--url" else arg for n, arg in enumerate(args)]
-    run = _cli.run(*args, env=cli_env(DATABASE_URL=database))
+    run = _cli.invoke(*args, env=cli_env(DATABASE_URL=database))
     assert run.returncode == 0, f"sqla-scheduler {shlex.join(args)}:\n{run.stdout}\n{run.stderr}"
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sqla_scheduler import migrate
-from tests._cli import cli_env, one_error_line, run, run_all, start
+from tests._cli import cli_env, invoke, invoke_all, one_error_line, run, start
 from tests._postgres import PostgresCluster
 
 UNREACHABLE = "postgresql+psycopg://nobody@127.0.0.1:1/none"
@@ -21,8 +21,10 @@ APP = "tests.cli.app:scheduler"
 
 @pytest.mark.slow
 def test_failures_exit_with_one_line(pg_cluster: PostgresCluster, tmp_path: Path) -> None:
-    """Slow by nature: 20 real processes of the command line, most of a second of CPU each
-    to start: the exit status and the one line on stderr are the process's own."""
+    """Slow by nature: the commands that load an application (``--app``, ``worker``,
+    ``admin``) or start a demo run as a dozen real processes, each most of a second of CPU
+    to start, which also shows that the exit status and the one line on stderr are the
+    process's own. The other commands run in this process."""
     not_migrated = pg_cluster.url("postgres")  # reachable, but without the table
     missing_file = tmp_path / "nowhere.db"
     cases: list[tuple[tuple[str, ...], dict[str, str], int, str]] = [
@@ -75,9 +77,17 @@ def test_failures_exit_with_one_line(pg_cluster: PostgresCluster, tmp_path: Path
         (("executions",), {}, 2, "no database: give --url URL, set DATABASE_URL"),
         (("executions", "--url", "sqlite://", "--state", "orphaned"), {}, 2, "needs --app"),
     ]
+    in_process = [case for case in cases if not _needs_a_process(case[0])]
+    for args, env, code, text in in_process:
+        done = invoke(*args, env=cli_env(**env))
+        assert done.returncode == code, (args, done.stderr)
+        assert text in one_error_line(done.stderr), (args, done.stderr)
     procs = [
-        (args, start(*args, env=cli_env(**env)), code, text) for args, env, code, text in cases
+        (args, start(*args, env=cli_env(**env)), code, text)
+        for args, env, code, text in cases
+        if _needs_a_process(args)
     ]
+    assert len(procs) >= 8
     try:
         for args, proc, code, text in procs:
             _out, err = proc.communicate(timeout=60)
@@ -91,8 +101,14 @@ def test_failures_exit_with_one_line(pg_cluster: PostgresCluster, tmp_path: Path
     assert not missing_file.exists()
 
 
+def _needs_a_process(args: tuple[str, ...]) -> bool:
+    """The command imports an application (which reads DATABASE_URL as it is imported, once
+    per process), or runs a worker, an admin server or the demo."""
+    return args[0] in {"worker", "admin", "demo"} or "--app" in args
+
+
 def test_usage_errors_found_by_click_exit_2(tmp_path: Path) -> None:
-    runs = run_all(
+    runs = invoke_all(
         ("executions", "--state", "sideways"),
         ("executions", "--limit", "0"),
         ("demo", "--duration", "0"),
@@ -109,10 +125,10 @@ def test_usage_errors_found_by_click_exit_2(tmp_path: Path) -> None:
 def test_database_url_is_read_when_no_url_is_given(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'app.db'}"
     env = cli_env(DATABASE_URL=url)
-    upgraded = run("db", "upgrade", env=env)
+    upgraded = invoke("db", "upgrade", env=env)
     assert upgraded.returncode == 0, upgraded.stderr
     assert migrate.current(url) == migrate.heads()
-    listed = run("executions", env=env)
+    listed = invoke("executions", env=env)
     assert (listed.returncode, listed.stdout.strip()) == (0, "no executions")
 
 
