@@ -7,7 +7,7 @@ from importlib.metadata import version
 import pytest
 
 import sqla_scheduler
-from tests._cli import INVOCATIONS, run, run_all
+from tests._cli import INVOCATIONS, invoke_all, run
 
 HELP = {
     (): [
@@ -50,7 +50,7 @@ HELP = {
 
 
 def test_every_command_explains_itself() -> None:
-    runs = run_all(*[(*command, "--help") for command in HELP])
+    runs = invoke_all(*[(*command, "--help") for command in HELP])
     for (command, expected), done in zip(HELP.items(), runs, strict=True):
         assert done.returncode == 0, (command, done.stderr)
         text = " ".join(done.stdout.split())  # click wraps the help text

@@ -6,8 +6,10 @@ It logs to stderr with each line's pid, so the test can count the schedulers tha
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
+import signal
 from datetime import timedelta
 
 from flask import Flask
@@ -22,6 +24,10 @@ log = logging.getLogger("flask_served")
 @one_time("record", payload_type=str)
 def record(ctx: ExecutionContext[str]) -> None:
     log.info("ran %s", ctx.payload)
+
+
+#: A test that sees this process hang sends SIGUSR1: every thread's stack goes to the log.
+faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 def create_app() -> Flask:

@@ -121,6 +121,16 @@ def wait_until_serving(port: int, proc: subprocess.Popen[bytes], log: Path) -> N
             time.sleep(0.05)
 
 
+def wait_or_dump(proc: subprocess.Popen[bytes], pid: int, log: Path) -> None:
+    """Wait for ``proc`` to exit; if it hangs, fail with the stacks of ``pid``'s threads."""
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.kill(pid, signal.SIGUSR1)  # flask_served's faulthandler writes the stacks
+        wait_for_line(r"^Thread 0x", log, proc)
+        pytest.fail(f"pid {pid} did not exit within 30 s of SIGINT:\n{log.read_text()}")
+
+
 def wait_for_line(pattern: str, log: Path, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 30
     while not re.search(pattern, log.read_text(), re.MULTILINE):
@@ -167,7 +177,7 @@ def test_flask_run_starts_one_scheduler_in_the_serving_process(
         # Ctrl-C in the serving process: it exits normally and atexit stops the loop (the
         # reloader's parent then exits with its child)
         os.kill(server_pid, signal.SIGINT)
-        proc.wait(timeout=30)
+        wait_or_dump(proc, server_pid, log)
     finally:
         stop_group(proc)
     output = log.read_text()
