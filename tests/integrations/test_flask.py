@@ -64,7 +64,20 @@ def flask(*args: str, url: str, log: Path) -> subprocess.Popen[bytes]:
 
 
 def python_m(module: str, *args: str, url: str, log: Path) -> subprocess.Popen[bytes]:
-    """``python -m MODULE ARGS`` on ``url`` in a new session, output to ``log``."""
+    """``python -m MODULE ARGS`` on ``url`` in a new session, output to ``log``.
+
+    The child's SIGINT is Python's own (KeyboardInterrupt) even where this process runs
+    with SIGINT ignored, as a shell's background job does: a child inherits an ignored
+    signal, and a Flask server that ignores Ctrl-C would never stop.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return _popen(module, *args, url=url, log=log)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _popen(module: str, *args: str, url: str, log: Path) -> subprocess.Popen[bytes]:
     with log.open("wb") as out:
         return subprocess.Popen(
             [sys.executable, "-m", module, *args],
@@ -126,9 +139,11 @@ def wait_or_dump(proc: subprocess.Popen[bytes], pid: int, log: Path) -> None:
     try:
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
+        status = Path(f"/proc/{pid}/status").read_text()
+        signals = [line for line in status.splitlines() if line.startswith(("Sig", "Shd"))]
         os.kill(pid, signal.SIGUSR1)  # flask_served's faulthandler writes the stacks
         wait_for_line(r"^Thread 0x", log, proc)
-        pytest.fail(f"pid {pid} did not exit within 30 s of SIGINT:\n{log.read_text()}")
+        pytest.fail(f"pid {pid} did not exit within 30 s of SIGINT ({signals}):\n{log.read_text()}")
 
 
 def wait_for_line(pattern: str, log: Path, proc: subprocess.Popen[bytes]) -> None:
