@@ -29,6 +29,7 @@ from sqla_scheduler import Clock, Scheduler, SchedulerConfig, migrate
 from sqla_scheduler._dialects import sync_url
 from sqla_scheduler._runner import Runner
 from sqla_scheduler.models import table_for
+from tests._pg_databases import DatabasePool
 from tests._postgres import PostgresCluster
 
 TEMPLATE_DB = "sqla_scheduler_template"
@@ -129,15 +130,20 @@ def pg_template(pg_cluster: PostgresCluster) -> str:
     return TEMPLATE_DB
 
 
+@pytest.fixture(scope="session")
+def pg_databases(pg_cluster: PostgresCluster, pg_template: str) -> DatabasePool:
+    """The template's clones: wiped and reused when a test left the schema alone."""
+    return DatabasePool(pg_cluster, pg_template)
+
+
 @pytest.fixture
-def pg_url(pg_cluster: PostgresCluster, pg_template: str) -> Iterator[str]:
+def pg_url(pg_cluster: PostgresCluster, pg_databases: DatabasePool) -> Iterator[str]:
     """URL of a fresh, migrated database for this test alone."""
-    name = f"t{next(_counter)}"
-    pg_cluster.create_database(name, template=pg_template)
+    name, since = pg_databases.take()
     try:
         yield pg_cluster.url(name)
     finally:
-        pg_cluster.drop_database(name)
+        pg_databases.give_back(name, since)
 
 
 @pytest.fixture(scope="session")
