@@ -50,7 +50,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
@@ -366,22 +366,42 @@ def check_bench(script: str, args: list[str]) -> None:
         assert re.search(rf"{re.escape(option)}\b", shown.stdout), f"{script} has no {option}"
 
 
-def check_pytest(args: list[str]) -> None:
-    """The command's options parse and what it names collects (in one process: ``-n 0``
-    overrides a ``-n`` the command gives)."""
+def check_pytest(args: list[str]) -> Callable[[], None]:
+    """Start collecting what the command names (in one process: ``-n 0`` overrides a ``-n``
+    the command gives); the check that its options parsed and it collected, to call once
+    the block's other commands have started theirs (each is seconds of imports)."""
     collect = [
         *(sys.executable, "-m", "pytest", *args),
-        *("--collect-only", "-p", "no:cacheprovider", "-n", "0"),
+        *("--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0"),
     ]
-    run = subprocess.run(
-        collect, cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=120, check=False
+    proc = subprocess.Popen(
+        collect, cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    assert run.returncode == 0, f"{shlex.join(collect)}:\n{run.stdout}\n{run.stderr}"
+
+    def collected() -> None:
+        try:
+            out, err = proc.communicate(timeout=120)
+        finally:
+            proc.kill()
+        assert proc.returncode == 0, f"{shlex.join(collect)}:\n{out}\n{err}"
+
+    return collected
 
 
-@pytest.mark.parametrize("block", SHELL_BLOCKS, ids=[block.where for block in SHELL_BLOCKS])
+@pytest.mark.parametrize(
+    "block",
+    [
+        pytest.param(block, marks=[pytest.mark.slow] if "python -m pytest" in block.body else [])
+        for block in SHELL_BLOCKS
+    ],
+    ids=[block.where for block in SHELL_BLOCKS],
+)
 def test_docs_shell_commands(block: Block, tmp_path: Path) -> None:
+    """Each command of a shell block parses, and the safe ones run. Slow by nature where the
+    block runs pytest: each command's collection is a pytest process of its own, seconds
+    of imports (they run at once)."""
     database = f"sqlite:///{tmp_path / 'docs.db'}"
+    pending: list[Callable[[], None]] = []
     for env, argv in commands(block):
         if argv[0] == "sqla-scheduler":
             check_sqla_scheduler(argv[1:], env, database)
@@ -396,8 +416,10 @@ def test_docs_shell_commands(block: Block, tmp_path: Path) -> None:
         elif argv[0] == "alembic":
             check_alembic(argv[1:], env)
         elif argv[:3] == ["python", "-m", "pytest"]:
-            check_pytest(argv[3:])
+            pending.append(check_pytest(argv[3:]))
         elif argv[0] == ".venv/bin/python" and argv[1].startswith("bench/"):
             check_bench(argv[1], argv[2:])
         else:
             raise AssertionError(f"{block.where}: no check for `{shlex.join(argv)}`: add one")
+    for collected in pending:
+        collected()

@@ -190,7 +190,9 @@ def _row(engine: Engine, task: str, instance: str) -> Any:
         ).one_or_none()
 
 
+@pytest.mark.slow
 def test_read_only_page_in_a_browser(browser: Browser, pg_url: str, tmp_path: Path) -> None:
+    """Slow by nature: a real Chromium loads and renders each read-only page in turn."""
     now = _now()
     sync_engine = create_engine(pg_url)
     seed(sync_engine, now)

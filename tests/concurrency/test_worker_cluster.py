@@ -8,6 +8,7 @@ import os
 import signal
 import time
 
+import pytest
 from sqlalchemy import Engine, insert
 
 from tests.concurrency.app import build_scheduler, engine_of, one_time_task, release
@@ -18,9 +19,12 @@ from tests.faults.conftest import FAST
 SIZES = {"postgresql": (5_000, 3), "sqlite": (500, 2)}
 
 
+@pytest.mark.slow
 def test_workers_share_executions_each_runs_exactly_once(
     workers: Workers, app_db: Engine, db_url: str, backend: str
 ) -> None:
+    """Slow by nature: real worker processes share thousands of executions (5,000 among
+    three on PostgreSQL, 500 among two on SQLite) until the table is empty."""
     executions, size = SIZES[backend]
     cluster = [workers.start(f"w{i}", CONCURRENCY=10, POLL_MS=100) for i in range(size)]
     workers.wait_started(*cluster)

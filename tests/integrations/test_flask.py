@@ -154,10 +154,13 @@ def wait_for_line(pattern: str, log: Path, proc: subprocess.Popen[bytes]) -> Non
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reload", ["--debug", "--no-debug"])
 def test_flask_run_starts_one_scheduler_in_the_serving_process(
     database: str, tmp_path: Path, reload: str
 ) -> None:
+    """Slow by nature: ``flask run`` in real processes (with ``--debug``, the reloader's
+    parent and the child it serves from), first requests, then Ctrl-C."""
     port = free_port()
     log = tmp_path / "run.log"
     proc = flask("run", reload, "--port", str(port), url=database, log=log)
