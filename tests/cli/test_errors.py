@@ -77,11 +77,7 @@ def test_failures_exit_with_one_line(pg_cluster: PostgresCluster, tmp_path: Path
         (("executions",), {}, 2, "no database: give --url URL, set DATABASE_URL"),
         (("executions", "--url", "sqlite://", "--state", "orphaned"), {}, 2, "needs --app"),
     ]
-    in_process = [case for case in cases if not _needs_a_process(case[0])]
-    for args, env, code, text in in_process:
-        done = invoke(*args, env=cli_env(**env))
-        assert done.returncode == code, (args, done.stderr)
-        assert text in one_error_line(done.stderr), (args, done.stderr)
+    # the processes start first and start up while the other commands run in this one
     procs = [
         (args, start(*args, env=cli_env(**env)), code, text)
         for args, env, code, text in cases
@@ -89,6 +85,11 @@ def test_failures_exit_with_one_line(pg_cluster: PostgresCluster, tmp_path: Path
     ]
     assert len(procs) >= 8
     try:
+        for args, env, code, text in cases:
+            if not _needs_a_process(args):
+                done = invoke(*args, env=cli_env(**env))
+                assert done.returncode == code, (args, done.stderr)
+                assert text in one_error_line(done.stderr), (args, done.stderr)
         for args, proc, code, text in procs:
             _out, err = proc.communicate(timeout=60)
             assert proc.returncode == code, (args, err)
