@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, overload
+from types import CoroutineType
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast, overload
 from weakref import WeakSet
 
 import anyio
@@ -37,11 +38,12 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
-from sqla_scheduler._commit_hooks import note_session, own_commit
+from sqla_scheduler._commit_hooks import note_session, own_commit, refuse_commit
 from sqla_scheduler._dialects import backend_for
 from sqla_scheduler.exceptions import TaskDefinitionError
 
 if TYPE_CHECKING:
+    from sqla_scheduler._execution import TaskInstance
     from sqla_scheduler.context import ExecutionContext
     from sqla_scheduler.tasks import Task
 
@@ -52,9 +54,11 @@ __all__ = [
     "SyncTarget",
     "Target",
     "Transaction",
+    "batch_named",
     "call",
     "check_backend",
     "check_sessions",
+    "named",
 ]
 
 T = TypeVar("T")
@@ -82,6 +86,7 @@ def call(
     fn: Callable[[Connection], T],
     *,
     one_statement: bool = False,
+    writes: str | None = None,
 ) -> T: ...
 @overload
 def call(
@@ -90,6 +95,7 @@ def call(
     fn: Callable[[Connection], T],
     *,
     one_statement: bool = False,
+    writes: str | None = None,
 ) -> Coroutine[Any, Any, T]: ...
 def call(
     target: Target,
@@ -97,6 +103,7 @@ def call(
     fn: Callable[[Connection], T],
     *,
     one_statement: bool = False,
+    writes: str | None = None,
 ) -> T | Coroutine[Any, Any, T]:
     """Run ``fn`` on ``target``'s connection, in ``target``'s transaction if it has one.
 
@@ -105,6 +112,13 @@ def call(
     commits or fails as a whole without BEGIN and COMMIT round trips around it. SQLite has
     no round trips to save, and an application's ``begin`` hook (SQLAlchemy's pysqlite
     recipe emits BEGIN there) would open a transaction that autocommit never ends.
+
+    With an async session or connection the result is a coroutine, and nothing is written
+    until it is awaited. ``writes`` names the public call and what it writes
+    (``"schedule(task 'email', instance 'u1')"``): until the coroutine is awaited, the
+    caller's transaction refuses to commit, saying so (``refuse_commit``), instead of
+    committing the business write without the work, and the warning Python gives for a
+    coroutine never awaited names the call.
     """
     if isinstance(target, Connection):
         return fn(target)
@@ -119,17 +133,59 @@ def call(
         with target.connect() as conn, own_commit(conn), conn.begin():
             return fn(conn)
     if isinstance(target, AsyncConnection):
-        return target.run_sync(fn)
+        return _awaitable(target.sync_connection, partial(target.run_sync, fn), writes)
     if isinstance(target, async_scoped_session):
         target = target()
     if isinstance(target, AsyncSession):
-        return target.run_sync(lambda session: fn(_session_connection(session, table)))
+        run = partial(target.run_sync, lambda session: fn(_session_connection(session, table)))
+        return _awaitable(target.sync_session, run, writes)
     if isinstance(target, AsyncEngine):
         return _in_own_transaction(target, fn, one_statement)
     raise TypeError(
         "expected a Session, Connection, Engine, AsyncSession, AsyncConnection or "
         f"AsyncEngine, got {type(target).__name__}"
     )
+
+
+def named(task_name: str, instance_id: str | None = None) -> str:
+    """``task 'email', instance 'u1'``: what a call's ``writes`` says it is about."""
+    about = f"task {task_name!r}"
+    return about if instance_id is None else f"{about}, instance {instance_id!r}"
+
+
+def batch_named(batch: Sequence[TaskInstance[Any]]) -> str:
+    """``writes`` for a batch: its first instance, and how many there are in all."""
+    if not batch:
+        return "no instances"
+    first = named(batch[0].task_name, batch[0].instance_id)
+    return first if len(batch) == 1 else f"{first} and {len(batch) - 1} more"
+
+
+def _awaitable(
+    owner: Session | Connection | None,
+    run: Callable[[], Coroutine[Any, Any, T]],
+    writes: str | None,
+) -> Coroutine[Any, Any, T]:
+    """``run()`` as a coroutine whose caller's transaction (``owner``'s) refuses to commit
+    until it is awaited, when the call ``writes``."""
+    release = None
+    if writes is not None and owner is not None:
+        release = refuse_commit(
+            owner,
+            f"the transaction was about to commit without {writes}: with an AsyncSession or "
+            f"AsyncConnection, scheduler.{writes.partition('(')[0]}(...) returns an awaitable "
+            "that does the work, and it was never awaited (did you forget await?)",
+        )
+
+    async def awaited() -> T:
+        if release is not None:
+            release()
+        return await run()
+
+    coroutine = cast("CoroutineType[Any, Any, T]", awaited())
+    if writes is not None:  # named in "coroutine ... was never awaited"
+        coroutine.__name__ = coroutine.__qualname__ = f"Scheduler.{writes.partition('(')[0]}"
+    return coroutine
 
 
 async def _in_own_transaction(

@@ -9,6 +9,9 @@ PostgreSQL another connection may look before the COMMIT is done. A ``Session``'
 ``after_commit`` fires after it, so work done through a session (``note_session``) waits
 for that; so does a connection the library commits itself (``own_commit``). A caller's
 plain connection has nothing later to wait for and keeps the ``commit`` event.
+
+The other way round, ``refuse_commit`` stops a transaction from committing without work
+the caller asked for: an async caller's call that was never awaited.
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 from weakref import WeakKeyDictionary, WeakSet
 
 from sqlalchemy import Connection, event
 from sqlalchemy.orm import Session, SessionTransaction
 
-__all__ = ["after_commit", "note_session", "own_commit"]
+__all__ = ["NotAwaitedError", "after_commit", "note_session", "own_commit", "refuse_commit"]
 
 Hook = Callable[[], None]
 
@@ -37,6 +41,15 @@ _on_commit: WeakKeyDictionary[Connection, set[Hook]] = WeakKeyDictionary()
 _owned: WeakKeyDictionary[Connection, list[Hook]] = WeakKeyDictionary()
 #: Sessions and connections that carry this module's listeners (once each).
 _listening: WeakSet[Any] = WeakSet()
+#: Why each session or connection must not commit yet (``refuse_commit``), by token.
+_refusals: WeakKeyDictionary[Any, dict[object, str]] = WeakKeyDictionary()
+#: Sessions and connections that carry the listeners of ``refuse_commit`` (once each).
+_refusing: WeakSet[Any] = WeakSet()
+
+
+class NotAwaitedError(RuntimeError):
+    """A transaction was about to commit without the work of a scheduler call made with an
+    async session or connection whose awaitable was never awaited."""
 
 
 def note_session(conn: Connection, session: Session) -> Connection:
@@ -118,3 +131,59 @@ def _connection_committed(conn: Connection) -> None:
 
 def _connection_rolled_back(conn: Connection) -> None:
     _on_commit.pop(conn, None)
+
+
+def refuse_commit(owner: Session | Connection, message: str) -> Hook:
+    """Refuse ``owner``'s next commit with [`NotAwaitedError`][] (``message``) until the
+    returned function is called: an async caller's call made its awaitable, and the work
+    happens only once that is awaited. A session's commit is refused (before its flush and
+    COMMIT, savepoints aside) until its transaction ends; a connection's COMMIT is
+    replaced by a ROLLBACK, since SQLAlchemy has ended its transaction by then.
+    """
+    token = object()
+    _refusals.setdefault(owner, {})[token] = message
+    if owner not in _refusing:
+        _refusing.add(owner)
+        if isinstance(owner, Session):
+            event.listen(owner, "before_commit", _session_committing)
+            event.listen(owner, "after_transaction_end", _session_refusals_ended)
+        else:
+            event.listen(owner, "commit", _connection_committing)
+            event.listen(owner, "rollback", _connection_refusals_ended)
+    return partial(_release, owner, token)
+
+
+def _release(owner: Any, token: object) -> None:
+    refusals = _refusals.get(owner)
+    if refusals is not None:
+        refusals.pop(token, None)
+
+
+def _refused(messages: list[str]) -> NotAwaitedError:
+    more = f" (and {len(messages) - 1} more calls not awaited)" if len(messages) > 1 else ""
+    return NotAwaitedError(messages[0] + more)
+
+
+def _session_committing(session: Session) -> None:
+    if session.in_nested_transaction():
+        return  # a savepoint: the outer transaction has not committed yet
+    messages = list(_refusals.get(session, {}).values())
+    if messages:
+        raise _refused(messages)
+
+
+def _session_refusals_ended(session: Session, transaction: SessionTransaction) -> None:
+    if transaction.parent is None:
+        _refusals.pop(session, None)
+
+
+def _connection_committing(conn: Connection) -> None:
+    messages = list(_refusals.pop(conn, {}).values())
+    if messages:
+        # the caller's transaction is over whatever happens next: end it in the database too
+        conn.engine.dialect.do_rollback(conn.connection)
+        raise _refused(messages)
+
+
+def _connection_refusals_ended(conn: Connection) -> None:
+    _refusals.pop(conn, None)

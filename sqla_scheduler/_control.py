@@ -99,7 +99,8 @@ class Control:
                 payload_version=payload_version,
             )  # fmt: skip
 
-        return _bridge.call(target, self.table, move)
+        writes = f"reschedule({_bridge.named(task_name, instance_id)})"
+        return _bridge.call(target, self.table, move, writes=writes)
 
     def _own_schedule(self, task_name: str, schedule: Schedule | str) -> Schedule:
         task = self._tasks.get(task_name)
@@ -126,6 +127,7 @@ class Control:
             self.table,
             partial(_store.cancel, table=self.table, task_name=task_name, instance_id=instance_id),
             one_statement=True,
+            writes=f"cancel({_bridge.named(task_name, instance_id)})",
         )
 
     @overload
@@ -142,6 +144,7 @@ class Control:
             self.table,
             lambda conn: _control_store.pause(conn, self.table, task_name, self.clock.now()),
             one_statement=True,
+            writes=f"pause({_bridge.named(task_name)})",
         )
 
     @overload
@@ -155,7 +158,8 @@ class Control:
         once, and its schedule goes on from then.
         """
         check_task_name(task_name)
-        return _bridge.call(target, self.table, self._resumed(task_name))
+        writes = f"resume({_bridge.named(task_name)})"
+        return _bridge.call(target, self.table, self._resumed(task_name), writes=writes)
 
     def _resumed(self, task_name: str) -> Callable[[Connection], bool]:
         def resume(conn: Connection) -> bool:
@@ -191,7 +195,10 @@ class Control:
         """Make an execution that is not running due now, keeping its payload and schedule
         (a recurring task's by default). ``False`` when there is none, or a scheduler is
         running it."""
-        return _bridge.call(target, self.table, self._ran_now(task_name, instance_id))
+        writes = f"run_now({_bridge.named(task_name, instance_id)})"
+        return _bridge.call(
+            target, self.table, self._ran_now(task_name, instance_id), writes=writes
+        )
 
     def _ran_now(
         self, task_name: str, instance_id: str, shown_version: int | None = None

@@ -121,6 +121,7 @@ class Observing:
             lambda conn: _history_store.requeue(
                 conn, self.table, history_id, self.clock.now(), on_inserted=self._on_commit(conn)
             ),
+            writes=f"requeue(history entry {history_id})",
         )
 
     @overload

@@ -106,7 +106,11 @@ class Scheduler(Observing, Control):
         _check_instance(instance)
         # One INSERT (with its NOTIFY on PostgreSQL) is all schedule() runs.
         return _bridge.call(
-            target, self.table, partial(self._insert, [instance], single=True), one_statement=True
+            target,
+            self.table,
+            partial(self._insert, [instance], single=True),
+            one_statement=True,
+            writes=f"schedule({_bridge.named(instance.task_name, instance.instance_id)})",
         )
 
     @overload
@@ -128,6 +132,7 @@ class Scheduler(Observing, Control):
             self.table,
             partial(self._insert, batch, single=False),
             one_statement=_store.one_insert(batch),
+            writes=f"schedule_batch({_bridge.batch_named(batch)})",
         )
 
     def _insert(self, batch: Sequence[TaskInstance[Any]], conn: Any, *, single: bool) -> Any:
