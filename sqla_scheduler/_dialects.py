@@ -3,7 +3,9 @@
 Everything dialect-specific the library does is decided here: which INSERT construct
 gives ``ON CONFLICT DO NOTHING``, whether ``NOTIFY`` exists, what RETURNING can see, how
 the scheduler's own transactions begin, and the channel name wake-ups use. (``SKIP
-LOCKED`` needs no flag: SQLAlchemy's SQLite compiler leaves ``FOR UPDATE`` out.)
+LOCKED`` needs no flag: SQLAlchemy's SQLite compiler leaves ``FOR UPDATE`` out.) Which
+databases are supported at all is here too, checked on a URL (``check_url``) before any
+driver is imported, and on an engine's dialect (``backend_for``).
 """
 
 from __future__ import annotations
@@ -19,10 +21,13 @@ from typing import Any, TypeVar
 from sqlalchemy import URL, Connection, Table, make_url
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import ArgumentError
 
 __all__ = [
     "Backend",
+    "UnsupportedDatabaseError",
     "backend_for",
+    "check_url",
     "notice_of_later",
     "notify_channel",
     "read_notice",
@@ -34,6 +39,19 @@ T = TypeVar("T")
 _MIN_SQLITE = (3, 35, 0)
 _ASYNC_TO_SYNC = {"aiosqlite": "pysqlite", "asyncpg": "psycopg", "psycopg_async": "psycopg"}
 _MAX_CHANNEL = 63  # PostgreSQL identifiers (and so channel names) are at most 63 bytes
+
+#: The databases the scheduler runs on, by SQLAlchemy's backend name, with an example URL
+#: of each: the one list a URL or an engine is checked against.
+SUPPORTED = {
+    "postgresql": ("PostgreSQL", "postgresql+psycopg://user@host/db"),
+    "sqlite": ("SQLite", "sqlite:///app.db"),
+}
+#: The driver a URL without one gets: the one the package depends on (SQLAlchemy 2.0's
+#: default for ``postgresql://`` is psycopg2, which it does not install).
+_DEFAULT_DRIVER = {"postgresql": "psycopg"}
+#: Backend names SQLAlchemy does not know that mean a supported one (Heroku's and others'
+#: ``postgres://``), with the name meant.
+_MEANT = {"postgres": "postgresql", "postgis": "postgresql", "sqlite3": "sqlite"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +132,44 @@ def backend_for(dialect: Dialect) -> Backend:
                 f"(for RETURNING); this Python's sqlite3 library is {sqlite3.sqlite_version}"
             )
         return SQLITE
-    raise NotImplementedError(
-        f"sqla-scheduler supports PostgreSQL and SQLite, not {dialect.name!r}"
+    raise NotImplementedError(_unsupported(dialect.name))
+
+
+class UnsupportedDatabaseError(ArgumentError, NotImplementedError):
+    """A URL names a database the scheduler does not run on: a bad URL to the command line
+    (``ArgumentError``), and what an engine on that database raises (``NotImplementedError``)."""
+
+
+def _unsupported(name: str) -> str:
+    names = [label for label, _ in SUPPORTED.values()]
+    examples = ", ".join(example for _, example in SUPPORTED.values())
+    return (
+        f"sqla-scheduler supports {', '.join(names[:-1])} and {names[-1]}, not {name!r} "
+        f"(URLs such as {examples})"
     )
+
+
+def check_url(url: str | URL) -> URL:
+    """``url`` parsed and checked before any driver is imported: a database the scheduler
+    does not support raises [`UnsupportedDatabaseError`][] naming those it does, a misspelt one
+    (``postgres://``) ``ArgumentError`` with the URL meant, and ``postgresql://`` without a
+    driver gets the package's (psycopg).
+    """
+    parsed = make_url(url)
+    backend, driver = parsed.get_backend_name(), parsed.drivername.partition("+")[2]
+    if backend in _MEANT:
+        meant = _MEANT[backend]
+        fixed = parsed.set(drivername=f"{meant}+{driver or _DEFAULT_DRIVER.get(meant, '')}")
+        shown = fixed.render_as_string(hide_password=True).replace("+:", ":")
+        raise ArgumentError(
+            f"SQLAlchemy calls {SUPPORTED[meant][0]} {meant!r}, not {backend!r}: "
+            f"did you mean {shown}?"
+        )
+    if backend not in SUPPORTED:
+        raise UnsupportedDatabaseError(_unsupported(backend))
+    if not driver and backend in _DEFAULT_DRIVER:
+        parsed = parsed.set(drivername=f"{backend}+{_DEFAULT_DRIVER[backend]}")
+    return parsed
 
 
 def notify_channel(table: Table) -> str:
@@ -155,9 +208,9 @@ def read_notice(payload: str) -> tuple[str, datetime | None]:
 
 
 def sync_url(url: str | URL) -> URL:
-    """``url`` with an async driver swapped for its sync counterpart (migrations and one-off
-    reads are sync)."""
-    parsed = make_url(url)
+    """``url``, checked (``check_url``), with an async driver swapped for its sync
+    counterpart (migrations and one-off reads are sync)."""
+    parsed = check_url(url)
     driver = parsed.get_driver_name()
     if driver in _ASYNC_TO_SYNC:
         parsed = parsed.set(drivername=f"{parsed.get_backend_name()}+{_ASYNC_TO_SYNC[driver]}")

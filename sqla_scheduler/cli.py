@@ -89,16 +89,17 @@ def _shown(url: object) -> str:
 def _database_errors(url: object = None) -> Iterator[None]:
     """Turn the usual database failures into one line on stderr and the exit status.
 
-    A URL that does not parse or names an unknown dialect is bad usage (2); a missing
-    driver, an unreachable database, a missing table or any other database error is a
-    runtime failure (1).
+    A URL that does not parse or names a database the scheduler does not run on is bad
+    usage (2): every URL is checked before any driver is imported (``_dialects.check_url``,
+    which also says ``postgresql://`` for ``postgres://``); a missing driver, an unreachable
+    database, a missing table or any other database error is a runtime failure (1).
     """
     try:
         yield
-    except ArgumentError as exc:  # NoSuchModuleError is one too
+    except ArgumentError as exc:  # NoSuchModuleError and UnsupportedDatabaseError are too
         where = f" {_shown(url)}" if url is not None else ""
         _fail(f"bad database URL{where}: {exc}", 2)
-    except NotImplementedError as exc:  # a dialect the scheduler does not support
+    except NotImplementedError as exc:  # an application's engine on such a database
         _fail(str(exc), 2)
     except ModuleNotFoundError as exc:
         _fail(f"cannot load the database driver: {exc}")

@@ -1,6 +1,7 @@
 """Every command fails the same way: an exit status and one line on stderr, no traceback.
 
-0 success, 2 bad usage (a URL that does not parse, an unknown dialect, a bad MODULE:ATTR),
+0 success, 2 bad usage (a URL that does not parse, a database other than PostgreSQL and SQLite,
+a bad MODULE:ATTR),
 1 a runtime failure (an unreachable database, a missing table, an app that raises).
 """
 
@@ -31,8 +32,9 @@ def test_failures_exit_with_one_line(pg_cluster: PostgresCluster, tmp_path: Path
         # a bad URL, from --url or DATABASE_URL
         (("db", "upgrade", "--url", "nonsense://x"), {}, 2, "bad database URL nonsense://x"),
         (("db", "current"), {"DATABASE_URL": "not a url"}, 2, "bad database URL"),
-        (("executions", "--url", "nonsense://x"), {}, 2, "Can't load plugin"),
-        (("executions", "--url", "mysql://u@localhost/db"), {}, 1, "database driver"),
+        (("executions", "--url", "nonsense://x"), {}, 2, "supports PostgreSQL and SQLite"),
+        (("executions", "--url", "mysql://u@localhost/db"), {}, 2, "not 'mysql'"),
+        (("executions", "--url", "postgresql+pg8000://u@localhost/db"), {}, 1, "database driver"),
         (("demo", "--database-url", "nonsense://x"), {}, 2, "bad database URL"),
         # an unreachable database
         (("db", "upgrade", "--url", UNREACHABLE), {}, 1, "cannot reach the database"),
