@@ -16,7 +16,10 @@ import dataclasses
 import itertools
 import logging
 import os
+import shlex
+import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -623,7 +626,35 @@ def _plural(count: int, word: str, plural: str | None = None) -> str:
     return f"{count} {word if count == 1 else plural or word + 's'}"
 
 
+def _command() -> str:
+    """How to run ``sqla-scheduler`` from the current directory, the way this process was
+    run: the bare name when the ``PATH`` finds this very script, else the script's path
+    (``.venv/bin/sqla-scheduler`` after ``make demo`` in a checkout); for ``python -m
+    sqla_scheduler``, this interpreter's (``.venv/bin/python -m sqla_scheduler``)."""
+    script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if os.path.splitext(os.path.basename(script))[0] == "sqla-scheduler":
+        return _runnable("sqla-scheduler", script)
+    return f"{_runnable('python', sys.executable)} -m sqla_scheduler"
+
+
+def _runnable(name: str, path: str) -> str:
+    """``name`` if the ``PATH`` finds ``path`` by it, else ``path`` (relative to the current
+    directory when under it). Symlinks are not followed: a venv's ``python`` links to one
+    that does not see the venv's packages."""
+    found = shutil.which(name)
+    if found is not None and os.path.abspath(found) == os.path.abspath(path):
+        return name
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # on another drive
+        relative = os.pardir
+    if relative.startswith(os.pardir):
+        return shlex.quote(path)
+    return shlex.quote(relative if os.sep in relative else os.path.join(os.curdir, relative))
+
+
 def _summary(stats: Stats, dead: list[DeadLetter], where: str) -> str:
+    command = _command()
     with stats.lock:
         rolled = stats.rolled_back
         sent_anyway = [n for n in rolled if n in stats.confirmed]
@@ -667,10 +698,10 @@ def _summary(stats: Stats, dead: list[DeadLetter], where: str) -> str:
             f"{_plural(stats.retried['charge-card'], 'retry', 'retries')}, "
             f"{stats.abandoned['charge-card']} abandoned; {dead_text}.{warnings}\n"
             f"The database is kept; see what is left in it with "
-            f"`sqla-scheduler executions --url {where}`"
+            f"`{command} executions --url {where}`"
             + (
                 f", and the abandoned charges (each dead letter's execution, with its error and "
-                f"payload) with `sqla-scheduler history --url {where} --outcome abandoned`."
+                f"payload) with `{command} history --url {where} --outcome abandoned`."
                 if dead
                 else "."
             )

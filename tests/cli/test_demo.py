@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests._cli import cli_env, run, start
+from tests._cli import INVOCATIONS, ROOT, cli_env, run, start
 
 SUMMARY = re.compile(
     r"Summary after [\d.]+s: (?P<orders>\d+) orders? placed, (?P<rolled>.*?); "
@@ -84,8 +87,9 @@ def test_demo_on_sqlite(tmp_path: Path) -> None:
     assert dead == [(1, "card declined after 3 attempts")]
     assert leftovers == 0
 
-    # The command the summary gives lists the dead letter's abandoned execution.
-    command = re.search(r"`sqla-scheduler (history --url \S+ --outcome abandoned)`\.$", out)
+    # The command the summary gives lists the dead letter's abandoned execution (this
+    # process ran it as `python -m sqla_scheduler`, and the hint says so: see below).
+    command = re.search(r"`\S+ -m sqla_scheduler (history --url \S+ --outcome abandoned)`\.$", out)
     assert command, out
     assert command[1].split()[2] == where[1]
     listed = run(*command[1].split(), "--json")
@@ -126,3 +130,29 @@ def test_demo_stops_on_a_signal_with_its_summary(tmp_path: Path, signum: signal.
     assert proc.returncode == 0, err
     assert err == ""
     assert re.search(r"Summary after [\d.]+s: \d+ orders? placed", seen + out), seen + out
+
+
+def test_the_summary_names_a_command_that_runs_from_the_checkout(tmp_path: Path) -> None:
+    """``make demo`` runs the console script by its path (``.venv/bin/sqla-scheduler``),
+    which a shell outside the venv does not find by name: the command the summary names
+    must run as given, from the checkout, with that shell's ``PATH``."""
+    script = INVOCATIONS["console-script"][0]
+    env = cli_env(TMPDIR=str(tmp_path), PATH=os.defpath)  # the venv's bin is not on it
+    assert not any(Path(d, "sqla-scheduler").exists() for d in os.defpath.split(os.pathsep))
+    done = run("demo", "--duration", "1", invocation="console-script", env=env)
+    assert done.returncode == 0, done.stderr
+    hint = re.search(r"see what is left in it with `(.+) executions --url (\S+)`", done.stdout)
+    assert hint, done.stdout
+    command = shlex.split(hint[1])
+    assert command == [os.path.relpath(script, ROOT) if script.startswith(f"{ROOT}/") else script]
+    listed = subprocess.run(
+        [*command, "executions", "--url", hint[2]],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert "send-confirmation" in listed.stdout or "sweep-carts" in listed.stdout, listed.stdout
