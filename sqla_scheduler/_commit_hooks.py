@@ -160,7 +160,8 @@ def _release(owner: Any, token: object) -> None:
 
 
 def _refused(messages: list[str]) -> NotAwaitedError:
-    more = f" (and {len(messages) - 1} more calls not awaited)" if len(messages) > 1 else ""
+    others = len(messages) - 1
+    more = f" (and {others} more call{'s' if others > 1 else ''} not awaited)" if others else ""
     return NotAwaitedError(messages[0] + more)
 
 

@@ -85,14 +85,17 @@ async def test_a_session_that_commits_without_awaiting_schedule_raises_and_write
             RuntimeError, match=rf"schedule\(task 'send-email', instance 'u1'\).*{FORGOT}"
         ):
             await session.commit()
-        with pytest.raises(RuntimeError, match=FORGOT):
+        also = scheduler.cancel(session, "send-email", "u0")
+        with pytest.raises(RuntimeError, match=rf"{FORGOT}.*\(and 1 more call not awaited\)"):
             await session.commit()  # a second try does not slip through
         await session.rollback()
         pending.close()
+        also.close()
         assert await counts(engine) == (0, 0)
         # the transaction that ended took the refusal with it: the next one commits
+        later = scheduler.schedule(session, send_email.instance("u2"))
         await session.execute(orders.insert().values(id=2))
-        assert await scheduler.schedule(session, send_email.instance("u2")) is True
+        assert await later is True  # awaited before the commit, however late
         await session.commit()
     assert await counts(engine) == (1, 1)
 
@@ -130,6 +133,16 @@ async def test_a_connection_that_commits_without_awaiting_a_call_raises_and_writ
         await order_and_forget()
     pending[0].close()
     assert await counts(engine) == (0, 0)
+    # a rollback takes the refusal with it; awaited, the call commits with the order
+    async with engine.connect() as conn:
+        await conn.execute(orders.insert().values(id=2))
+        forgotten = scheduler.schedule(conn, send_email.instance("u2"))
+        await conn.rollback()
+        forgotten.close()
+        await conn.execute(orders.insert().values(id=3))
+        assert await scheduler.schedule(conn, send_email.instance("u3")) is True
+        await conn.commit()
+    assert await counts(engine) == (1, 1)
 
 
 CALLS: dict[str, Callable[[Scheduler, Any], Any]] = {
