@@ -140,7 +140,7 @@ def call(
         run = partial(target.run_sync, lambda session: fn(_session_connection(session, table)))
         return _awaitable(target.sync_session, run, writes)
     if isinstance(target, AsyncEngine):
-        return _in_own_transaction(target, fn, one_statement)
+        return _named(_in_own_transaction(target, fn, one_statement), writes)
     raise TypeError(
         "expected a Session, Connection, Engine, AsyncSession, AsyncConnection or "
         f"AsyncEngine, got {type(target).__name__}"
@@ -182,9 +182,15 @@ def _awaitable(
             release()
         return await run()
 
-    coroutine = cast("CoroutineType[Any, Any, T]", awaited())
-    if writes is not None:  # named in "coroutine ... was never awaited"
-        coroutine.__name__ = coroutine.__qualname__ = f"Scheduler.{writes.partition('(')[0]}"
+    return _named(awaited(), writes)
+
+
+def _named(coroutine: Coroutine[Any, Any, T], writes: str | None) -> Coroutine[Any, Any, T]:
+    """``coroutine``, named after the public call that ``writes`` (``Scheduler.schedule``)
+    in the warning Python gives when it is never awaited."""
+    if writes is not None:
+        named = cast("CoroutineType[Any, Any, T]", coroutine)
+        named.__name__ = named.__qualname__ = f"Scheduler.{writes.partition('(')[0]}"
     return coroutine
 
 

@@ -186,9 +186,14 @@ async def test_a_call_never_awaited_is_named_when_python_warns_of_it(tmp_path: P
 
             def forget() -> None:
                 scheduler.schedule(session, send_email.instance("u1"))  # type: ignore[unused-coroutine]
+                scheduler.schedule(engine, send_email.instance("u2"))  # type: ignore[unused-coroutine]
                 gc.collect()
 
-            with pytest.warns(RuntimeWarning, match="coroutine 'Scheduler.schedule' was never"):
+            with pytest.warns(
+                RuntimeWarning, match="coroutine 'Scheduler.schedule' was never"
+            ) as seen:
                 forget()
+            never = "coroutine 'Scheduler.schedule' was never awaited"
+            assert [str(w.message) for w in seen] == [never, never]  # a session's, an engine's
     finally:
         await engine.dispose()
