@@ -26,7 +26,9 @@ from weakref import WeakKeyDictionary, WeakSet
 from sqlalchemy import Connection, event
 from sqlalchemy.orm import Session, SessionTransaction
 
-__all__ = ["NotAwaitedError", "after_commit", "note_session", "own_commit", "refuse_commit"]
+from sqla_scheduler.exceptions import NotAwaitedError
+
+__all__ = ["after_commit", "note_session", "own_commit", "refuse_commit"]
 
 Hook = Callable[[], None]
 
@@ -45,11 +47,6 @@ _listening: WeakSet[Any] = WeakSet()
 _refusals: WeakKeyDictionary[Any, dict[object, str]] = WeakKeyDictionary()
 #: Sessions and connections that carry the listeners of ``refuse_commit`` (once each).
 _refusing: WeakSet[Any] = WeakSet()
-
-
-class NotAwaitedError(RuntimeError):
-    """A transaction was about to commit without the work of a scheduler call made with an
-    async session or connection whose awaitable was never awaited."""
 
 
 def note_session(conn: Connection, session: Session) -> Connection:

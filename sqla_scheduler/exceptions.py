@@ -10,6 +10,7 @@ SchedulerError                  base of everything raised here
 ├── PayloadError                (ValueError) a payload that cannot be encoded or decoded
 ├── UnknownTaskError            (LookupError) a task name this scheduler does not know
 ├── MissingTableError           the scheduler's table is not in the database (not migrated)
+├── NotAwaitedError             (RuntimeError) a commit without an async call never awaited
 └── TaskTimeoutError            (TimeoutError) an attempt ran past its task's timeout
 ```
 
@@ -26,6 +27,7 @@ __all__ = [
     "ConfigurationError",
     "InvalidScheduleError",
     "MissingTableError",
+    "NotAwaitedError",
     "PayloadError",
     "SchedulerError",
     "TaskDefinitionError",
@@ -63,6 +65,12 @@ class MissingTableError(SchedulerError):
 
     Apply them with ``sqla-scheduler db upgrade`` or the application's own Alembic project.
     """
+
+
+class NotAwaitedError(SchedulerError, RuntimeError):
+    """A transaction was about to commit without the work of a scheduler call made with an
+    ``AsyncSession`` or ``AsyncConnection`` whose awaitable was never awaited (a forgotten
+    ``await``): the commit is refused, so the business write never commits without it."""
 
 
 class TaskTimeoutError(SchedulerError, TimeoutError):

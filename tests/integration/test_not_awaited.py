@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import Column, Integer, MetaData, Table, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 
-from sqla_scheduler import FixedDelay, ManualClock, Scheduler, one_time, recurring
+from sqla_scheduler import FixedDelay, ManualClock, NotAwaitedError, Scheduler, one_time, recurring
 from tests.conftest import sqlite_file_url
 
 pytestmark = pytest.mark.anyio
@@ -86,7 +86,7 @@ async def test_a_session_that_commits_without_awaiting_schedule_raises_and_write
         ):
             await session.commit()
         also = scheduler.cancel(session, "send-email", "u0")
-        with pytest.raises(RuntimeError, match=rf"{FORGOT}.*\(and 1 more call not awaited\)"):
+        with pytest.raises(NotAwaitedError, match=rf"{FORGOT}.*\(and 1 more call not awaited\)"):
             await session.commit()  # a second try does not slip through
         await session.rollback()
         pending.close()
@@ -112,7 +112,7 @@ async def test_a_session_begin_block_rolls_back_when_a_call_was_not_awaited(
             batch = [send_email.instance("a"), send_email.instance("b")]
             pending.append(scheduler.schedule_batch(session, batch))
 
-    with pytest.raises(RuntimeError, match=rf"schedule_batch\(task 'send-email'.*{FORGOT}"):
+    with pytest.raises(NotAwaitedError, match=rf"schedule_batch\(task 'send-email'.*{FORGOT}"):
         await order_and_forget()
     pending[0].close()
     assert await counts(engine) == (0, 0)
@@ -129,7 +129,7 @@ async def test_a_connection_that_commits_without_awaiting_a_call_raises_and_writ
             await conn.execute(orders.insert().values(id=1))
             pending.append(scheduler.schedule(conn, send_email.instance("u1")))
 
-    with pytest.raises(RuntimeError, match=rf"schedule\(task 'send-email'.*{FORGOT}"):
+    with pytest.raises(NotAwaitedError, match=rf"schedule\(task 'send-email'.*{FORGOT}"):
         await order_and_forget()
     pending[0].close()
     assert await counts(engine) == (0, 0)
@@ -167,7 +167,7 @@ async def test_every_call_that_writes_refuses_the_commit_until_awaited(
         for name, call in CALLS.items():
             async with AsyncSession(engine) as session:
                 pending = call(scheduler, session)
-                with pytest.raises(RuntimeError, match=rf"without {name}\(.*{FORGOT}"):
+                with pytest.raises(NotAwaitedError, match=rf"without {name}\(.*{FORGOT}"):
                     await session.commit()
                 await session.rollback()
                 pending.close()
