@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -37,45 +40,78 @@ class SystemClock:
         return "SystemClock()"
 
 
+#: How far the base clock may run apart from the monotonic clock between two readings
+#: before ``DatabaseClock`` calls it a step and measures again at once.
+_STEP_TOLERANCE = timedelta(seconds=1)
+
+
+def _steady_clock() -> Callable[[], float]:
+    """A monotonic clock in seconds: Linux's ``CLOCK_BOOTTIME`` where there is one (it
+    also counts the time the machine was suspended, so a resumed VM reads right), else
+    ``time.monotonic``. Neither moves when someone or NTP sets the date."""
+    boottime = getattr(time, "CLOCK_BOOTTIME", None)
+    if boottime is not None:
+        try:
+            time.clock_gettime(boottime)
+        except OSError:  # pragma: no cover - a kernel without it
+            pass
+        else:
+            return partial(time.clock_gettime, boottime)
+    return time.monotonic  # pragma: no cover - not Linux
+
+
 class DatabaseClock:
-    """A machine clock corrected to the database server's clock.
+    """The database server's clock, read once and carried forward by a monotonic clock.
 
     The scheduler's "now" decides what is due and which heartbeats are stale, and the
     workers of a cluster compare it with times that other machines wrote. A worker whose
     clock runs ahead would start executions early and revive executions that are alive
-    elsewhere; one whose clock runs behind would write stale-looking heartbeats. This clock
-    measures the offset between ``base`` (the machine's clock by default) and the
-    database's ``clock_timestamp()`` and adds it to every reading, so all the workers of a
-    cluster share the database's time, within the round trip of the measurement.
+    elsewhere; one whose clock runs behind would write stale-looking heartbeats. This
+    clock reads the database's ``clock_timestamp()`` and, between readings, advances it by
+    the time a monotonic clock measures (``CLOCK_BOOTTIME`` on Linux, which counts a
+    suspended machine's sleep; else ``time.monotonic``), so all the workers of a cluster
+    share the database's time, within the round trip of the measurement. A step of this
+    machine's wall clock (NTP, a VM resumed, someone setting the date) therefore moves
+    nothing: ``now()`` does not read it.
 
     [`measure`][] takes a connection; the runner calls it when it starts and again every
-    ``refresh`` (from its maintenance loop), so a machine clock that steps or drifts is
-    corrected. Until it is first measured, the clock reads ``base`` unchanged. It is the
-    scheduler's default on PostgreSQL (SQLite is one machine's file: its clock is the
-    machine's).
+    ``refresh`` (from its maintenance loop), so drift of the monotonic clock stays small.
+    [`due`][] is also true as soon as ``base`` has stepped against the monotonic clock
+    since the last reading (by more than a second), so [`offset`][] (the database's clock
+    minus ``base``, which the runner logs when it exceeds a second) is measured again at
+    once. Until it is first measured, the clock reads ``base``. It is the scheduler's
+    default on PostgreSQL (SQLite is one machine's file: its clock is the machine's).
     """
 
     def __init__(self, base: Clock | None = None, *, refresh: timedelta = timedelta(minutes=1)):
         self.base: Clock = base if base is not None else SystemClock()
         self.refresh = refresh
-        self._offset = timedelta(0)
-        self._measured_at: float | None = None
-        self._lock = threading.Lock()
+        self._steady = _steady_clock()
+        #: The kept reading: the server's time, and the monotonic and base clocks' times at
+        #: the middle of its round trip. One object, replaced whole, so it needs no lock.
+        self._reading: _Reading | None = None
 
     @property
     def offset(self) -> timedelta:
-        """What is added to ``base``: the database's clock minus the machine's."""
-        with self._lock:
-            return self._offset
+        """The database's clock minus ``base``, as last measured (zero before)."""
+        reading = self._reading
+        return timedelta(0) if reading is None else reading.server - reading.base
 
     def due(self) -> bool:
-        """Whether the offset was never measured or is older than ``refresh``."""
-        with self._lock:
-            measured = self._measured_at
-        return measured is None or time.monotonic() - measured >= self.refresh.total_seconds()
+        """Whether the clock was never measured, was last measured ``refresh`` ago or
+        more, or ``base`` has stepped since (its time since the measurement and the
+        monotonic clock's differ by more than a second)."""
+        reading = self._reading
+        if reading is None:
+            return True
+        elapsed = self._steady() - reading.steady
+        if elapsed >= self.refresh.total_seconds():
+            return True
+        drift = (self.base.now() - reading.base) - timedelta(seconds=elapsed)
+        return abs(drift) > _STEP_TOLERANCE
 
     def measure(self, conn: Connection, samples: int = 3) -> timedelta:
-        """Measure the offset to the database's clock through ``conn``; return it.
+        """Read the database's clock through ``conn``; return the offset to ``base``.
 
         The server's reading is taken to fall in the middle of its round trip, so a
         reading's error is at most half the round trip. Of ``samples`` readings the one
@@ -85,32 +121,43 @@ class DatabaseClock:
         from sqlalchemy import text
 
         query = text("SELECT clock_timestamp()")
-        readings = [self._reading(conn, query) for _ in range(max(1, samples))]
-        _round_trip, offset = min(readings, key=lambda reading: reading[0])
-        with self._lock:
-            self._offset = offset
-            self._measured_at = time.monotonic()
-        return offset
+        readings = [self._read(conn, query) for _ in range(max(1, samples))]
+        _round_trip, kept = min(readings, key=lambda reading: reading[0])
+        self._reading = kept
+        return kept.server - kept.base
 
-    def _reading(self, conn: Connection, query: TextClause) -> tuple[float, timedelta]:
-        """One reading of the server's clock: its round trip (seconds) and the offset."""
+    def _read(self, conn: Connection, query: TextClause) -> tuple[float, _Reading]:
+        """One reading of the server's clock, with its round trip in seconds."""
         before = self.base.now()
-        started = time.monotonic()
+        started = self._steady()
         server = conn.scalar(query)
-        round_trip = time.monotonic() - started
+        round_trip = self._steady() - started
         if not isinstance(server, datetime):
             raise TypeError(f"clock_timestamp() returned {server!r}")
-        server = _as_utc(server, "clock_timestamp()")
-        return round_trip, server - (before + timedelta(seconds=round_trip / 2))
+        half = round_trip / 2
+        return round_trip, _Reading(
+            server=_as_utc(server, "clock_timestamp()"),
+            steady=started + half,
+            base=before + timedelta(seconds=half),
+        )
 
     def now(self) -> datetime:
-        """Return ``base.now()`` plus the measured offset."""
-        # read without the lock: it guards the offset and its time of measuring together,
-        # and one attribute read is atomic (this runs several times per execution)
-        return self.base.now() + self._offset
+        """Return the database's time: its last reading plus the monotonic time since
+        (``base.now()`` until the first reading)."""
+        reading = self._reading
+        if reading is None:
+            return self.base.now()
+        return reading.server + timedelta(seconds=self._steady() - reading.steady)
 
     def __repr__(self) -> str:
         return f"DatabaseClock({self.base!r}, offset={self.offset})"
+
+
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    server: datetime
+    steady: float
+    base: datetime
 
 
 class ManualClock:

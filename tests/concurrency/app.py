@@ -25,6 +25,8 @@ transaction of its own, so a test can see every execution from outside the worke
 
 ``SKEW_S`` simulates a machine clock that many seconds off: the scheduler's clock is then
 a :class:`DatabaseClock` over a skewed base (``DB_CLOCK=0`` leaves the skew uncorrected).
+``STEP_FILE`` names a file that steps the machine clock by the seconds written in it,
+when the test writes it (a :class:`DatabaseClock` over a :class:`SteppedClock`).
 """
 
 from __future__ import annotations
@@ -102,6 +104,23 @@ class SkewedClock(SystemClock):
         return super().now() + self.skew
 
 
+class SteppedClock(SystemClock):
+    """A machine clock that steps when told, as NTP or a resumed VM steps it: it runs the
+    number of seconds written in the file ``path`` ahead (behind, negative) of the true
+    time, and true while there is no such file."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def now(self) -> datetime:
+        try:
+            with open(self.path) as step:
+                seconds = float(step.read() or 0)
+        except FileNotFoundError:
+            seconds = 0.0
+        return super().now() + timedelta(seconds=seconds)
+
+
 def build_scheduler(
     url: str,
     *,
@@ -119,6 +138,7 @@ def build_scheduler(
     max_retries: int | None = None,
     skew: float = 0.0,
     db_clock: bool = True,
+    step_file: str | None = None,
     node_heartbeat_interval: timedelta = timedelta(seconds=30),
 ) -> Scheduler:
     """A scheduler on a sync engine (psycopg or pysqlite) with ``record`` and ``slow``."""
@@ -193,6 +213,8 @@ def build_scheduler(
     if skew or not db_clock:
         base = SkewedClock(timedelta(seconds=skew))
         clock = DatabaseClock(base) if db_clock else base
+    if step_file is not None:
+        clock = DatabaseClock(SteppedClock(step_file))
     return Scheduler(engine, [record, slow, fault, limited, effect, poison], config, clock=clock)
 
 
@@ -233,9 +255,9 @@ def scheduler_from_env() -> Scheduler:
     """The scheduler the environment describes: ``DATABASE_URL`` (required),
     ``WORKER_NAME``, ``CONCURRENCY``, ``POLL_MS``, ``HEARTBEAT_MS``, ``MISSED_LIMIT``,
     ``SHUTDOWN_WAIT_MS``, ``SLOW_DEADLINE_S``, ``FAULT_SLEEP_MS``, ``LIMITED_SLEEP_MS``,
-    ``EFFECT_SLEEP_MS``, ``EFFECT_LOG``, ``MAX_RETRIES``,
-    ``SKEW_S``, ``DB_CLOCK`` and ``NODE_HEARTBEAT_MS``; with ``PARENT_PID``, the process
-    exits when its parent does."""
+    ``EFFECT_SLEEP_MS``, ``EFFECT_LOG``, ``MAX_RETRIES``, ``SKEW_S``, ``DB_CLOCK``,
+    ``STEP_FILE`` and ``NODE_HEARTBEAT_MS``; with ``PARENT_PID``, the process exits when its
+    parent does."""
     if "PARENT_PID" in os.environ:
         _exit_with_parent(int(os.environ["PARENT_PID"]))
     return build_scheduler(
@@ -254,6 +276,7 @@ def scheduler_from_env() -> Scheduler:
         max_retries=int(os.environ["MAX_RETRIES"]) if "MAX_RETRIES" in os.environ else None,
         skew=float(os.environ.get("SKEW_S", 0)),
         db_clock=os.environ.get("DB_CLOCK", "1") != "0",
+        step_file=os.environ.get("STEP_FILE"),
         node_heartbeat_interval=_ms("NODE_HEARTBEAT_MS", 30_000),
     )
 
