@@ -685,8 +685,9 @@ def revive(
     history: HistorySetting = "none",
 ) -> list[Execution]:
     """Make executions whose heartbeat is older than ``threshold`` due again; return them
-    as found (who had picked them, their last heartbeat and start). The attempts that had
-    started are recorded in history as ``dead``, as ``history`` allows."""
+    as found (who had picked them, their last heartbeat and start). Each is recorded in
+    history as ``dead``, as ``history`` allows: its start, where it was recorded, and
+    otherwise an error text saying that its handler may have run."""
     stmts = _statements(conn, table).running
     params = {"threshold": threshold, "now": now}
     revived: list[Execution] = []
@@ -727,11 +728,16 @@ def revive(
                 outcome="dead",
                 finished_at=now,
                 started_at=e.started_at,
-                attempt=max(e.consecutive_failures, 1),
+                # a recorded start was counted as a failure by the revival; an unrecorded
+                # one was not, so its attempt is the one after the failures so far
+                attempt=(
+                    max(e.consecutive_failures, 1)
+                    if e.started_at is not None
+                    else max(e.consecutive_failures, 0) + 1
+                ),
                 error=_dead_error(e),
             )
             for e in revived
-            if e.started_at is not None  # one that waited in a queue made no attempt
         ],
     )
     return revived
@@ -739,10 +745,20 @@ def revive(
 
 def _dead_error(execution: Execution) -> str:
     beat = execution.last_heartbeat
+    since = f"no heartbeat from {execution.picked_by!r} since " + (
+        beat.isoformat() if beat is not None else "the pick"
+    )
+    if execution.started_at is not None:
+        return (
+            f"{since}: its scheduler died or lost the database while the handler ran; the "
+            "execution was made due again"
+        )
+    # A first attempt's start is not recorded (for speed): it may have been held in a
+    # queue, or its handler may have run in part or in full.
     return (
-        f"no heartbeat from {execution.picked_by!r} since "
-        f"{beat.isoformat() if beat is not None else 'the pick'}: its scheduler died or lost "
-        "the database while the handler ran; the execution was made due again"
+        f"{since}: its scheduler died or lost the database while it held the execution; "
+        "its start was not recorded, so its handler may have run, in part or in full; the "
+        "execution was made due again"
     )
 
 

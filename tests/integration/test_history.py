@@ -216,11 +216,25 @@ async def test_a_dead_attempt_is_recorded_when_it_is_revived(
         )
     revived = await scheduler.revive_dead_executions()
     assert sorted(e.instance_id for e in revived) == ["queued", "started"]
-    (entry,) = await _history(db, scheduler)
-    assert (entry.instance_id, entry.outcome, entry.picked_by) == ("started", "dead", "gone-1")
-    assert (entry.started_at, entry.finished_at, entry.attempt) == (stale, NOW, 1)
-    assert entry.error is not None
-    assert "no heartbeat from 'gone-1'" in entry.error
+    entries = sorted(await _history(db, scheduler), key=lambda entry: entry.instance_id)
+    assert [(e.instance_id, e.outcome, e.picked_by) for e in entries] == [
+        ("queued", "dead", "gone-1"),
+        ("started", "dead", "gone-1"),
+    ]
+    queued, started = entries
+    assert (started.started_at, started.finished_at, started.attempt) == (stale, NOW, 1)
+    assert started.error is not None
+    assert "no heartbeat from 'gone-1'" in started.error
+    # A first attempt's start is not recorded: its handler may have run before the kill.
+    assert (queued.started_at, queued.finished_at, queued.attempt) == (None, NOW, 1)
+    assert queued.error is not None
+    assert "no heartbeat from 'gone-1'" in queued.error
+    assert "start was not recorded, so its handler may have run" in queued.error
+    # Only the recorded start counts as a failure.
+    assert {e.instance_id: e.consecutive_failures for e in revived} == {
+        "queued": 0,
+        "started": 1,
+    }
 
 
 async def test_an_entry_commits_with_its_outcome_or_not_at_all(
