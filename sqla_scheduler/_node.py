@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection, RowMapping
 
-from sqla_scheduler.clock import DatabaseClock, SystemClock
+from sqla_scheduler.clock import Clock, DatabaseClock, SystemClock
 
 __all__ = ["ALIVE_INTERVALS", "Node", "database_now", "is_alive"]
 
@@ -47,13 +47,20 @@ class Node:
     version: str
     """The version of sqla-scheduler it runs."""
     alive: bool
-    """Whether ``last_seen`` was within three ``node_heartbeat_interval``s of the time the
-    node was listed. A scheduler that stopped cleanly removed its row; one that is listed
-    and not alive was killed, hangs, or cannot reach the database."""
+    """Whether ``last_seen`` was within three of its ``node_heartbeat_interval``s of the
+    database's time when the node was listed (within three of the reader's, for a row
+    that does not hold its interval). A scheduler that stopped cleanly removed its row;
+    one that is listed and not alive was killed, hangs, or cannot reach the database."""
+    heartbeat_interval: timedelta | None = None
+    """Its ``node_heartbeat_interval``, as it recorded it; ``None`` in a row written
+    before the nodes table held it (such a node is judged by the reader's interval)."""
 
     @classmethod
     def from_row(cls, row: RowMapping, *, now: datetime, interval: timedelta) -> Node:
-        """Build from a row of the nodes table, alive or not at ``now``."""
+        """Build from a row of the nodes table, alive or not at ``now`` by the interval
+        the row holds, else by ``interval``."""
+        milliseconds = row["heartbeat_interval_ms"]
+        own = None if milliseconds is None else timedelta(milliseconds=milliseconds)
         return cls(
             name=row["name"],
             host=row["host"],
@@ -63,7 +70,8 @@ class Node:
             concurrency=row["concurrency"],
             running=row["running"],
             version=row["version"],
-            alive=is_alive(row["last_seen"], now, interval),
+            alive=is_alive(row["last_seen"], now, own if own is not None else interval),
+            heartbeat_interval=own,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -79,15 +87,26 @@ class Node:
             "concurrency": self.concurrency,
             "running": self.running,
             "version": self.version,
+            "heartbeat_interval_ms": (
+                None
+                if self.heartbeat_interval is None
+                else round(self.heartbeat_interval.total_seconds() * 1000)
+            ),
         }
 
 
-def database_now(conn: Connection) -> datetime:
-    """The time to judge nodes by from outside a scheduler: the database's on PostgreSQL,
+def database_now(conn: Connection, clock: Clock | None = None) -> datetime:
+    """The time to judge nodes by, read through ``conn``: the database's on PostgreSQL,
     where running schedulers write ``last_seen`` by the database's clock (``DatabaseClock``),
-    and the machine's on SQLite, whose schedulers share this machine's clock."""
-    if conn.dialect.name != "postgresql":
-        return SystemClock().now()
-    clock = DatabaseClock()
-    clock.measure(conn)
+    and the machine's on SQLite, whose schedulers share this machine's clock.
+
+    ``clock`` is the reader's own (a scheduler's): a ``DatabaseClock`` is measured first
+    when it is due (a client whose scheduler never ran has never measured it, and would
+    judge by its machine's clock); another clock is read as it is (a ``ManualClock`` in
+    tests). Without one, a new ``DatabaseClock`` is measured (PostgreSQL)."""
+    postgresql = conn.dialect.name == "postgresql"
+    if clock is None:
+        clock = DatabaseClock() if postgresql else SystemClock()
+    if postgresql and isinstance(clock, DatabaseClock) and clock.due():
+        clock.measure(conn)
     return clock.now()

@@ -34,6 +34,7 @@ class Record:
     concurrency: int
     running: int
     version: str
+    heartbeat_interval_ms: int
 
 
 def record(conn: Connection, table: Table, node: Record) -> None:
@@ -56,7 +57,8 @@ def forget(conn: Connection, table: Table, *, threshold: datetime) -> int:
 
 
 def list_nodes(conn: Connection, table: Table, *, now: datetime, interval: timedelta) -> list[Node]:
-    """Every recorded node by name, alive or not at ``now``."""
+    """Every recorded node by name, alive or not at ``now`` by its own interval (by
+    ``interval`` where the row does not say)."""
     rows = conn.execute(_statements(conn, table).listing).mappings()
     return [Node.from_row(row, now=now, interval=interval) for row in rows]
 
@@ -64,6 +66,7 @@ def list_nodes(conn: Connection, table: Table, *, now: datetime, interval: timed
 def get_node(
     conn: Connection, table: Table, name: str, *, now: datetime, interval: timedelta
 ) -> Node | None:
-    """The node called ``name``, alive or not at ``now``, or ``None``."""
+    """The node called ``name``, alive or not at ``now`` (as ``list_nodes`` judges), or
+    ``None``."""
     row = conn.execute(_statements(conn, table).named, {"name": name}).mappings().one_or_none()
     return None if row is None else Node.from_row(row, now=now, interval=interval)

@@ -19,7 +19,7 @@ from sqla_scheduler import _bridge, _history_store, _node_store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
 from sqla_scheduler._checks import check_aware
 from sqla_scheduler._history_entry import OUTCOMES, HistoryEntry, Outcome
-from sqla_scheduler._node import Node
+from sqla_scheduler._node import Node, database_now
 from sqla_scheduler._runner import Runner
 from sqla_scheduler.clock import Clock
 from sqla_scheduler.config import SchedulerConfig
@@ -131,19 +131,21 @@ class Observing:
     def nodes(self, target: Target) -> list[Node] | Coroutine[Any, Any, list[Node]]:
         """The schedulers running on this table, by name, as each last recorded itself.
 
-        A node is alive when it was seen within three of this scheduler's
-        ``node_heartbeat_interval`` of its clock's now: give every scheduler of a table the
-        same interval. A scheduler that stopped cleanly is not listed; one that was killed
-        stays listed, not alive (a scheduler started again under its name replaces its row).
+        A node is alive when it was seen within three of its own
+        ``node_heartbeat_interval``s (this scheduler's, for a row written before nodes
+        recorded theirs) of the database's time (this scheduler's clock: a
+        ``DatabaseClock`` is measured first if it is due). A scheduler that stopped cleanly
+        is not listed; one that was killed stays listed, not alive (a scheduler started
+        again under its name replaces its row).
         """
-        return _bridge.call(
-            target,
-            self.table,
-            partial(
-                _node_store.list_nodes,
-                table=self.table,
-                now=self.clock.now(),
+
+        def listed(conn: Connection) -> list[Node]:
+            return _node_store.list_nodes(
+                conn,
+                self.table,
+                now=database_now(conn, self.clock),
                 interval=self.config.node_heartbeat_interval,
-            ),
-            one_statement=True,
-        )
+            )
+
+        # reads only (the clock's measurement, then the listing): no transaction needed
+        return _bridge.call(target, self.table, listed, one_statement=True)

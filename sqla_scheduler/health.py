@@ -76,11 +76,12 @@ def check(
 
     ``version_table`` names the application's own Alembic version table, read when
     ``sqla_scheduler_alembic_version`` records nothing. A scheduler is alive when its row
-    in the nodes table was written within three ``node_heartbeat_interval``s (the
-    interval it runs with) by the database's clock on PostgreSQL, this machine's on
-    SQLite. An unreachable database raises SQLAlchemy's ``OperationalError``; a missing
-    table (or SQLite file, which is not created) raises [`MissingTableError`][]. The
-    default table is checked: the shipped migrations create that one.
+    in the nodes table was written within three of its ``node_heartbeat_interval``s (as
+    it recorded it; ``node_heartbeat_interval`` judges a row written by a version that did
+    not) by the database's clock on PostgreSQL, this machine's on SQLite. An unreachable
+    database raises SQLAlchemy's ``OperationalError``; a missing table (or SQLite file,
+    which is not created) raises [`MissingTableError`][]. The default table is checked:
+    the shipped migrations create that one.
     """
     if node_heartbeat_interval <= timedelta(0):
         raise ValueError(
@@ -117,9 +118,10 @@ def _node_health(conn: Connection, schema: Health, name: str, interval: timedelt
         return replace(schema, healthy=False, reason=reason)
     ago = format_duration(timedelta(seconds=max(0, round((now - node.last_seen).total_seconds()))))
     if not node.alive:
+        judged_by = node.heartbeat_interval if node.heartbeat_interval is not None else interval
         reason = (
             f"scheduler {name!r} was last seen {ago} ago, more than {ALIVE_INTERVALS} "
-            f"node_heartbeat_intervals of {format_duration(interval)}: it was killed, hangs, "
+            f"node_heartbeat_intervals of {format_duration(judged_by)}: it was killed, hangs, "
             "or cannot reach the database"
         )
         return replace(schema, healthy=False, reason=reason, node=node)

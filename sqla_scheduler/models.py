@@ -176,7 +176,9 @@ def _history(target: MetaData, name: str, schema: str | None) -> Table:
 
 
 def _nodes(target: MetaData, name: str, schema: str | None) -> Table:
-    """One row per running scheduler process, refreshed every ``node_heartbeat_interval``."""
+    """One row per running scheduler process, refreshed every ``node_heartbeat_interval``,
+    which it records (``heartbeat_interval_ms``) so that any reader judges it by its own;
+    null in a row written before the column was added."""
     return Table(
         name,
         target,
@@ -188,6 +190,7 @@ def _nodes(target: MetaData, name: str, schema: str | None) -> Table:
         Column("concurrency", Integer(), nullable=False),
         Column("running", Integer(), nullable=False, server_default=text("0")),
         Column("version", String(50), nullable=False),
+        Column("heartbeat_interval_ms", BigInteger(), nullable=True),
         schema=schema,
     )
 

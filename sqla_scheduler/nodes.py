@@ -3,10 +3,11 @@
 Each running scheduler records itself in ``<table_name>_nodes`` (default
 ``scheduled_tasks_nodes``) when it starts and every ``node_heartbeat_interval`` (30 s by
 default): its name, host, pid, start time, the time it was last seen, its concurrency,
-how many handlers it runs and its sqla-scheduler version. It removes its row when it stops
-cleanly; a process that was killed or lost the database leaves its row behind, and a
-[`Node`][sqla_scheduler.nodes.Node] last seen more than three intervals ago is stale (not
-alive).
+how many handlers it runs, its sqla-scheduler version and that interval. It removes its
+row when it stops cleanly; a process that was killed or lost the database leaves its row
+behind, and a [`Node`][sqla_scheduler.nodes.Node] last seen more than three of its own
+intervals ago, by the database's clock, is stale (not alive), whatever the reader's own
+configuration.
 
 [`Scheduler.nodes`][sqla_scheduler.Scheduler.nodes] lists them from the application;
 [`list_nodes`][] from outside it, given a database URL: it is what ``sqla-scheduler nodes``
@@ -43,8 +44,9 @@ def list_nodes(
 
     ``url`` is a database URL or a sync engine. Whether a node is alive is judged against
     the database's clock on PostgreSQL (the clock schedulers there write by) and this
-    machine's on SQLite, with ``node_heartbeat_interval`` as the schedulers are configured
-    (the config's default, 30 s, unless given).
+    machine's on SQLite, by the node's own ``node_heartbeat_interval`` as it recorded it;
+    ``node_heartbeat_interval`` (the config's default, 30 s, unless given) judges a row
+    written by a version that did not record it.
 
     The nodes table is looked up first: [`MissingTableError`][] when it is not there (the
     schema is behind, or was never created; nor, for a SQLite file that does not exist, is

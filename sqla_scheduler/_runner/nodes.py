@@ -2,8 +2,9 @@
 
 The loop records the scheduler when it starts (``run_once``), again every
 ``node_heartbeat_interval`` (``run``), and removes the row once a clean stop has handed
-back every execution (``remove``). A row left behind by a killed process stops being
-refreshed, and after three intervals readers call it stale. Writing the row is
+back every execution (``remove``). The row holds that interval: a row left behind by a
+killed process stops being refreshed, and after three of its intervals readers call it
+stale, whatever their own configuration. Writing the row is
 bookkeeping for observers: a failure is logged and retried at the next beat, and never
 stops the scheduler.
 """
@@ -94,6 +95,7 @@ class NodeHeartbeater:
             concurrency=self.concurrency,
             running=self.held.running,
             version=library_version(),
+            heartbeat_interval_ms=round(self.interval.total_seconds() * 1000),
         )
         try:
             await self.db.shielded(

@@ -81,8 +81,9 @@ def test_nodes_lists_each_node_alive_or_stale(url: str) -> None:
     assert [(n["name"], n["alive"]) for n in listed] == [("worker-1", True), ("worker-2", False)]
     assert set(listed[0]) == {
         "name", "alive", "host", "pid", "started_at", "last_seen", "concurrency", "running",
-        "version",
+        "version", "heartbeat_interval_ms",
     }  # fmt: skip
+    assert listed[0]["heartbeat_interval_ms"] is None  # seeded as a version before it wrote it
     assert datetime.fromisoformat(listed[1]["started_at"]) == started
     assert listed[0]["running"] == 2
 

@@ -15,7 +15,15 @@ import anyio
 import pytest
 from sqlalchemy import text
 
-from sqla_scheduler import ManualClock, Node, Scheduler, SchedulerConfig, one_time
+from sqla_scheduler import (
+    DatabaseClock,
+    ManualClock,
+    Node,
+    Scheduler,
+    SchedulerConfig,
+    one_time,
+)
+from tests.concurrency.app import SkewedClock
 from tests.conftest import Harness, services, wait_for
 
 pytestmark = pytest.mark.anyio
@@ -56,6 +64,7 @@ async def test_a_running_scheduler_records_itself_and_a_clean_stop_removes_it(
                 running=0,
                 version=importlib.metadata.version("sqla-scheduler"),
                 alive=True,
+                heartbeat_interval=BEAT,
             )
         ]
         later = clock.advance(timedelta(seconds=10))
@@ -96,8 +105,8 @@ async def test_a_node_is_alive_for_three_intervals_after_it_was_last_seen(
         clock.advance(timedelta(seconds=1))
         (node,) = await db.resolve(scheduler.nodes(db.engine))
         assert not node.alive
-        # Judged by the reader's own interval: one of a minute still sees it alive.
-        assert observer(db, clock, timedelta(minutes=1))()[0].alive
+        # Judged by its own interval: a reader configured with a minute agrees.
+        assert not observer(db, clock, timedelta(minutes=1))()[0].alive
 
 
 async def test_a_failed_write_of_its_row_only_logs(
@@ -162,3 +171,39 @@ async def test_maintenance_forgets_a_node_not_seen_for_a_day(
         clock.advance(timedelta(seconds=1))
         assert await live.maintenance.forget_nodes_once() == 1
         assert [n.name for n in await db.resolve(alive.nodes(db.engine))] == ["alive"]
+
+
+async def test_a_node_is_judged_by_its_own_interval(db: Harness, clock: ManualClock) -> None:
+    """A worker beating every second is not alive for a client configured with 30 s (it
+    would be for 90 s after it was killed), and a row written before the interval was
+    recorded is judged by the reader's."""
+    worker = db.scheduler([], clock, node_heartbeat_interval=timedelta(seconds=1))
+    async with services(worker) as runner:
+        assert await runner.node.run_once()  # last seen NOW, then killed
+    reader = observer(db, clock, timedelta(seconds=30))
+    clock.advance(timedelta(seconds=3))
+    assert reader()[0].alive
+    clock.advance(timedelta(milliseconds=1))
+    (node,) = reader()
+    assert not node.alive
+    assert node.heartbeat_interval == timedelta(seconds=1)
+    with db.sync_engine.begin() as conn:  # as a version before the column wrote it
+        conn.execute(text("update scheduled_tasks_nodes set heartbeat_interval_ms = null"))
+    (node,) = reader()
+    assert (node.heartbeat_interval, node.alive) == (None, True)
+
+
+async def test_a_node_is_judged_on_the_databases_time(db: Harness) -> None:
+    """A client whose machine clock is an hour ahead, and whose scheduler never ran (its
+    ``DatabaseClock`` never measured), still sees a live worker alive."""
+    if db.is_sqlite:
+        pytest.skip("SQLite's time is the machine's")
+    worker = db.scheduler([], node_heartbeat_interval=timedelta(seconds=1))
+    async with services(worker) as runner:
+        await runner.maintenance.sync_clock()
+        assert await runner.node.run_once()
+    ahead = DatabaseClock(SkewedClock(timedelta(hours=1)))
+    config = SchedulerConfig(scheduler_name="client")
+    client = Scheduler(db.sync_engine, config=config, clock=ahead)
+    (node,) = client.nodes(db.sync_engine)
+    assert node.alive

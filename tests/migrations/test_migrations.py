@@ -376,3 +376,26 @@ def test_the_payload_version_revision_reads_old_rows_as_version_1(engine: Engine
         assert conn.scalar(text("select task_instance from scheduled_tasks_history")) == "gone"
     migrate.upgrade(engine)
     assert versions() == [1, 1]
+
+
+def test_the_node_interval_revision_leaves_old_rows_without_one(engine: Engine) -> None:
+    """Revision 1ab727525351 adds the nodes' ``heartbeat_interval_ms``: a row written before
+    it holds null (readers judge it by their own interval); a downgrade drops the column
+    and keeps the rows."""
+    migrate.upgrade(engine, "59fbd7ad3e6b")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "insert into scheduled_tasks_nodes (name, host, pid, started_at, last_seen, "
+                "concurrency, running, version) values ('old', 'h', 1, '2030-01-01 00:00:00', "
+                "'2030-01-01 00:00:00', 10, 0, '0.1')"
+            )
+        )
+    migrate.upgrade(engine, "1ab727525351")
+    with engine.connect() as conn:
+        assert conn.scalar(text("select heartbeat_interval_ms from scheduled_tasks_nodes")) is None
+    migrate.downgrade(engine, "59fbd7ad3e6b")
+    columns = {c["name"] for c in inspect(engine).get_columns("scheduled_tasks_nodes")}
+    assert "heartbeat_interval_ms" not in columns
+    with engine.connect() as conn:
+        assert conn.scalar(text("select name from scheduled_tasks_nodes")) == "old"
