@@ -40,9 +40,9 @@ class SystemClock:
         return "SystemClock()"
 
 
-#: How far the base clock may run apart from the monotonic clock between two readings
-#: before ``DatabaseClock`` calls it a step and measures again at once.
-_STEP_TOLERANCE = timedelta(seconds=1)
+#: How far a wall clock may run apart from the monotonic clock between two readings before
+#: it is taken to have stepped.
+STEP_TOLERANCE = timedelta(seconds=1)
 
 
 def _steady_clock() -> Callable[[], float]:
@@ -58,6 +58,11 @@ def _steady_clock() -> Callable[[], float]:
         else:
             return partial(time.clock_gettime, boottime)
     return time.monotonic  # pragma: no cover - not Linux
+
+
+#: Seconds by a clock that never steps: what the time between two readings of a wall clock
+#: is compared with, to tell a step.
+steady_seconds = _steady_clock()
 
 
 class DatabaseClock:
@@ -86,7 +91,7 @@ class DatabaseClock:
     def __init__(self, base: Clock | None = None, *, refresh: timedelta = timedelta(minutes=1)):
         self.base: Clock = base if base is not None else SystemClock()
         self.refresh = refresh
-        self._steady = _steady_clock()
+        self._steady = steady_seconds
         #: The kept reading: the server's time, and the monotonic and base clocks' times at
         #: the middle of its round trip. One object, replaced whole, so it needs no lock.
         self._reading: _Reading | None = None
@@ -108,7 +113,7 @@ class DatabaseClock:
         if elapsed >= self.refresh.total_seconds():
             return True
         drift = (self.base.now() - reading.base) - timedelta(seconds=elapsed)
-        return abs(drift) > _STEP_TOLERANCE
+        return abs(drift) > STEP_TOLERANCE
 
     def measure(self, conn: Connection, samples: int = 3) -> timedelta:
         """Read the database's clock through ``conn``; return the offset to ``base``.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -25,7 +25,13 @@ from sqla_scheduler._durations import format_duration
 from sqla_scheduler._execution import Execution
 from sqla_scheduler._node import FORGET_AFTER
 from sqla_scheduler._runner.waker import Waker
-from sqla_scheduler.clock import Clock, DatabaseClock
+from sqla_scheduler.clock import (
+    STEP_TOLERANCE,
+    Clock,
+    DatabaseClock,
+    ManualClock,
+    steady_seconds,
+)
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.listeners import SchedulerListener, dispatch
 from sqla_scheduler.tasks import RecurringTask
@@ -67,6 +73,10 @@ class Maintenance:
         self.waker = waker
         self.listeners = listeners
         self._reported: set[tuple[Any, Any, tuple[str, ...]]] = set()
+        #: The clock's reading and the monotonic clock's at the last revival pass, to tell
+        #: a step of the clock; and until when (monotonic) revival waits after one.
+        self._last_reading: tuple[datetime, float] | None = None
+        self._revive_after = 0.0
 
     async def register_recurring(self) -> None:
         """Upsert each recurring task's row; remove those whose schedule is disabled.
@@ -118,8 +128,13 @@ class Maintenance:
                 )
 
     async def revive_once(self) -> list[Execution]:
-        """Make executions whose heartbeat went stale due again; return them as found."""
+        """Make executions whose heartbeat went stale due again; return them as found.
+
+        Nothing is revived for ``dead_after`` after this scheduler's clock stepped (see
+        ``_clock_stepped``)."""
         now = self.clock.now()
+        if self._clock_stepped(now) or steady_seconds() < self._revive_after:
+            return []
         revived = await self.db.shielded(
             partial(
                 _store.revive,
@@ -143,6 +158,33 @@ class Maintenance:
         if revived:
             self.waker.news()
         return revived
+
+    def _clock_stepped(self, now: datetime) -> bool:
+        """Whether the clock moved apart from the monotonic clock since the last pass by
+        more than ``STEP_TOLERANCE``; if so, hold revival back for ``dead_after``.
+
+        A ``DatabaseClock`` does not step with the machine's clock, but a ``SystemClock``
+        (SQLite's default: one machine, whose clock is the database's) steps with it, and
+        so do the heartbeats that live schedulers write: an hour forward, every heartbeat
+        written before looks an hour old. Once ``dead_after`` has passed every live holder
+        has written one on the new time, and what is still stale is dead. A
+        ``ManualClock`` is moved by tests to make executions dead: it is taken as it
+        reads."""
+        steady = steady_seconds()
+        last, self._last_reading = self._last_reading, (now, steady)
+        if last is None or isinstance(self.clock, ManualClock):
+            return False
+        drift = (now - last[0]) - timedelta(seconds=steady - last[1])
+        if abs(drift) <= STEP_TOLERANCE:
+            return False
+        self._revive_after = steady + self.config.dead_after.total_seconds()
+        log.warning(
+            "this scheduler's clock stepped by %+.3fs; reviving nothing for %s, until live "
+            "schedulers have beaten on the new time",
+            drift.total_seconds(),
+            format_duration(self.config.dead_after),
+        )
+        return True
 
     async def report_unreadable_once(self) -> None:
         """Take each row due or picked that no scheduler can load out of rotation: into
