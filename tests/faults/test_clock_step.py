@@ -81,7 +81,7 @@ def test_a_clock_step_revives_nothing_and_starts_nothing_early(
         )
         # Then watch a dead-execution window: a holder's executions would be revived,
         # or the stepper's own would look dead to the holder, within it.
-        time.sleep(DEAD_AFTER + 0.5)
+        time.sleep(DEAD_AFTER)
         assert damage() == [], f"after {what}\n{workers.report()}"
         assert not revived(), f"after {what}\n{workers.report()}"
 
