@@ -427,7 +427,8 @@ class NodesView:
     says (``Scheduler.nodes``)."""
 
     nodes: Sequence[Node]
-    #: The ``node_heartbeat_interval`` they were judged by.
+    #: The page's ``node_heartbeat_interval``: what a node that does not record its own is
+    #: judged by.
     interval: timedelta
 
     @property
@@ -442,7 +443,8 @@ class NodesView:
 
     @property
     def stale_after(self) -> timedelta:
-        """How long after its last record a node is stale."""
+        """How long after its last record a node that does not record its own interval is
+        stale (one that does: three of its intervals)."""
         return self.interval * ALIVE_INTERVALS
 
     def to_json(self) -> dict[str, Any]:
