@@ -17,11 +17,12 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar, cast, get_origin
 
+from sqla_scheduler._app_code import calling, summary
 from sqla_scheduler._checks import text_problem
 from sqla_scheduler._types import UnreadableJSON
 from sqla_scheduler.exceptions import PayloadError
 
-__all__ = ["PayloadCodec", "Upcaster", "codec_for", "normalize_json"]
+__all__ = ["MAX_PAYLOAD_DEPTH", "PayloadCodec", "Upcaster", "codec_for", "normalize_json"]
 
 P = TypeVar("P")
 
@@ -29,6 +30,11 @@ Upcaster = Callable[[Any], Any]
 """Turns one version's JSON form of a payload into the next version's."""
 
 _REPR_LIMIT = 200
+
+MAX_PAYLOAD_DEPTH = 200
+"""How deep arrays and objects may nest in a payload. Far past what a payload needs, and
+shallow enough that each step of decoding one (the copy the upcasters get, the upcasters,
+``payload_type`` validation) has stack to spare under Python's default recursion limit."""
 
 
 def _short(value: object) -> str:
@@ -39,8 +45,9 @@ def _short(value: object) -> str:
 def normalize_json(task_name: str, value: object) -> Any:
     """Return ``value`` as the database will give it back (tuples become lists, etc.).
 
-    ``PayloadError`` when a supported database cannot store it exactly: not JSON, nested
-    too deeply to read back, or a string (key or value) with a NUL character or a lone
+    ``PayloadError`` when a supported database cannot store it exactly or the scheduler
+    could not decode it: not JSON, arrays and objects nested more than
+    ``MAX_PAYLOAD_DEPTH`` deep, or a string (key or value) with a NUL character or a lone
     surrogate (PostgreSQL refuses both; SQLite would store what PostgreSQL refuses).
     """
     # The plainest values come back as they are: no text to build and parse. (Exact
@@ -58,6 +65,14 @@ def normalize_json(task_name: str, value: object) -> Any:
         raise PayloadError(
             f"task {task_name!r}: payload {_short(value)} is not JSON-serializable: {exc}"
         ) from exc
+    # Nesting N deep takes N brackets: most payloads have too few to be walked for it.
+    if text.count("[") + text.count("{") > MAX_PAYLOAD_DEPTH:
+        depth = _depth(normalized)
+        if depth > MAX_PAYLOAD_DEPTH:
+            raise PayloadError(
+                f"task {task_name!r}: payload nests arrays and objects {depth} deep; "
+                f"at most {MAX_PAYLOAD_DEPTH} are allowed"
+            )
     # ``json.dumps`` escapes every character outside ASCII, so these two cover each string
     # that may hold a NUL or a surrogate; only then is the payload walked for its path.
     if "\\u0000" in text or "\\ud" in text:
@@ -68,6 +83,21 @@ def normalize_json(task_name: str, value: object) -> Any:
         if problem is not None:
             raise PayloadError(f"task {task_name!r}: {problem}")
     return normalized
+
+
+def _depth(value: Any) -> int:
+    """How deep arrays and objects nest in ``value`` (a JSON value): 0 for a scalar."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = item.values()
+        elif not isinstance(item, list):
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in item if isinstance(child, (list, dict)))
+    return deepest
 
 
 def _unstorable(value: Any, path: str) -> str | None:
@@ -127,14 +157,15 @@ class PayloadCodec(Generic[P]):
                 f"task {self.task_name!r}: payload {_short(value)} is not a {_name(pt)}"
             )
         try:
-            if pt is None:
-                raw: object = value
-            elif self._adapter is not None:
-                raw = self._adapter.dump_python(value, mode="json")
-            elif _is_pydantic_model(pt):
-                raw = cast(Any, value).model_dump(mode="json")
-            else:
-                raw = dataclasses.asdict(cast(Any, value))
+            with calling(self.task_name, "payload_type serialization"):
+                if pt is None:
+                    raw: object = value
+                elif self._adapter is not None:
+                    raw = self._adapter.dump_python(value, mode="json")
+                elif _is_pydantic_model(pt):
+                    raw = cast(Any, value).model_dump(mode="json")
+                else:
+                    raw = dataclasses.asdict(cast(Any, value))
         except Exception as exc:
             raise PayloadError(
                 f"task {self.task_name!r}: payload {_short(value)} cannot be encoded: {exc}"
@@ -144,8 +175,21 @@ class PayloadCodec(Generic[P]):
     def decode(self, data: Any, version: int | None = None) -> P:
         """Rebuild a payload from its stored JSON form, written at ``version`` (``None``:
         this codec's own); ``PayloadError`` on mismatch, when the stored text is JSON that
-        Python cannot load, or when it cannot be brought up to this codec's version (see
-        ``upcast``)."""
+        Python cannot load, when it cannot be brought up to this codec's version (see
+        ``upcast``), or whatever else goes wrong (a ``RecursionError`` on a payload nested
+        deeper than the upcasters or the ``payload_type`` can go, a ``SystemExit`` from a
+        validator): a stored payload that does not decode is its row's problem alone."""
+        try:
+            return self._decode(data, version)
+        except PayloadError:
+            raise
+        except Exception as exc:
+            raise PayloadError(
+                f"task {self.task_name!r}: stored payload {_short(data)} does not decode: "
+                f"{summary(exc)}"
+            ) from exc
+
+    def _decode(self, data: Any, version: int | None) -> P:
         if isinstance(data, UnreadableJSON):
             raise PayloadError(
                 f"task {self.task_name!r}: stored payload is JSON Python cannot load "
@@ -157,11 +201,12 @@ class PayloadCodec(Generic[P]):
         if pt is None or data is None:
             return cast(P, data)
         try:
-            if self._adapter is not None:
-                return cast(P, self._adapter.validate_python(data))
-            if _is_pydantic_model(pt):
-                return cast(P, cast(Any, pt).model_validate(data))
-            return pt(**data)
+            with calling(self.task_name, f"payload_type {_name(pt)}"):
+                if self._adapter is not None:
+                    return cast(P, self._adapter.validate_python(data))
+                if _is_pydantic_model(pt):
+                    return cast(P, cast(Any, pt).model_validate(data))
+                return pt(**data)
         except Exception as exc:
             raise PayloadError(
                 f"task {self.task_name!r}: stored payload {_short(data)} does not decode "
@@ -183,12 +228,12 @@ class PayloadCodec(Generic[P]):
         data = copy.deepcopy(data)
         for step in range(version, self.version):
             try:
-                data = self._upcasters[step](data)
+                with calling(self.task_name, f"upcasters[{step}]"):
+                    data = self._upcasters[step](data)
             except Exception as exc:
                 raise PayloadError(
                     f"task {self.task_name!r}: upcasters[{step}] (version {step} to "
-                    f"{step + 1}) failed on a stored version-{version} payload: "
-                    f"{type(exc).__name__}: {exc}"
+                    f"{step + 1}) failed on a stored version-{version} payload: {summary(exc)}"
                 ) from exc
         return data
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from sqla_scheduler._app_code import calling
 from sqla_scheduler._execution import Execution
 from sqla_scheduler.context import ExecutionContext
 
@@ -45,6 +46,7 @@ def dispatch(listeners: Sequence[SchedulerListener], hook: str, *args: Any) -> N
     """Call ``hook`` on every listener in order; a listener that raises is logged and skipped."""
     for listener in listeners:
         try:
-            getattr(listener, hook)(*args)
-        except BaseException:  # SystemExit and the like too: a listener stops nothing
+            with calling(None, f"listener {listener!r} {hook}"):  # SystemExit too: see there
+                getattr(listener, hook)(*args)
+        except Exception:
             log.exception("listener %r failed in %s", listener, hook)

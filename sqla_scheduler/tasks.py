@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, overload
 
+from sqla_scheduler._app_code import calling
 from sqla_scheduler._checks import (
     check_payload_version,
     check_priority,
@@ -187,7 +188,10 @@ class RecurringTask(Task[P]):
         none (its instances are scheduled by the application)."""
         if self.schedule is None:
             return None
-        first = self.schedule.first_run(now)
+        # the schedule may be the application's own class (see ``_app_code``)
+        with calling(self.name, f"schedule {type(self.schedule).__name__}"):
+            first = self.schedule.first_run(now)
+            text = self.schedule.text
         if first is None:
             return None
         return TaskInstance(
@@ -196,7 +200,7 @@ class RecurringTask(Task[P]):
             data=self.initial_data,
             execution_time=first,
             priority=self.priority,
-            schedule=self.schedule.text,
+            schedule=text,
             payload_version=self.payload_version,
         )
 

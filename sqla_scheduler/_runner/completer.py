@@ -22,6 +22,7 @@ import anyio.lowlevel
 from sqlalchemy import Table
 
 from sqla_scheduler import _store
+from sqla_scheduler._app_code import guard
 from sqla_scheduler._bridge import Database, SessionFactory
 from sqla_scheduler._runner import outcomes
 from sqla_scheduler._runner.held import HeldSet, log_lost
@@ -234,11 +235,15 @@ class Completer:
             error=abandon.last_error,
             history=self.config.history,
         )
+        hook = outcome.on_abandon
         try:
             removed = await self.db.remove_with_hook(
-                remove, outcome.on_abandon, context, self.sessions
+                remove,
+                None if hook is None else guard(execution.task_name, "on_abandon", hook),
+                context,
+                self.sessions,
             )
-        except BaseException:  # whatever the hook raised: it runs shielded from cancellation
+        except Exception:  # whatever the hook raised (see ``_app_code``), or the database
             retry = outcomes.abandon_failed(abandon, now=self.clock.now(), config=self.config)
             assert retry.at is not None
             log.exception(

@@ -19,11 +19,9 @@ from functools import partial
 from typing import Any
 
 import anyio
-import anyio.lowlevel
-import sniffio
 from sqlalchemy import Table
 
-from sqla_scheduler import _store
+from sqla_scheduler import _app_code, _store
 from sqla_scheduler._bridge import Database, SessionFactory, Transaction
 from sqla_scheduler._execution import Execution, Key
 from sqla_scheduler._runner import outcomes
@@ -35,7 +33,7 @@ from sqla_scheduler._threads import HandlerThreads
 from sqla_scheduler.clock import Clock
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.context import ExecutionContext, ShutdownSignal
-from sqla_scheduler.exceptions import InvalidScheduleError, PayloadError, TaskTimeoutError
+from sqla_scheduler.exceptions import InvalidScheduleError, TaskTimeoutError
 from sqla_scheduler.interceptors import ExecutionInterceptor, run_chain
 from sqla_scheduler.listeners import SchedulerListener, dispatch
 from sqla_scheduler.tasks import Handler, RecurringTask, Task
@@ -96,7 +94,7 @@ class Executor:
             payload = task.codec.decode(execution.data, execution.payload_version)
             if isinstance(task, RecurringTask):
                 outcomes.schedule_of(task, execution)  # what follows the run must read
-        except (PayloadError, InvalidScheduleError) as exc:
+        except Exception as exc:  # whatever decoding raised (see ``_app_code``): it cannot run
             return Outcome(
                 held=held,
                 decision=outcomes.undecodable(execution, exc, self.clock.now()),
@@ -169,20 +167,15 @@ class Executor:
     async def _attempt(
         self, task: Task[Any], context: ExecutionContext[Any], handler: Handler[Any]
     ) -> tuple[Any, BaseException | None]:
-        """Run ``handler`` (the task's) once: what it returned, or what it raised."""
-        try:
-            if task.timeout is not None:
-                return await self._within_timeout(task, context, handler, task.timeout), None
-            if self.interceptors:
-                return await self._chain(task, context, handler), None
-            return await self._call(task, context, handler), None  # the common case: direct
-        except anyio.get_cancelled_exc_class() as exc:
-            # the loop is stopping (re-raised here: the execution is released, not failed),
-            # or the handler raised the class itself: its own timeout, a future it awaited
-            await _raise_if_cancelled()
-            return None, exc
-        except BaseException as exc:  # SystemExit, KeyboardInterrupt too: only a stop stops us
-            return None, exc
+        """Run ``handler`` (the task's) once, through the interceptors: what it returned,
+        or what it or an interceptor raised, whatever that is (see ``_app_code``)."""
+        if task.timeout is not None:
+            return await _app_code.attempt(
+                self._within_timeout, task, context, handler, task.timeout
+            )
+        if self.interceptors:
+            return await _app_code.attempt(self._chain, task, context, handler)
+        return await _app_code.attempt(self._call, task, context, handler)  # the common case
 
     def _transaction(self, task: Task[Any]) -> AbstractAsyncContextManager[Transaction | None]:
         """A transactional task's transaction (see ``Database.transaction``), else none."""
@@ -279,27 +272,15 @@ class Executor:
         return result
 
 
-async def _raise_if_cancelled() -> None:
-    """Raise the cancellation of the running task, if it is being cancelled: by a cancel
-    scope, which cancels it again at every checkpoint, or on asyncio by ``Task.cancel``
-    (Python 3.11 and later count those requests). Return when it is not."""
-    await anyio.lowlevel.checkpoint_if_cancelled()
-    if sniffio.current_async_library() == "asyncio":
-        import asyncio
-
-        task = asyncio.current_task()
-        cancelling = getattr(task, "cancelling", None)
-        if cancelling is not None and cancelling() > 0:
-            raise asyncio.CancelledError
-
-
-def _log_undecodable(execution: Execution, error: PayloadError | InvalidScheduleError) -> None:
+def _log_undecodable(execution: Execution, error: Exception) -> None:
     log.error(
         "took %s/%s out of the table (into history as undecodable, unless history is "
         "off): its %s (%s); raw payload: %r",
         execution.task_name,
         execution.instance_id,
-        "payload does not decode" if isinstance(error, PayloadError) else "schedule does not read",
+        "schedule does not read"
+        if isinstance(error, InvalidScheduleError)
+        else "payload does not decode",
         error,
         execution.data,
     )

@@ -14,6 +14,7 @@ from datetime import datetime
 from functools import lru_cache, partial
 from typing import Any
 
+from sqla_scheduler._app_code import calling
 from sqla_scheduler._error_text import error_text
 from sqla_scheduler._execution import KEEP, Execution, NextAt, TaskInstance
 from sqla_scheduler._runner.held import Held
@@ -29,6 +30,7 @@ __all__ = [
     "Outcome",
     "abandon_failed",
     "failed",
+    "next_run",
     "release",
     "retry_limit",
     "schedule_of",
@@ -78,6 +80,15 @@ def schedule_of(task: RecurringTask[Any], execution: Execution) -> Schedule:
     if task.schedule is not None:
         return task.schedule
     return _own_schedule(task.name, execution.schedule)
+
+
+def next_run(
+    task: RecurringTask[Any], schedule: Schedule, execution: Execution, now: datetime
+) -> datetime:
+    """When ``schedule`` (maybe the application's own class) runs ``execution`` next after
+    a run that ended at ``now``; what it raises is an ``Exception`` (see ``_app_code``)."""
+    with calling(task.name, f"schedule {type(schedule).__name__}.next_run"):
+        return schedule.next_run(scheduled_at=execution.execution_time, completed_at=now)
 
 
 @lru_cache(maxsize=1024)
@@ -143,7 +154,7 @@ def succeeded(
         schedule = schedule_of(task, execution)
         if isinstance(schedule, Disabled):
             return finish(kind="remove")
-        at = schedule.next_run(scheduled_at=execution.execution_time, completed_at=now)
+        at = next_run(task, schedule, execution, now)
         if result is None:  # the payload stays, and the version it was written with
             return finish(kind="succeed", at=at, data=execution.data)
         data = task.codec.encode(result)
@@ -192,7 +203,7 @@ def failed(
         if isinstance(schedule, Disabled):
             limit = 0
         else:
-            regular = schedule.next_run(scheduled_at=execution.execution_time, completed_at=now)
+            regular = next_run(task, schedule, execution, now)
             retry_at = min(retry_at, regular)
     text = error_text(error)
     if limit is not None and failures > limit:
