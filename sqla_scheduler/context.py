@@ -11,16 +11,48 @@ from typing import Any, Generic, TypeVar
 
 from sqla_scheduler._execution import TaskInstance
 
-__all__ = ["ExecutionContext", "ShutdownSignal"]
+__all__ = ["ExecutionContext", "ShutdownSignal", "SignalState"]
 
 P = TypeVar("P")
+
+
+class SignalState:
+    """What ``ShutdownSignal.is_set`` gives: true or false, either way it is asked.
+
+    ``if ctx.shutdown.is_set():`` (as with ``threading.Event``) and ``if
+    ctx.shutdown.is_set:`` are both right; it compares equal to the ``bool`` it stands for.
+    """
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: bool) -> None:
+        self._value = value
+
+    def __call__(self) -> bool:
+        """The state as a ``bool``: ``ctx.shutdown.is_set()``."""
+        return self._value
+
+    def __bool__(self) -> bool:
+        return self._value
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, SignalState):
+            return self._value == other._value
+        return self._value == other
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    def __repr__(self) -> str:
+        return repr(self._value)
 
 
 class ShutdownSignal:
     """Set when the scheduler running an execution starts to stop, or when the execution
     reaches its task's ``timeout``.
 
-    Long handlers poll [`is_set`][] (or call [`wait`][]) and wind up early. What the
+    Long handlers poll ``ctx.shutdown.is_set()`` (or call [`wait`][]) and wind up early.
+    What the
     handler then does decides the outcome as usual: returning commits a success, raising
     schedules a retry (past its timeout, an attempt fails either way). A handler still
     running after ``shutdown_max_wait`` is abandoned by the scheduler and its execution
@@ -34,9 +66,10 @@ class ShutdownSignal:
         self._children: weakref.WeakSet[ShutdownSignal] = weakref.WeakSet()
 
     @property
-    def is_set(self) -> bool:
-        """Whether the scheduler is stopping (or the execution's time is up)."""
-        return self._event.is_set()
+    def is_set(self) -> SignalState:
+        """Whether the scheduler is stopping (or the execution's time is up): call it like
+        ``threading.Event.is_set()`` or test it as it is; both are right."""
+        return _SET if self._event.is_set() else _CLEAR
 
     def set(self) -> None:
         """Signal shutdown (the runner calls this; tests may too), to the signals made
@@ -58,7 +91,11 @@ class ShutdownSignal:
         return self._event.wait(timeout)
 
     def __repr__(self) -> str:
-        return f"ShutdownSignal(is_set={self.is_set})"
+        return f"ShutdownSignal(is_set={self.is_set!r})"
+
+
+_SET = SignalState(True)
+_CLEAR = SignalState(False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,8 +143,8 @@ class ExecutionContext(Generic[P]):
 
     @property
     def shutting_down(self) -> bool:
-        """Shorthand for ``shutdown.is_set``."""
-        return self.shutdown.is_set
+        """The same as ``shutdown.is_set()``."""
+        return self.shutdown.is_set()
 
     def schedule(self, instance: TaskInstance[Any]) -> None:
         """Schedule a further execution, committed together with this execution's success.

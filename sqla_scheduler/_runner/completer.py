@@ -185,7 +185,7 @@ class Completer:
         attempt = 1
         error: BaseException | None = sys.exc_info()[1]
         while True:
-            if self.shutdown.is_set or time.monotonic() + delay > give_up:
+            if self.shutdown.is_set() or time.monotonic() + delay > give_up:
                 log.error(
                     "could not record the outcome of %s/%s (%d attempt(s)); it will be revived",
                     execution.task_name,

@@ -187,7 +187,7 @@ class Runner:
         self._stop.set()
 
     def _stopping(self) -> bool:
-        return self.shutdown.is_set
+        return self.shutdown.is_set()
 
     # --- the loop ---------------------------------------------------------------------
 
