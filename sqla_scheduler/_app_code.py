@@ -23,8 +23,8 @@ it raises is always its own; awaited code is checked with ``raise_if_cancelled``
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
+from types import TracebackType
 from typing import Any, TypeVar
 
 import anyio
@@ -40,11 +40,15 @@ class ApplicationError(Exception):
     """Application code raised a ``BaseException`` that is not an ``Exception``; the
     original is ``__cause__``. The message names the task and the hook."""
 
-    def __init__(self, task_name: str | None, hook: str, error: BaseException) -> None:
+    def __init__(
+        self, task_name: str | None, hook: str, error: BaseException, owner: object = None
+    ) -> None:
         self.task_name = task_name
         self.hook = hook
         self.error = error
-        where = hook if task_name is None else f"task {task_name!r}: {hook}"
+        where = hook if owner is None else f"{hook} of {owner!r}"
+        if task_name is not None:
+            where = f"task {task_name!r}: {where}"
         super().__init__(f"{where} raised {summary(error)}")
 
 
@@ -57,17 +61,31 @@ def summary(error: BaseException) -> str:
     return f"{type(error).__name__}: {detail}" if detail else type(error).__name__
 
 
-@contextmanager
-def calling(task_name: str | None, hook: str) -> Iterator[None]:
+class calling:  # lower case: used as a function, ``with calling(task, hook):``
     """Run the block (sync application code: ``hook`` of task ``task_name``, ``None`` for
-    none) and turn a ``BaseException`` it raises that is not an ``Exception`` into an
-    ``ApplicationError``; ``Exception`` subclasses pass as they are."""
-    try:
-        yield
-    except Exception:
-        raise
-    except BaseException as exc:  # SystemExit, KeyboardInterrupt, GeneratorExit, others
-        raise ApplicationError(task_name, hook, exc) from exc
+    none; of ``owner``, a listener say, when given) and turn a ``BaseException`` it raises
+    that is not an ``Exception`` into an ``ApplicationError``; ``Exception`` subclasses
+    pass as they are. A class, not a generator: it is on the path of every execution."""
+
+    __slots__ = ("hook", "owner", "task_name")
+
+    def __init__(self, task_name: str | None, hook: str, owner: object = None) -> None:
+        self.task_name = task_name
+        self.hook = hook
+        self.owner = owner
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if error is not None and not isinstance(error, Exception):
+            # SystemExit, KeyboardInterrupt, GeneratorExit, the application's own
+            raise ApplicationError(self.task_name, self.hook, error, self.owner) from error
 
 
 def guard(task_name: str | None, hook: str, fn: Callable[..., T]) -> Callable[..., T]:

@@ -46,7 +46,7 @@ def dispatch(listeners: Sequence[SchedulerListener], hook: str, *args: Any) -> N
     """Call ``hook`` on every listener in order; a listener that raises is logged and skipped."""
     for listener in listeners:
         try:
-            with calling(None, f"listener {listener!r} {hook}"):  # SystemExit too: see there
+            with calling(None, hook, listener):  # SystemExit too: see there
                 getattr(listener, hook)(*args)
         except Exception:
             log.exception("listener %r failed in %s", listener, hook)
