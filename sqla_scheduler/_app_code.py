@@ -12,9 +12,10 @@ Every call of application code goes through one of three doors:
   ``Exception`` leaves it as an ``ApplicationError`` (an ``Exception``, the original as its
   ``__cause__``), so the caller's ``except Exception`` handles it like any error;
 * ``guard(task, hook, fn)``: ``fn`` wrapped the same way, awaitable results included
-  (for code the scheduler runs in a thread or awaits: ``on_abandon``, interceptors);
-* ``attempt(fn, ...)``: a handler's run, to its result or to what it raised, whatever that
-  is (the execution's failure records it as raised).
+  (for code the scheduler runs in a thread or awaits: ``on_abandon``);
+* ``attempt(fn, ...)``: a handler's run inside the interceptors, to its result or to what
+  it or an interceptor raised, whatever that is (the execution's failure records it as
+  raised).
 
 Sync code cannot receive the scheduler's cancellation (it arrives at an ``await``), so what
 it raises is always its own; awaited code is checked with ``raise_if_cancelled``.
