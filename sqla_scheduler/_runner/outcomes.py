@@ -8,6 +8,7 @@ from the executor to the completer with what the completer needs to act on it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -38,6 +39,8 @@ __all__ = [
     "succeeded",
     "undecodable",
 ]
+
+log = logging.getLogger("sqla_scheduler")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,8 +195,10 @@ def failed(
     a retry, or an abandon.
 
     A retry waits ``config.retry_delay``; a recurring task's waits no longer than its next
-    regular run. A recurring task whose schedule is disabled has nothing to retry into
-    and is abandoned (removed). Either carries the error's text (``_error_text``).
+    regular run (when its schedule, maybe the application's own, can tell it: else the
+    retry delay alone, so a schedule that raises is a failure of the run, backed off). A
+    recurring task whose schedule is disabled has nothing to retry into and is abandoned
+    (removed). Either carries the error's text (``_error_text``).
     """
     failures = one_more_failure(execution.consecutive_failures)
     limit = retry_limit(task, config)
@@ -203,8 +208,16 @@ def failed(
         if isinstance(schedule, Disabled):
             limit = 0
         else:
-            regular = next_run(task, schedule, execution, now)
-            retry_at = min(retry_at, regular)
+            try:
+                retry_at = min(retry_at, next_run(task, schedule, execution, now))
+            except Exception as schedule_error:  # the application's schedule: the backoff
+                log.error(
+                    "task %r: its schedule cannot tell the next run after %s; retrying at %s",
+                    task.name,
+                    execution.execution_time.isoformat(),
+                    retry_at.isoformat(),
+                    exc_info=schedule_error,
+                )
     text = error_text(error)
     if limit is not None and failures > limit:
         return Abandon(

@@ -2,7 +2,7 @@
 included, is a failure of what it was called for, never the end of the scheduler: upcasters
 and ``payload_type`` decoding (the row is undecodable), ``on_abandon`` (the row is kept for
 a later retry), listeners (logged and ignored), interceptors (the execution fails) and
-custom schedules (as an ``Exception`` from one: logged, the row left to revival)
+custom schedules (a failure of the run: retried at the backoff, a failure counted)
 (issue 29, defect 2)."""
 
 from __future__ import annotations
@@ -231,9 +231,11 @@ async def test_any_application_code_raising_anything_fails_only_its_own_work(
             assert (found["picked"], found["consecutive_failures"]) == (False, 1)
             assert hook not in ran
             assert "execution intercepted/interceptor failed" in caplog.text
-        else:  # a schedule raising, like one raising an Exception: logged, left to revival
+        else:  # a schedule raising: the run failed, retried at the backoff, not left picked
             assert found is not None, (hook, error)
-            assert "unexpected error running ticking/recurring" in caplog.text
+            assert (found["picked"], found["consecutive_failures"]) == (False, 1)
+            assert found["execution_time"] > NOW
+            assert "its schedule cannot tell the next run" in caplog.text
             assert type(error).__name__ in caplog.text
 
 
