@@ -6,6 +6,7 @@ runs, so that the library never aborts the caller's transaction.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
@@ -13,20 +14,33 @@ from sqla_scheduler.exceptions import TaskDefinitionError
 from sqla_scheduler.models import MAX_INSTANCE_ID_LENGTH, MAX_TASK_NAME_LENGTH
 
 __all__ = [
+    "BIGINT_MAX",
     "EARLIEST",
     "LATEST",
     "SMALLINT_MAX",
     "SMALLINT_MIN",
     "check_aware",
+    "check_filters",
     "check_instance_id",
+    "check_key",
+    "check_number",
     "check_payload_version",
     "check_priority",
     "check_task_name",
+    "control_problem",
     "is_int",
     "text_problem",
 ]
 
 SMALLINT_MIN, SMALLINT_MAX = -32768, 32767
+
+#: The largest id, count, limit or offset a statement takes: a bigint's (PostgreSQL's and
+#: SQLite's integers are 64 bits; a larger one is a driver error that aborts the caller's
+#: transaction).
+BIGINT_MAX = 2**63 - 1
+
+#: Control characters (C0, DEL and C1): refused in names, which logs and pages print.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 #: The earliest and latest times the scheduler stores: Python's years 1-9999 less a day
 #: at each end, so that PostgreSQL can hand any of them back in any session time zone.
@@ -99,8 +113,41 @@ def check_text_key(value: object, what: str | Callable[[], str], limit: int) -> 
 
 
 def check_task_name(name: object) -> None:
-    """Fail unless ``name`` is a usable task name."""
+    """Fail unless ``name`` is a usable task name: a key without control characters."""
     check_text_key(name, "task name", MAX_TASK_NAME_LENGTH)
+    if isinstance(name, str) and _CONTROL.search(name):
+        raise TaskDefinitionError(f"task name {name!r} contains a control character")
+
+
+def control_problem(value: str) -> str | None:
+    """``contains a control character`` when ``value`` has one, else ``None``."""
+    return "contains a control character" if _CONTROL.search(value) else None
+
+
+def check_key(task_name: object, instance_id: object = None) -> None:
+    """Fail unless ``task_name`` (and ``instance_id``, unless ``None``) could name a stored
+    execution: what a lookup, a move or a removal is given. Unlike ``check_task_name`` it
+    lets control characters through, so that a row written before they were refused can
+    still be reached."""
+    check_text_key(task_name, "task name", MAX_TASK_NAME_LENGTH)
+    if instance_id is not None:
+        check_instance_id(task_name, instance_id)  # type: ignore[arg-type]  # a str: checked
+
+
+def check_filters(task_name: object, instance_id: object = None) -> None:
+    """Fail unless the ``task_name`` and ``instance_id`` filters of a listing, each unless
+    ``None``, could match a stored execution."""
+    if task_name is not None:
+        check_text_key(task_name, "task_name", MAX_TASK_NAME_LENGTH)
+    if instance_id is not None:
+        check_text_key(instance_id, "instance_id", MAX_INSTANCE_ID_LENGTH)
+
+
+def check_number(what: str, value: object, low: int, high: int = BIGINT_MAX) -> None:
+    """Fail with a ``ValueError`` naming ``what`` unless ``value`` is an int from ``low``
+    to ``high``: an id, count, limit or offset, checked before any statement runs."""
+    if not is_int(value) or not low <= value <= high:  # type: ignore[operator]
+        raise ValueError(f"{what} must be an int from {low} to {high}, got {value!r}")
 
 
 def check_instance_id(task_name: str, instance_id: object) -> None:

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Table
 
 from sqla_scheduler import _bridge, _control_store, _store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
-from sqla_scheduler._checks import check_aware, check_task_name
+from sqla_scheduler._checks import check_aware, check_key, check_task_name
 from sqla_scheduler._execution import KEEP, RECURRING_INSTANCE_ID
 from sqla_scheduler._payload import codec_for
 from sqla_scheduler.clock import Clock
@@ -79,6 +79,7 @@ class Control:
         A new payload is written as the task's ``payload_version`` (version 1 for a task not
         registered with this scheduler); without one the row keeps its payload and version.
         """
+        check_key(task_name, instance_id)
         own = None if schedule is None else self._own_schedule(task_name, schedule)
         if at is None and own is None:
             raise TypeError(f"task {task_name!r}: reschedule needs at, schedule or both")
@@ -122,6 +123,7 @@ class Control:
     ) -> bool | Coroutine[Any, Any, bool]:
         """Remove an execution that is not running; return whether one was removed (an
         instance of a recurring task ends there)."""
+        check_key(task_name, instance_id)
         return _bridge.call(
             target,
             self.table,
@@ -195,6 +197,7 @@ class Control:
         """Make an execution that is not running due now, keeping its payload and schedule
         (a recurring task's by default). ``False`` when there is none, or a scheduler is
         running it."""
+        check_key(task_name, instance_id)
         writes = f"run_now({_bridge.named(task_name, instance_id)})"
         return _bridge.call(
             target, self.table, self._ran_now(task_name, instance_id), writes=writes

@@ -17,7 +17,7 @@ from sqlalchemy import Connection, Table
 
 from sqla_scheduler import _bridge, _history_store, _node_store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
-from sqla_scheduler._checks import check_aware
+from sqla_scheduler._checks import check_aware, check_filters, check_number
 from sqla_scheduler._history_entry import OUTCOMES, HistoryEntry, Outcome
 from sqla_scheduler._node import Node, database_now
 from sqla_scheduler._runner import Runner
@@ -83,8 +83,8 @@ class Observing:
         ``since``. What is recorded depends on the ``history`` setting."""
         if outcome is not None and outcome not in OUTCOMES:
             raise ValueError(f"unknown outcome {outcome!r} (one of: {', '.join(OUTCOMES)})")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise ValueError(f"limit must be an int >= 0, got {limit!r}")
+        check_filters(task_name, instance_id)
+        check_number("limit", limit, 0)
         if since is not None:
             check_aware(since, "since")
         return _bridge.call(
@@ -113,8 +113,7 @@ class Observing:
         Returns ``False`` when the entry is not one of those (or does not exist), or an
         execution with its task name and instance id exists. The entry stays in history.
         """
-        if isinstance(history_id, bool) or not isinstance(history_id, int):
-            raise TypeError(f"history_id must be an int, got {history_id!r}")
+        check_number("history_id", history_id, 1)
         return _bridge.call(
             target,
             self.table,

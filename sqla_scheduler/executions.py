@@ -22,6 +22,7 @@ from sqlalchemy import Connection, Engine, create_engine
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from sqla_scheduler._checks import check_filters, check_number
 from sqla_scheduler._execution import Execution, ExecutionState, ExecutionStatus
 
 if TYPE_CHECKING:
@@ -51,6 +52,10 @@ def list_executions(
     SQLite file that does not exist, is the file created). Database failures raise
     SQLAlchemy's own errors.
     """
+    check_filters(task_name)
+    if limit is not None:
+        check_number("limit", limit, 0)
+    check_number("offset", offset, 0)
     if state == "orphaned" and scheduler is None:
         raise ValueError(
             "listing orphaned executions needs the application's scheduler: without its "

@@ -22,6 +22,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from sqla_scheduler._checks import check_filters, check_number
 from sqla_scheduler._history_entry import OUTCOMES, HistoryEntry, HistorySetting, Outcome, keeps
 
 if TYPE_CHECKING:
@@ -57,6 +58,8 @@ def list_history(
     """
     from sqla_scheduler.executions import connected
 
+    check_filters(task_name, instance_id)
+    check_number("limit", limit, 0)
     with connected(url, scheduler) as (client, conn):
         return client.history(
             conn,
@@ -83,6 +86,7 @@ def requeue(
     from sqla_scheduler import _history_store
     from sqla_scheduler.executions import connected
 
+    check_number("history_id", history_id, 1)
     with connected(url, scheduler) as (client, conn):
         entry = _history_store.get(conn, client.table, history_id)
         if entry is None:

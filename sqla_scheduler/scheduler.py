@@ -22,6 +22,7 @@ from sqlalchemy.orm import sessionmaker
 
 from sqla_scheduler import _bridge, _store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target, check_sessions
+from sqla_scheduler._checks import check_filters, check_key, check_number
 from sqla_scheduler._control import Control
 from sqla_scheduler._execution import Execution, ExecutionState, TaskInstance
 from sqla_scheduler._observing import Observing
@@ -160,6 +161,7 @@ class Scheduler(Observing, Control):
         self, target: Target, task_name: str, instance_id: str
     ) -> Execution | Coroutine[Any, Any, Execution | None] | None:
         """The execution of ``task_name`` / ``instance_id``, or ``None``."""
+        check_key(task_name, instance_id)
         return _bridge.call(
             target,
             self.table,
@@ -201,6 +203,7 @@ class Scheduler(Observing, Control):
         """List executions in ``state``: ``all``, ``scheduled``, ``due``, ``running``,
         ``failing`` (latest failure first) or ``orphaned`` (unregistered task names)."""
         _check_listing(state, limit, offset)
+        check_filters(task_name)
         return _bridge.call(
             target,
             self.table,
@@ -325,10 +328,9 @@ def _registry(tasks: Iterable[Task[Any]]) -> dict[str, Task[Any]]:
 def _check_listing(state: str, limit: int | None, offset: int) -> None:
     if state not in ("all", "scheduled", "due", "running", "failing", "orphaned"):
         raise ValueError(f"unknown execution state {state!r}")
-    if limit is not None and limit < 0:
-        raise ValueError(f"limit must be >= 0, got {limit}")
-    if offset < 0:
-        raise ValueError(f"offset must be >= 0, got {offset}")
+    if limit is not None:
+        check_number("limit", limit, 0)
+    check_number("offset", offset, 0)
 
 
 def _check_instance(instance: object) -> None:
