@@ -17,6 +17,8 @@ __all__ = [
     "BIGINT_MAX",
     "EARLIEST",
     "LATEST",
+    "MAX_RETRIES",
+    "MAX_TASK_CONCURRENCY",
     "SMALLINT_MAX",
     "SMALLINT_MIN",
     "check_aware",
@@ -38,6 +40,12 @@ SMALLINT_MIN, SMALLINT_MAX = -32768, 32767
 #: SQLite's integers are 64 bits; a larger one is a driver error that aborts the caller's
 #: transaction).
 BIGINT_MAX = 2**63 - 1
+
+#: The most retries a task or a config may allow: far more than any backoff needs.
+MAX_RETRIES = 1_000_000
+#: The largest ``max_concurrency`` of a task: a thousand processes at the largest
+#: ``concurrency`` each.
+MAX_TASK_CONCURRENCY = 1_000_000
 
 #: Control characters (C0, DEL and C1): refused in names, which logs and pages print.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")

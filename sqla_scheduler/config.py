@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal, NamedTuple
 
+from sqla_scheduler._checks import MAX_RETRIES, control_problem, text_problem
 from sqla_scheduler._durations import format_duration, parse_duration
 from sqla_scheduler.exceptions import ConfigurationError
 
@@ -151,14 +152,6 @@ class SchedulerConfig:
                         (low, low_value, f"must not exceed {high} ({_show(high_value)})"),
                     )
                 )
-        if self.heartbeat_interval > timedelta.max / max(self.missed_heartbeat_limit, 2):
-            problem = "is too large: dead_after or revive_interval would overflow"
-            raise _FieldError(
-                (
-                    ("heartbeat_interval", self.heartbeat_interval, problem),
-                    ("missed_heartbeat_limit", self.missed_heartbeat_limit, problem),
-                )
-            )
 
     @property
     def dead_after(self) -> timedelta:
@@ -564,20 +557,26 @@ _STR = _Kind(_check_str, _check_str)
 _Limit = Callable[[Any], None]
 
 
-def _at_least(bound: Any, shown: str) -> _Limit:
+def _between(low: Any, high: Any, *, above: bool = False) -> _Limit:
+    """From ``low`` (or more than ``low`` when ``above``) to ``high``; the message gives
+    the bound that was passed."""
+
     def limit(value: Any) -> None:
-        if value < bound:
-            raise _Invalid(f"must be at least {shown}")
+        if value < low or (above and value == low):
+            raise _Invalid(f"must be {'greater than' if above else 'at least'} {_bound(low)}")
+        if value > high:
+            raise _Invalid(f"must be at most {_bound(high)}")
 
     return limit
 
 
-def _above(bound: Any, shown: str) -> _Limit:
-    def limit(value: Any) -> None:
-        if value <= bound:
-            raise _Invalid(f"must be greater than {shown}")
-
-    return limit
+def _bound(value: Any) -> str:
+    """A bound as messages and the documentation write it: ``1ms``, ``36500d``, ``1000``."""
+    if isinstance(value, timedelta):
+        return format_duration(value) if value else "zero"
+    if isinstance(value, float) and value.is_integer():
+        return "0" if value == 0 else f"{value:.1f}"
+    return str(value)
 
 
 def _name(max_length: int, *, identifier: bool) -> _Limit:
@@ -586,6 +585,9 @@ def _name(max_length: int, *, identifier: bool) -> _Limit:
             raise _Invalid("must not be empty")
         if len(value) > max_length:
             raise _Invalid(f"is longer than {max_length} characters")
+        problem = text_problem(value) or control_problem(value)
+        if problem is not None:
+            raise _Invalid(problem)
         if identifier and not _IDENTIFIER.fullmatch(value):
             raise _Invalid(
                 "is not an identifier (use letters, digits and underscores, "
@@ -601,6 +603,15 @@ def _no_limit(value: Any) -> None:
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ZERO = timedelta(0)
+_MS = timedelta(milliseconds=1)
+_DAY = timedelta(days=1)
+#: The longest retry delay, retention and orphan age: about 100 years, so that adding it
+#: to any time the scheduler stores cannot overflow a ``datetime``.
+_LONGEST = timedelta(days=36500)
+
+#: The most executions one process runs at once. Its workers start and stop in about 0.1 s
+#: (10 000 take about 1 s, 100 000 about 10 s, during which a stop request waits).
+MAX_CONCURRENCY = 1000
 
 
 class _Rule(NamedTuple):
@@ -609,26 +620,26 @@ class _Rule(NamedTuple):
 
 
 _RULES: dict[str, _Rule] = {
-    "concurrency": _Rule(_INT, _at_least(1, "1")),
-    "polling_interval": _Rule(_DURATION, _above(_ZERO, "zero")),
-    "heartbeat_interval": _Rule(_DURATION, _above(_ZERO, "zero")),
-    "missed_heartbeat_limit": _Rule(_INT, _at_least(1, "1")),
-    "retry_base_delay": _Rule(_DURATION, _at_least(_ZERO, "zero")),
-    "retry_backoff_rate": _Rule(_FLOAT, _at_least(1.0, "1.0")),
-    "retry_max_delay": _Rule(_DURATION, _at_least(_ZERO, "zero")),
-    "max_retries": _Rule(_optional(_INT, frozenset({"", "none"})), _at_least(0, "0")),
+    "concurrency": _Rule(_INT, _between(1, MAX_CONCURRENCY)),
+    "polling_interval": _Rule(_DURATION, _between(_MS, _DAY)),
+    "heartbeat_interval": _Rule(_DURATION, _between(_MS, _DAY)),
+    "missed_heartbeat_limit": _Rule(_INT, _between(1, 1000)),
+    "retry_base_delay": _Rule(_DURATION, _between(_ZERO, _LONGEST)),
+    "retry_backoff_rate": _Rule(_FLOAT, _between(1.0, 100.0)),
+    "retry_max_delay": _Rule(_DURATION, _between(_ZERO, _LONGEST)),
+    "max_retries": _Rule(_optional(_INT, frozenset({"", "none"})), _between(0, MAX_RETRIES)),
     "scheduler_name": _Rule(_STR, _name(_MAX_NAME, identifier=False)),
     "table_name": _Rule(_STR, _name(63 - len("_history"), identifier=True)),
     "schema": _Rule(_optional(_STR, frozenset({""})), _name(63, identifier=True)),
-    "shutdown_max_wait": _Rule(_DURATION, _at_least(_ZERO, "zero")),
-    "delete_unresolved_after": _Rule(_DURATION, _above(_ZERO, "zero")),
+    "shutdown_max_wait": _Rule(_DURATION, _between(_ZERO, _DAY)),
+    "delete_unresolved_after": _Rule(_DURATION, _between(_MS, _LONGEST)),
     "history": _Rule(_one_of("failures", "all", "none"), _no_limit),
-    "history_retention": _Rule(_DURATION, _above(_ZERO, "zero")),
-    "node_heartbeat_interval": _Rule(_DURATION, _above(_ZERO, "zero")),
+    "history_retention": _Rule(_DURATION, _between(_MS, _LONGEST)),
+    "node_heartbeat_interval": _Rule(_DURATION, _between(_MS, _DAY)),
     "listen": _Rule(_BOOL, _no_limit),
     "prepared_statements": _Rule(_BOOL, _no_limit),
-    "pick_lower_fraction": _Rule(_FLOAT, _above(0.0, "0")),
-    "pick_upper_fraction": _Rule(_FLOAT, _above(0.0, "0")),
+    "pick_lower_fraction": _Rule(_FLOAT, _between(0.0, 10.0, above=True)),
+    "pick_upper_fraction": _Rule(_FLOAT, _between(0.0, 10.0, above=True)),
 }
 """Per-field type and limit, in field order; ``__post_init__`` and the text readers use it."""
 

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, over
 
 from sqla_scheduler._app_code import calling
 from sqla_scheduler._checks import (
+    MAX_RETRIES,
+    MAX_TASK_CONCURRENCY,
     check_payload_version,
     check_priority,
     check_task_name,
@@ -90,18 +92,21 @@ class Task(Generic[P]):
         if self.on_abandon is not None:
             _check_callable(self.name, "on_abandon", self.on_abandon, arity=2)
         check_priority(self.name, "priority", self.priority)
-        if self.max_retries is not None and (not is_int(self.max_retries) or self.max_retries < 0):
+        if self.max_retries is not None and (
+            not is_int(self.max_retries) or not 0 <= self.max_retries <= MAX_RETRIES
+        ):
             raise TaskDefinitionError(
-                f"task {self.name!r}: max_retries must be an int >= 0 or None, "
-                f"got {self.max_retries!r}"
+                f"task {self.name!r}: max_retries must be an int from 0 to {MAX_RETRIES} "
+                f"or None, got {self.max_retries!r}"
             )
         object.__setattr__(self, "timeout", _check_timeout(self.name, self.timeout))
         if self.max_concurrency is not None and (
-            not is_int(self.max_concurrency) or self.max_concurrency < 1
+            not is_int(self.max_concurrency)
+            or not 1 <= self.max_concurrency <= MAX_TASK_CONCURRENCY
         ):
             raise TaskDefinitionError(
-                f"task {self.name!r}: max_concurrency must be an int >= 1 or None, "
-                f"got {self.max_concurrency!r}"
+                f"task {self.name!r}: max_concurrency must be an int from 1 to "
+                f"{MAX_TASK_CONCURRENCY} or None, got {self.max_concurrency!r}"
             )
         if not isinstance(self.transactional, bool):
             raise TaskDefinitionError(

@@ -330,7 +330,7 @@ def test_from_mapping_empty_gives_defaults() -> None:
     ],
 )
 def test_from_mapping_duration_formats(text: str, expected: timedelta) -> None:
-    assert SchedulerConfig.from_mapping({"polling_interval": text}).polling_interval == expected
+    assert SchedulerConfig.from_mapping({"history_retention": text}).history_retention == expected
 
 
 @pytest.mark.parametrize(
