@@ -25,7 +25,7 @@ def parse_duration(text: str) -> timedelta:
     is negative.
     """
     cleaned = text.strip()
-    # pytimeparse2 reads any Unicode digit ('５s'); a duration is written in ASCII.
+    # pytimeparse2 reads any Unicode digit (a full-width 5); a duration is written in ASCII.
     seconds = pytimeparse2.parse(cleaned) if cleaned and cleaned.isascii() else None
     if seconds is None:
         raise ValueError(f"{text!r} is not a duration (try '250ms', '10s', '5m', '1h' or '14d')")

@@ -24,6 +24,8 @@ import click
 from sqlalchemy import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
+from sqla_scheduler._checks import BIGINT_MAX
+from sqla_scheduler.config import MAX_CONCURRENCY
 from sqla_scheduler.exceptions import ConfigurationError, MissingTableError
 
 if TYPE_CHECKING:
@@ -36,6 +38,32 @@ __all__ = ["cli", "main"]
 T = TypeVar("T")
 
 _URL_HELP = "Database URL, e.g. postgresql+psycopg://user@host/db (default: $DATABASE_URL)."
+
+
+class _Whole(click.IntRange):
+    """A whole number written in ASCII digits, from ``min`` to ``max`` (``int()`` also reads
+    other scripts' digits, such as a full-width 5)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.isascii():
+            self.fail(f"{value!r} is not a whole number in ASCII digits", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+class _Seconds(click.FloatRange):
+    """A finite number of seconds written in ASCII, more than 0 and at most ``max``."""
+
+    def __init__(self, max: float) -> None:
+        super().__init__(min=0, min_open=True, max=max)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.isascii():
+            self.fail(f"{value!r} is not a number in ASCII digits", param, ctx)
+        number = super().convert(value, param, ctx)
+        if number != number:  # NaN passes every comparison of the range
+            self.fail(f"{value!r} is not a number", param, ctx)
+        return number
+
 
 _url_option = click.option("--url", envvar="DATABASE_URL", required=True, help=_URL_HELP)
 
@@ -252,7 +280,7 @@ _STATES = ("all", "scheduled", "due", "running", "failing", "orphaned")
 @click.option("--task", "task_name", metavar="NAME", help="Only executions of this task.")
 @click.option(
     "--limit",
-    type=click.IntRange(min=1),
+    type=_Whole(1, BIGINT_MAX),
     default=100,
     show_default=True,
     help="List at most N executions.",
@@ -450,7 +478,7 @@ def _with_client_options(command: Any) -> Any:
     "date and time (UTC unless it names an offset).",
 )
 @click.option(
-    "--limit", type=click.IntRange(min=1), default=100, show_default=True, help="At most N."
+    "--limit", type=_Whole(1, BIGINT_MAX), default=100, show_default=True, help="At most N."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list with every field.")
 def history(
@@ -547,7 +575,7 @@ def _print_history(found: list[Any]) -> None:
 
 
 @cli.command("requeue")
-@click.argument("history_id", metavar="ID", type=click.IntRange(min=1))
+@click.argument("history_id", metavar="ID", type=_Whole(1, BIGINT_MAX))
 @_with_client_options
 def requeue(history_id: int, url: str | None, spec: str | None) -> None:
     """Schedule an abandoned or undecodable execution again, due now, with its payload.
@@ -707,7 +735,7 @@ _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 @click.argument("spec", metavar="MODULE:ATTR", envvar=_APP_ENVVAR)
 @click.option(
     "--concurrency",
-    type=click.IntRange(min=1),
+    type=_Whole(1, MAX_CONCURRENCY),
     help="Executions run in parallel (default: $SQLA_SCHEDULER_CONCURRENCY, else the "
     "scheduler's config).",
 )
@@ -881,7 +909,7 @@ def _missing_admin_packages() -> list[str]:
 )
 @click.option(
     "--port",
-    type=click.IntRange(1, 65535),
+    type=_Whole(1, 65535),
     default=8080,
     show_default=True,
     envvar="SQLA_SCHEDULER_ADMIN_PORT",
@@ -939,9 +967,9 @@ def admin(spec: str, host: str, port: int, actions: bool) -> None:
 )
 @click.option(
     "--duration",
-    type=click.FloatRange(min=0, min_open=True),
+    type=_Seconds(max=86400),
     metavar="SECONDS",
-    help="Stop after SECONDS (default: run until Ctrl-C).",
+    help="Stop after SECONDS, more than 0 and at most a day (default: run until Ctrl-C).",
 )
 def demo(database_url: str | None, duration: float | None) -> None:
     """Run a small shop on the scheduler and watch its executions live.

@@ -7,6 +7,7 @@ Every request reads the table in one transaction (see ``_reads``); what pages sh
 from __future__ import annotations
 
 import secrets
+from collections.abc import Awaitable, Callable
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -97,15 +98,15 @@ def create_app(
         Route("/", refusing_nul(executions.overview), methods=["GET"]),
         Route("/executions", refusing_nul(executions.listing), methods=["GET"]),
         Route("/execution", refusing_nul(executions.one), methods=["GET"]),
-        Route("/api/summary", refusing_nul(executions.api_summary), methods=["GET"]),
-        Route("/api/executions", refusing_nul(executions.api_listing), methods=["GET"]),
-        Route("/api/execution", refusing_nul(executions.api_one), methods=["GET"]),
+        Route("/api/summary", _api(executions.api_summary), methods=["GET"]),
+        Route("/api/executions", _api(executions.api_listing, *_LISTING), methods=["GET"]),
+        Route("/api/execution", _api(executions.api_one, "task", "instance"), methods=["GET"]),
         Route("/history", refusing_nul(history.listing), methods=["GET"]),
         Route("/dead-letters", refusing_nul(history.dead_letters), methods=["GET"]),
         Route("/history/entry", refusing_nul(history.entry), methods=["GET"]),
-        Route("/api/history", refusing_nul(history.api_listing), methods=["GET"]),
-        Route("/api/dead-letters", refusing_nul(history.api_dead_letters), methods=["GET"]),
-        Route("/api/history/entry", refusing_nul(history.api_entry), methods=["GET"]),
+        Route("/api/history", _api(history.api_listing, *_HISTORY), methods=["GET"]),
+        Route("/api/dead-letters", _api(history.api_dead_letters, *_HISTORY), methods=["GET"]),
+        Route("/api/history/entry", _api(history.api_entry, "id"), methods=["GET"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     if actions:
@@ -130,6 +131,28 @@ def create_app(
     )
     # Outside Starlette's own error middleware, so its 500 page gets the headers too.
     return SecurityHeaders(app)
+
+
+_LISTING = ("state", "task", "instance", "page", "per_page")
+_HISTORY = ("task", "instance", "outcome", "page", "per_page")
+
+
+def _api(
+    endpoint: Callable[[Request], Awaitable[Response]], *known: str
+) -> Callable[[Request], Awaitable[Response]]:
+    """``endpoint`` of the JSON API: a 400 naming a query parameter it does not take (a
+    filter it would otherwise ignore, such as ``since``), and one with a NUL character."""
+
+    async def checked(request: Request) -> Response:
+        for name in request.query_params:
+            if name not in known:
+                takes = ", ".join(known) or "none"
+                raise HTTPException(
+                    400, f"unknown parameter {name[:40]!r} (this endpoint takes: {takes})"
+                )
+        return await endpoint(request)
+
+    return refusing_nul(checked)
 
 
 class _Executions:

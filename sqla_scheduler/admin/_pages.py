@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from sqla_scheduler._checks import BIGINT_MAX
 from sqla_scheduler.admin._reads import Reads
 from sqla_scheduler.admin._security import USER_KEY, csrf_token, csrf_valid
 from sqla_scheduler.admin._views import STATES, elapsed, relative
@@ -168,26 +169,33 @@ def text_param(q: QueryParams, name: str, max_length: int) -> str | None:
 
 
 def page_params(q: QueryParams, page_size: int) -> tuple[int, int]:
-    """A listing's ``page`` and ``per_page`` (at most ``MAX_PAGE_SIZE``)."""
-    page = positive_int(q.get("page"), "page", default=1)
+    """A listing's ``page`` and ``per_page`` (at most ``MAX_PAGE_SIZE``); the page's rows
+    start at an offset a bigint holds."""
+    page = positive_int(q.get("page"), "page", default=1, high=BIGINT_MAX // MAX_PAGE_SIZE)
     per_page = positive_int(q.get("per_page"), "per_page", default=page_size)
     if per_page > MAX_PAGE_SIZE:
         raise HTTPException(400, f"per_page must be at most {MAX_PAGE_SIZE}")
     return page, per_page
 
 
-def positive_int(raw: str | None, name: str, *, default: int | None) -> int:
-    """``raw`` as a whole number of at least 1; ``default`` when absent (required if None)."""
+def positive_int(raw: str | None, name: str, *, default: int | None, high: int = BIGINT_MAX) -> int:
+    """``raw`` as a whole number from 1 to ``high``, in ASCII digits (``int()`` also reads
+    other scripts' digits); ``default`` when absent (required if None)."""
     if raw is None or raw == "":
         if default is None:
             raise HTTPException(400, f"{name} is required")
         return default
-    if not raw.isdigit() or len(raw) > 18:
-        raise HTTPException(400, f"{name} must be a positive whole number")
-    value = int(raw)
-    if value < 1:
-        raise HTTPException(400, f"{name} must be a positive whole number")
-    return value
+    digits = raw.lstrip("0")  # int() refuses more than 4300 digits
+    if (
+        not (raw.isascii() and raw.isdigit())
+        or len(digits) > 19
+        or not 1 <= int(digits or 0) <= high
+    ):
+        shown = raw if len(raw) <= 40 else raw[:40] + "..."
+        raise HTTPException(
+            400, f"{name} must be a positive whole number of at most {high}, got {shown!r}"
+        )
+    return int(digits)
 
 
 def refusing_nul(
