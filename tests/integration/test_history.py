@@ -281,7 +281,9 @@ async def test_listing_filters_and_orders_newest_first(db: Harness, clock: Manua
     assert len(await _history(db, scheduler, limit=2)) == 2
     with pytest.raises(ValueError, match="unknown outcome 'lost'"):
         scheduler.history(db.engine, outcome="lost")  # type: ignore[call-overload]
-    with pytest.raises(ValueError, match="limit must be an int from 0 to 9223372036854775807, got -1"):
+    with pytest.raises(
+        ValueError, match="limit must be an int from 0 to 9223372036854775807, got -1"
+    ):
         scheduler.history(db.engine, limit=-1)
     with pytest.raises(ValueError, match="since"):
         scheduler.history(db.engine, since=datetime(2030, 1, 1))
