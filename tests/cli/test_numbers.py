@@ -1,0 +1,52 @@
+"""Every number the command line takes is checked by its option's type: a usage error
+(exit 2) naming the option and the range, before anything connects (issue 29, defects 5,
+6 and 11). In this process: no database is reached."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests._cli import cli_env, invoke
+
+UNREACHABLE = "postgresql+psycopg://nobody@127.0.0.1:1/none"
+BIGINT = "1<=x<=9223372036854775807"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("requeue", str(2**63)), f"Invalid value for 'ID': {2**63} is not in the range {BIGINT}"),
+        (("requeue", "\uff15"), "Invalid value for 'ID': '\uff15' is not a whole number in ASCII"),
+        (("requeue", "\u0661\u0662"), "'\u0661\u0662' is not a whole number in ASCII digits"),
+        (
+            ("history", "--limit", str(2**70)),
+            f"Invalid value for '--limit': {2**70} is not in the range {BIGINT}",
+        ),
+        (
+            ("executions", "--limit", str(2**63)),
+            f"Invalid value for '--limit': {2**63} is not in the range {BIGINT}",
+        ),
+        (
+            ("worker", "tests.cli.app:scheduler", "--concurrency", "100000"),
+            "Invalid value for '--concurrency': 100000 is not in the range 1<=x<=1000",
+        ),
+        (
+            ("worker", "tests.cli.app:scheduler", "--concurrency", str(2**64)),
+            f"Invalid value for '--concurrency': {2**64} is not in the range 1<=x<=1000",
+        ),
+        (
+            ("admin", "tests.cli.app:scheduler", "--port", "\uff18\uff10"),
+            "'\uff18\uff10' is not a whole number in ASCII digits",
+        ),
+        (("demo", "--duration", "nan"), "Invalid value for '--duration': 'nan' is not a number"),
+        (("demo", "--duration", "inf"), "'--duration': inf is not in the range 0<x<=86400"),
+        (("demo", "--duration", "-1"), "'--duration': -1.0 is not in the range 0<x<=86400"),
+        (("demo", "--duration", "1e400"), "'--duration': inf is not in the range 0<x<=86400"),
+        (("demo", "--duration", "\uff15"), "'\uff15' is not a number in ASCII digits"),
+    ],
+)
+def test_a_number_out_of_range_is_a_usage_error(args: tuple[str, ...], message: str) -> None:
+    done = invoke(*args, env=cli_env(DATABASE_URL=UNREACHABLE))
+    assert done.returncode == 2, done
+    assert "Traceback" not in done.stderr
+    assert message in done.stderr, done.stderr
