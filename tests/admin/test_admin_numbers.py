@@ -1,0 +1,44 @@
+"""The admin page's ids, pages and parameters: every number is a whole number in ASCII
+digits that a bigint holds, and the JSON API names a parameter it does not take instead
+of ignoring it (issue 29, defects 5 and 11). Up to the bounds, requests are answered."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.anyio
+
+BIG = 2**63
+PAGES = (2**63 - 1) // 500  # the last page whose first row is at an offset a bigint holds
+
+#: (path, status, what the answer says)
+CASES = [
+    ("/api/history?since=garbage", 400, "unknown parameter 'since'"),
+    ("/api/history?since=1h", 400, "unknown parameter 'since'"),
+    ("/api/executions?since=2030-01-01", 400, "unknown parameter 'since'"),
+    ("/api/dead-letters?limit=5", 400, "unknown parameter 'limit'"),
+    ("/api/execution?task=a&instance=b&x=1", 400, "unknown parameter 'x'"),
+    ("/api/history/entry?id=1&page=2", 400, "unknown parameter 'page'"),
+    ("/api/summary?refresh=5", 400, "unknown parameter 'refresh'"),
+    ("/api/history/entry?id=\u0661\u0662", 400, "id must be a positive whole number"),
+    ("/history/entry?id=\uff15", 400, "id must be a positive whole number"),
+    ("/api/executions?per_page=\uff15", 400, "per_page must be a positive whole number"),
+    ("/api/history/entry?id=" + str(BIG), 400, f"of at most {BIG - 1}, got '{BIG}'"),
+    ("/api/history/entry?id=" + "9" * 5000, 400, "id must be a positive whole number"),
+    ("/api/history?page=" + str(PAGES + 1), 400, f"of at most {PAGES}, got '{PAGES + 1}'"),
+    ("/api/executions?page=" + str(2**70), 400, "page must be a positive whole number"),
+    # the bounds themselves: answered, not a database error
+    ("/api/history/entry?id=" + str(BIG - 1), 404, "no history entry"),
+    ("/api/history/entry?id=" + "0" * 30 + "7", 404, "no history entry 7 "),
+    ("/api/history?page=" + str(PAGES), 200, '"entries":[]'),
+    ("/api/executions?page=" + str(PAGES) + "&per_page=500", 200, '"executions":[]'),
+    ("/history?page=" + str(PAGES) + "&refresh=5", 200, "<html"),
+]
+
+
+async def test_numbers_and_unknown_parameters(client: httpx.AsyncClient) -> None:
+    for path, status, says in CASES:
+        response = await client.get(path)
+        assert response.status_code == status, (path, response.text)
+        assert says in response.text, (path, response.text)
