@@ -1,5 +1,6 @@
 """Values no supported database can store exactly are refused before any statement runs,
-naming the task and the field (issue 13, defects 2, 5 and 10). No database needed."""
+naming the task and the field (issue 13, defects 2, 5 and 10; issue 29, defects 5, 6, 8
+and 11). No database needed."""
 
 from __future__ import annotations
 
@@ -18,8 +19,11 @@ from sqla_scheduler import (
     one_time,
     recurring,
 )
+from sqla_scheduler.executions import list_executions
+from sqla_scheduler.history import list_history, requeue
 
 job = one_time("job")(lambda ctx: None)
+URL = "sqlite:////nonexistent-directory/app.db"
 EAST = timezone(timedelta(hours=5))
 WEST = timezone(timedelta(hours=-5))
 
@@ -114,3 +118,57 @@ def test_a_task_instance_built_directly_is_checked(
 def test_intervals_past_100_years_are_refused(every: Any) -> None:
     with pytest.raises(InvalidScheduleError, match=r"FixedRate\.every must be at most 36525 days"):
         FixedRate(every)
+
+
+# --- issue 29: bounds on a task's numbers, control characters in names, and the one-off
+# functions' numbers and keys, refused before anything connects ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"max_retries": 1_000_001}, "max_retries must be an int from 0 to 1000000 or None"),
+        ({"max_retries": 2**63}, "max_retries must be an int from 0 to 1000000 or None"),
+        ({"max_concurrency": 10**6 + 1}, "max_concurrency must be an int from 1 to 1000000"),
+        ({"max_concurrency": 0}, "max_concurrency must be an int from 1 to 1000000"),
+        ({"priority": 2**15}, "priority must be an int from -32768 to 32767"),
+        ({"timeout": 1e20}, "timeout must be more than 0 and at most 100 years"),
+        ({"timeout": float("nan")}, "timeout must be more than 0 and at most 100 years"),
+    ],
+)
+def test_a_tasks_numbers_are_bounded(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(TaskDefinitionError, match=f"^task 'job': {message}"):
+        one_time("job", **fields)(lambda ctx: None)
+
+
+def test_a_tasks_bounds_themselves_are_accepted() -> None:
+    task = one_time("job", max_retries=1_000_000, max_concurrency=1_000_000, priority=-32768)
+    assert task(lambda ctx: None).max_retries == 1_000_000
+
+
+@pytest.mark.parametrize("name", ["a\nb", "a\tb", "job\x1b[31m", "a\x7fb", "a\x85b", "\x01"])
+def test_control_characters_in_a_task_name_are_refused(name: str) -> None:
+    with pytest.raises(TaskDefinitionError, match="contains a control character"):
+        one_time(name)(lambda ctx: None)
+    with pytest.raises(TaskDefinitionError, match="contains a control character"):
+        recurring(name, "FIXED_DELAY|1h")(lambda ctx: None)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: list_history(URL, limit=2**63), "limit must be an int from 0 to"),
+        (lambda: list_history(URL, task_name="a\x00"), "task_name 'a\\\\x00' contains a NUL"),
+        (lambda: list_history(URL, instance_id="\ud800"), "instance_id '\\\\ud800' contains"),
+        (lambda: requeue(URL, 2**63), "history_id must be an int from 1 to"),
+        (lambda: requeue(URL, -1), "history_id must be an int from 1 to"),
+        (lambda: list_executions(URL, limit=2**63), "limit must be an int from 0 to"),
+        (lambda: list_executions(URL, offset=-1), "offset must be an int from 0 to"),
+        (lambda: list_executions(URL, task_name="\ud800"), "task_name '\\\\ud800' contains"),
+    ],
+)
+def test_the_one_off_functions_check_before_connecting(call: Any, message: str) -> None:
+    """``URL`` names no database: a refusal, not ``MissingTableError``, says the check
+    came first."""
+    with pytest.raises((ValueError, TaskDefinitionError), match=message):
+        call()
