@@ -172,6 +172,15 @@ def test_the_bounds_themselves_are_accepted(key: str) -> None:
         assert getattr(SchedulerConfig(**{key: low, partner: at_low}), key) == low
 
 
+def test_the_configuration_page_gives_the_bounds() -> None:
+    page = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
+    for key, (low, high, above) in BOUNDS.items():
+        first = f"more than {_shown(low)}," if above else _shown(low)
+        assert f"| `{key}` | " in page, key
+        row = page.split(f"| `{key}` | ", 1)[1].split("\n", 1)[0]
+        assert f" | {first} to {_shown(high)}" in row, (key, row)
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
