@@ -6,10 +6,16 @@ runs, so that the library never aborts the caller's transaction.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
+from sqla_scheduler._limits import (
+    BIGINT_MAX,
+    MAX_RETRIES,
+    MAX_TASK_CONCURRENCY,
+    control_problem,
+    text_problem,
+)
 from sqla_scheduler.exceptions import TaskDefinitionError
 from sqla_scheduler.models import MAX_INSTANCE_ID_LENGTH, MAX_TASK_NAME_LENGTH
 
@@ -36,19 +42,6 @@ __all__ = [
 
 SMALLINT_MIN, SMALLINT_MAX = -32768, 32767
 
-#: The largest id, count, limit or offset a statement takes: a bigint's (PostgreSQL's and
-#: SQLite's integers are 64 bits; a larger one is a driver error that aborts the caller's
-#: transaction).
-BIGINT_MAX = 2**63 - 1
-
-#: The most retries a task or a config may allow: far more than any backoff needs.
-MAX_RETRIES = 1_000_000
-#: The largest ``max_concurrency`` of a task: a thousand processes at the largest
-#: ``concurrency`` each.
-MAX_TASK_CONCURRENCY = 1_000_000
-
-#: Control characters (C0, DEL and C1): refused in names, which logs and pages print.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 #: The earliest and latest times the scheduler stores: Python's years 1-9999 less a day
 #: at each end, so that PostgreSQL can hand any of them back in any session time zone.
@@ -82,18 +75,6 @@ def check_aware(value: object, what: str) -> None:
         )
 
 
-def text_problem(value: str) -> str | None:
-    """What in ``value`` a database cannot store as text (PostgreSQL refuses a NUL and a
-    lone surrogate), or ``None``."""
-    if "\x00" in value:
-        return "contains a NUL character"
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return "contains a lone surrogate (not valid Unicode)"
-    return None
-
-
 def check_text_key(value: object, what: str | Callable[[], str], limit: int) -> None:
     """Fail unless ``value`` is a usable key; ``what`` names it (built only on failure)."""
     if (
@@ -123,13 +104,8 @@ def check_text_key(value: object, what: str | Callable[[], str], limit: int) -> 
 def check_task_name(name: object) -> None:
     """Fail unless ``name`` is a usable task name: a key without control characters."""
     check_text_key(name, "task name", MAX_TASK_NAME_LENGTH)
-    if isinstance(name, str) and _CONTROL.search(name):
+    if isinstance(name, str) and control_problem(name) is not None:
         raise TaskDefinitionError(f"task name {name!r} contains a control character")
-
-
-def control_problem(value: str) -> str | None:
-    """``contains a control character`` when ``value`` has one, else ``None``."""
-    return "contains a control character" if _CONTROL.search(value) else None
 
 
 def check_key(task_name: object, instance_id: object = None) -> None:

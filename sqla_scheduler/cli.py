@@ -24,8 +24,7 @@ import click
 from sqlalchemy import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
-from sqla_scheduler._checks import BIGINT_MAX
-from sqla_scheduler.config import MAX_CONCURRENCY
+from sqla_scheduler._limits import BIGINT_MAX, MAX_CONCURRENCY
 from sqla_scheduler.exceptions import ConfigurationError, MissingTableError
 
 if TYPE_CHECKING:

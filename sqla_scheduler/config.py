@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal, NamedTuple
 
-from sqla_scheduler._checks import MAX_RETRIES, control_problem, text_problem
 from sqla_scheduler._durations import format_duration, parse_duration
+from sqla_scheduler._limits import MAX_CONCURRENCY, MAX_RETRIES, control_problem, text_problem
 from sqla_scheduler.exceptions import ConfigurationError
 
 __all__ = ["SchedulerConfig"]
@@ -608,10 +608,6 @@ _DAY = timedelta(days=1)
 #: The longest retry delay, retention and orphan age: about 100 years, so that adding it
 #: to any time the scheduler stores cannot overflow a ``datetime``.
 _LONGEST = timedelta(days=36500)
-
-#: The most executions one process runs at once. Its workers start and stop in about 0.1 s
-#: (10 000 take about 1 s, 100 000 about 10 s, during which a stop request waits).
-MAX_CONCURRENCY = 1000
 
 
 class _Rule(NamedTuple):

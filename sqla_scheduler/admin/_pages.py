@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from sqla_scheduler._checks import BIGINT_MAX
+from sqla_scheduler._limits import BIGINT_MAX
 from sqla_scheduler.admin._reads import Reads
 from sqla_scheduler.admin._security import USER_KEY, csrf_token, csrf_valid
 from sqla_scheduler.admin._views import STATES, elapsed, relative
