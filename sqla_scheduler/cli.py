@@ -24,7 +24,7 @@ import click
 from sqlalchemy import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
-from sqla_scheduler._limits import BIGINT_MAX, MAX_CONCURRENCY
+from sqla_scheduler._limits import BIGINT_MAX, MAX_CONCURRENCY, text_problem
 from sqla_scheduler.exceptions import ConfigurationError, MissingTableError
 
 if TYPE_CHECKING:
@@ -47,6 +47,22 @@ class _Whole(click.IntRange):
         if isinstance(value, str) and not value.isascii():
             self.fail(f"{value!r} is not a whole number in ASCII digits", param, ctx)
         return super().convert(value, param, ctx)
+
+
+class _Text(click.ParamType[str]):
+    """Text a database can store: a name given as bytes that are not UTF-8 reaches Python
+    as lone surrogates, which no driver sends."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        problem = text_problem(value) if isinstance(value, str) else None
+        if problem is not None:
+            self.fail(f"{value!r} {problem}", param, ctx)
+        return value
+
+
+_TEXT = _Text()
 
 
 class _Seconds(click.FloatRange):
@@ -226,6 +242,7 @@ def db_current(url: str) -> None:
 @_url_option
 @click.option(
     "--version-table",
+    type=_TEXT,
     metavar="NAME",
     default="alembic_version",
     show_default=True,
@@ -236,6 +253,7 @@ def db_current(url: str) -> None:
 )
 @click.option(
     "--name",
+    type=_TEXT,
     metavar="NAME",
     envvar="SQLA_SCHEDULER_SCHEDULER_NAME",
     show_envvar=True,
@@ -276,7 +294,9 @@ _STATES = ("all", "scheduled", "due", "running", "failing", "orphaned")
     help="Which executions: scheduled (not running), due, running, failing (latest failure "
     "first), orphaned (task not registered in --app), or all.",
 )
-@click.option("--task", "task_name", metavar="NAME", help="Only executions of this task.")
+@click.option(
+    "--task", "task_name", type=_TEXT, metavar="NAME", help="Only executions of this task."
+)
 @click.option(
     "--limit",
     type=_Whole(1, BIGINT_MAX),
@@ -467,8 +487,10 @@ def _with_client_options(command: Any) -> Any:
 
 @cli.command("history")
 @_with_client_options
-@click.option("--task", "task_name", metavar="NAME", help="Only entries of this task.")
-@click.option("--instance", "instance_id", metavar="ID", help="Only entries of this instance.")
+@click.option("--task", "task_name", type=_TEXT, metavar="NAME", help="Only entries of this task.")
+@click.option(
+    "--instance", "instance_id", type=_TEXT, metavar="ID", help="Only entries of this instance."
+)
 @click.option("--outcome", type=click.Choice(_OUTCOMES), help="Only entries with this outcome.")
 @click.option(
     "--since",
@@ -617,7 +639,7 @@ def _task_name(task_name: str) -> str:
 
 
 @cli.command("pause")
-@click.argument("task_name", metavar="TASK")
+@click.argument("task_name", type=_TEXT, metavar="TASK")
 @_with_client_options
 def pause(task_name: str, url: str | None, spec: str | None) -> None:
     """Pause TASK for every scheduler sharing the table, until `resume TASK`.
@@ -633,7 +655,7 @@ def pause(task_name: str, url: str | None, spec: str | None) -> None:
 
 
 @cli.command("resume")
-@click.argument("task_name", metavar="TASK")
+@click.argument("task_name", type=_TEXT, metavar="TASK")
 @_with_client_options
 def resume(task_name: str, url: str | None, spec: str | None) -> None:
     """Let the schedulers pick TASK again; what came due meanwhile runs now (a recurring
@@ -646,8 +668,8 @@ def resume(task_name: str, url: str | None, spec: str | None) -> None:
 
 
 @cli.command("run-now")
-@click.argument("task_name", metavar="TASK")
-@click.argument("instance_id", metavar="[INSTANCE]", default="recurring")
+@click.argument("task_name", type=_TEXT, metavar="TASK")
+@click.argument("instance_id", type=_TEXT, metavar="[INSTANCE]", default="recurring")
 @_with_client_options
 def run_now(task_name: str, instance_id: str, url: str | None, spec: str | None) -> None:
     """Make the execution TASK/INSTANCE due now, keeping its payload and schedule.

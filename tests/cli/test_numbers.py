@@ -1,6 +1,6 @@
-"""Every number the command line takes is checked by its option's type: a usage error
-(exit 2) naming the option and the range, before anything connects (issue 29, defects 5,
-6 and 11). In this process: no database is reached."""
+"""Every number and name the command line takes is checked by its option's type: a usage
+error (exit 2) naming the option and the range or the problem, before anything connects
+(issue 29, defects 5, 6, 8 and 11). In this process: no database is reached."""
 
 from __future__ import annotations
 
@@ -50,3 +50,28 @@ def test_a_number_out_of_range_is_a_usage_error(args: tuple[str, ...], message: 
     assert done.returncode == 2, done
     assert "Traceback" not in done.stderr
     assert message in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (("run-now", "job", "a\udcff"), "'[INSTANCE]'"),
+        (("run-now", "a\udcff"), "'TASK'"),
+        (("pause", "a\udcff"), "'TASK'"),
+        (("resume", "a\udcff"), "'TASK'"),
+        (("history", "--task", "a\udcff"), "'--task'"),
+        (("history", "--instance", "a\udcff"), "'--instance'"),
+        (("executions", "--task", "a\udcff"), "'--task'"),
+        (("health", "--name", "a\udcff"), "'--name'"),
+    ],
+)
+def test_a_name_in_bytes_that_are_not_utf8_is_a_usage_error(
+    args: tuple[str, ...], option: str
+) -> None:
+    """Bytes that are not UTF-8 on the command line reach Python as lone surrogates, which
+    no driver sends: refused by the option, not a driver's traceback."""
+    done = invoke(*args, env=cli_env(DATABASE_URL=UNREACHABLE))
+    assert done.returncode == 2, done
+    assert "Traceback" not in done.stderr
+    assert f"Invalid value for {option}" in done.stderr, done.stderr
+    assert "'a\\udcff' contains a lone surrogate" in done.stderr, done.stderr
