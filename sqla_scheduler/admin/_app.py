@@ -18,6 +18,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
+from sqla_scheduler._checks import is_int
 from sqla_scheduler.admin._history import HistoryPages
 from sqla_scheduler.admin._pages import (
     HERE,
@@ -82,8 +83,8 @@ def create_app(
         raise ConfigurationError(
             f"admin username must be non-empty and contain no ':', got {username!r}"
         )
-    if not 1 <= page_size <= MAX_PAGE_SIZE:
-        raise ConfigurationError(f"page_size must be 1 to {MAX_PAGE_SIZE}, got {page_size}")
+    if not is_int(page_size) or not 1 <= page_size <= MAX_PAGE_SIZE:
+        raise ConfigurationError(f"page_size must be 1 to {MAX_PAGE_SIZE}, got {page_size!r}")
     if secret is not None and len(secret) < 16:
         raise ConfigurationError("secret must be at least 16 bytes")
     pages = Pages(

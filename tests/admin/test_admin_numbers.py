@@ -4,8 +4,15 @@ of ignoring it (issue 29, defects 5 and 11). Up to the bounds, requests are answ
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
+from sqlalchemy import create_engine
+
+from sqla_scheduler import ConfigurationError, Scheduler
+from sqla_scheduler.admin import create_app
+from tests.admin.conftest import PASSWORD, USER
 
 pytestmark = pytest.mark.anyio
 
@@ -42,3 +49,10 @@ async def test_numbers_and_unknown_parameters(client: httpx.AsyncClient) -> None
         response = await client.get(path)
         assert response.status_code == status, (path, response.text)
         assert says in response.text, (path, response.text)
+
+
+@pytest.mark.parametrize("page_size", [0, 501, True, "50", 50.0])
+def test_a_page_size_out_of_range_is_refused(page_size: Any) -> None:
+    scheduler = Scheduler(create_engine("sqlite://"))
+    with pytest.raises(ConfigurationError, match=f"page_size must be 1 to 500, got {page_size!r}"):
+        create_app(scheduler, username=USER, password=PASSWORD, page_size=page_size)
