@@ -77,29 +77,33 @@ def for_this_process(config: SchedulerConfig) -> SchedulerConfig:
 class SchedulerConfig:
     """Settings of one scheduler process; immutable and validated on construction.
 
+    Every number has bounds far from what a deployment needs and within what the loop
+    handles; a value past one raises [`ConfigurationError`][] naming the key and the bound.
+
     Durations are ``timedelta`` values. Use [`from_mapping`][] or [`from_env`][] to read
     them from text, and [`replace`][] to derive a changed copy.
     """
 
     concurrency: int = 10
-    """Executions run in parallel by this process (at least 1)."""
+    """Executions run in parallel by this process (1 to 1000)."""
     polling_interval: timedelta = timedelta(seconds=10)
-    """How long to sleep between polls when no wake-up arrives (more than zero)."""
+    """How long to sleep between polls when no wake-up arrives (1ms to 1d)."""
     heartbeat_interval: timedelta = timedelta(minutes=5)
-    """How often a running execution's heartbeat is updated (more than zero)."""
+    """How often a running execution's heartbeat is updated (1ms to 1d)."""
     missed_heartbeat_limit: int = 6
-    """Missed heartbeats after which an execution is considered dead (at least 1)."""
+    """Missed heartbeats after which an execution is considered dead (1 to 1000)."""
     retry_base_delay: timedelta = timedelta(seconds=30)
-    """Delay before the first retry of a failed execution (zero or more)."""
+    """Delay before the first retry of a failed execution (zero to 36500d)."""
     retry_backoff_rate: float = 1.5
-    """Multiplier applied to the retry delay per consecutive failure (at least 1.0)."""
+    """Multiplier applied to the retry delay per consecutive failure (1.0 to 100.0)."""
     retry_max_delay: timedelta = timedelta(hours=1)
-    """Upper bound on the retry delay (at least ``retry_base_delay``)."""
+    """Upper bound on the retry delay (at least ``retry_base_delay``, at most 36500d)."""
     max_retries: int | None = None
-    """Retries before a failing execution gives up, or ``None`` to retry forever."""
+    """Retries before a failing execution gives up (0 to 1,000,000), or ``None`` to retry
+    forever."""
     scheduler_name: str = field(default_factory=_default_scheduler_name)
     """Name written to ``picked_by``; defaults to ``<host name>-<pid>``, unique per process
-    (1 to 255 characters)."""
+    (1 to 255 characters, none of them a control character)."""
     table_name: str = "scheduled_tasks"
     """Name of the scheduler's table (an identifier of at most 55 characters, so that its
     ``_history`` table's name fits PostgreSQL's 63)."""
@@ -107,17 +111,17 @@ class SchedulerConfig:
     """Schema holding the table, or ``None`` for the connection's default."""
     shutdown_max_wait: timedelta = timedelta(minutes=30)
     """How long [`Scheduler.stop`][sqla_scheduler.Scheduler.stop] waits for running executions
-    (zero or more)."""
+    (zero to 1d)."""
     delete_unresolved_after: timedelta = timedelta(days=14)
-    """Rows of unknown tasks older than this are deleted (more than zero)."""
+    """Rows of unknown tasks older than this are deleted (1ms to 36500d)."""
     history: Literal["failures", "all", "none"] = "failures"
     """Which finished attempts the history table records: ``failures`` (every outcome but
     ``succeeded``), ``all``, or ``none``."""
     history_retention: timedelta = timedelta(days=14)
-    """History entries older than this are pruned (more than zero)."""
+    """History entries older than this are pruned (1ms to 36500d)."""
     node_heartbeat_interval: timedelta = timedelta(seconds=30)
-    """How often a running scheduler records in the nodes table that it is alive (more than
-    zero); it counts as alive for three intervals."""
+    """How often a running scheduler records in the nodes table that it is alive (1ms to
+    1d); it counts as alive for three intervals."""
     listen: bool = True
     """Whether to use PostgreSQL ``LISTEN``/``NOTIFY`` wake-ups (off behind poolers that
     cannot carry them, such as PgBouncer in transaction mode)."""
@@ -126,10 +130,10 @@ class SchedulerConfig:
     off behind PgBouncer in transaction mode)."""
     pick_lower_fraction: float = 0.5
     """Pick again when the executions in hand (picked or running) fall to this fraction of
-    ``concurrency`` (more than 0)."""
+    ``concurrency`` (more than 0, at most 10)."""
     pick_upper_fraction: float = 3.0
     """Hold at most this fraction of ``concurrency`` in hand, picked or running (at least
-    ``pick_lower_fraction``)."""
+    ``pick_lower_fraction``, at most 10)."""
 
     def __post_init__(self) -> None:
         """Check every field's type and limits, then the rules that relate fields."""

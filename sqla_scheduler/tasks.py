@@ -374,8 +374,9 @@ def one_time(
 ) -> Callable[[Handler[Any]], OneTimeTask[Any]]:
     """Define a one-time task: each scheduled instance runs once and its row is removed.
 
-    ``max_retries=N`` allows N retries after the first attempt; when they are spent the row
-    is removed and ``on_abandon(context, session)`` runs in the same transaction.
+    ``max_retries=N`` allows N retries after the first attempt (N at most 1,000,000); when
+    they are spent the row is removed and ``on_abandon(context, session)`` runs in the same
+    transaction.
 
     ``timeout`` (a ``timedelta`` or seconds) limits each attempt. An async handler is
     cancelled at its timeout; a sync handler cannot be stopped, so its context's
@@ -383,7 +384,7 @@ def one_time(
     way the error says it timed out, and the retry policy applies.
 
     ``max_concurrency=N`` lets at most N executions of the task run at once across every
-    process sharing the table; the database enforces it.
+    process sharing the table (N from 1 to 1,000,000); the database enforces it.
 
     ``transactional=True`` gives the handler ``ctx.session``, joined to the transaction
     that records its outcome: its writes commit if and only if its success is recorded, so
