@@ -75,3 +75,24 @@ def test_a_name_in_bytes_that_are_not_utf8_is_a_usage_error(
     assert "Traceback" not in done.stderr
     assert f"Invalid value for {option}" in done.stderr, done.stderr
     assert "'a\\udcff' contains a lone surrogate" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("CONCURRENCY", str(2**64), f"'{2**64}' must be at most 1000"),
+        ("MISSED_HEARTBEAT_LIMIT", "1001", "'1001' must be at most 1000"),
+        ("POLLING_INTERVAL", "\u0661\u0662", "'\u0661\u0662' is not a duration"),
+        ("SHUTDOWN_MAX_WAIT", "2d", "'2d' must be at most 1d"),
+        ("SCHEDULER_NAME", "worker\x1b[2J", "'worker\\x1b[2J' contains a control character"),
+    ],
+)
+def test_a_worker_refuses_an_environment_value_past_its_bound(
+    variable: str, value: str, message: str
+) -> None:
+    """In this process; a real worker process refusing one is in ``test_worker_env``."""
+    env = cli_env(DATABASE_URL=UNREACHABLE, **{f"SQLA_SCHEDULER_{variable}": value})
+    done = invoke("worker", "tests.cli.app:scheduler", env=env)
+    assert done.returncode == 2, done
+    assert done.stderr.startswith(f"sqla-scheduler: SQLA_SCHEDULER_{variable}: {message}")
+    assert done.stderr.count("\n") == 1, done.stderr
