@@ -109,22 +109,35 @@ def check_task_name(name: object) -> None:
 
 
 def check_key(task_name: object, instance_id: object = None) -> None:
-    """Fail unless ``task_name`` (and ``instance_id``, unless ``None``) could name a stored
-    execution: what a lookup, a move or a removal is given. Unlike ``check_task_name`` it
-    lets control characters through, so that a row written before they were refused can
-    still be reached."""
-    check_text_key(task_name, "task name", MAX_TASK_NAME_LENGTH)
+    """Fail unless ``task_name`` (and ``instance_id``, unless ``None``) is text a database
+    can be asked for: what a lookup, a move or a removal is given. Any other text is asked
+    for and found or not (an empty key, or one written before today's rules, such as a name
+    with a control character, is answered as it always was)."""
+    _check_stored(task_name, "task name")
     if instance_id is not None:
-        check_instance_id(task_name, instance_id)  # type: ignore[arg-type]  # a str: checked
+        _check_stored(instance_id, lambda: f"task {task_name!r}: instance id")
 
 
 def check_filters(task_name: object, instance_id: object = None) -> None:
     """Fail unless the ``task_name`` and ``instance_id`` filters of a listing, each unless
-    ``None``, could match a stored execution."""
+    ``None``, are text a database can be asked for."""
     if task_name is not None:
-        check_text_key(task_name, "task_name", MAX_TASK_NAME_LENGTH)
+        _check_stored(task_name, "task_name")
     if instance_id is not None:
-        check_text_key(instance_id, "instance_id", MAX_INSTANCE_ID_LENGTH)
+        _check_stored(instance_id, "instance_id")
+
+
+def _check_stored(value: object, what: str | Callable[[], str]) -> None:
+    """Fail unless ``value`` is a str that a database can compare (no NUL, no lone
+    surrogate: a driver error that aborts the caller's transaction on PostgreSQL)."""
+    if isinstance(value, str) and value.isascii() and "\x00" not in value:
+        return  # the common case, with nothing to encode or name
+    name = what if isinstance(what, str) else what()
+    if not isinstance(value, str):
+        raise TaskDefinitionError(f"{name} must be a str, got {value!r}")
+    problem = text_problem(value)
+    if problem is not None:
+        raise TaskDefinitionError(f"{name} {value[:80]!r} {problem}")
 
 
 def check_number(what: str, value: object, low: int, high: int = BIGINT_MAX) -> None:
