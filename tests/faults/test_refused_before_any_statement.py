@@ -192,6 +192,12 @@ REFUSED: list[tuple[str, Callable[[Scheduler, Any], Any], type[Exception], str]]
         rf"history_id must be an int {ID}, got '7'",
     ),
     (
+        "cancel not text",
+        lambda s, t: s.cancel(t, 5, "i"),
+        TaskDefinitionError,
+        r"task name must be a str, got 5",
+    ),
+    (
         "pause",
         lambda s, t: s.pause(t, NUL),
         TaskDefinitionError,
