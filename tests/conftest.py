@@ -268,6 +268,16 @@ async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Ha
         await harness.dispose()
 
 
+@pytest.fixture
+async def sqlite(sqlite_template: Path, tmp_path: Path) -> AsyncIterator[Harness]:
+    """A SQLite file (copied from the migrated template) in a sync harness."""
+    harness = Harness("sync", sqlite_file_url(sqlite_template, tmp_path))
+    try:
+        yield harness
+    finally:
+        await harness.dispose()
+
+
 @asynccontextmanager
 async def services(scheduler: Scheduler) -> AsyncIterator[Runner]:
     """The services of ``scheduler``'s loop, built but not run."""

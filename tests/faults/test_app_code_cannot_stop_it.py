@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,7 +30,7 @@ from sqla_scheduler import (
     recurring,
 )
 from sqla_scheduler.interceptors import CallNext
-from tests.conftest import Harness, sqlite_file_url
+from tests.conftest import Harness
 
 pytestmark = pytest.mark.anyio
 
@@ -138,15 +136,6 @@ GOOD = one_time("good")(_run)
 #: What the application wrote with the versions and types of before: version 1 rows, and
 #: payloads as plain JSON (the ``payload_type`` decoding raises, not the encoding).
 OLD = {"upcaster": one_time("versioned")(_run), "payload_type": one_time("typed")(_run)}
-
-
-@pytest.fixture
-async def sqlite(sqlite_template: Path, tmp_path: Path) -> AsyncIterator[Harness]:
-    harness = Harness("sync", sqlite_file_url(sqlite_template, tmp_path))
-    try:
-        yield harness
-    finally:
-        await harness.dispose()
 
 
 async def _run_due(scheduler: Scheduler) -> int:

@@ -6,9 +6,7 @@ its execution was revived forever)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +14,7 @@ from sqlalchemy import text
 
 from sqla_scheduler import ManualClock, NextAt, PayloadError, Scheduler, custom, one_time
 from sqla_scheduler._payload import MAX_PAYLOAD_DEPTH
-from tests.conftest import Harness, sqlite_file_url
+from tests.conftest import Harness
 
 pytestmark = pytest.mark.anyio
 
@@ -37,15 +35,6 @@ v2 = one_time("versioned", payload_version=2, upcasters={1: lambda data: data})(
     lambda ctx: ran.append(ctx.instance_id)
 )
 good = one_time("good")(lambda ctx: ran.append(ctx.instance_id))
-
-
-@pytest.fixture
-async def sqlite(sqlite_template: Path, tmp_path: Path) -> AsyncIterator[Harness]:
-    harness = Harness("sync", sqlite_file_url(sqlite_template, tmp_path))
-    try:
-        yield harness
-    finally:
-        await harness.dispose()
 
 
 def test_a_payload_nested_past_the_bound_is_refused_naming_task_and_bound() -> None:

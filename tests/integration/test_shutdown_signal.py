@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from sqla_scheduler import ExecutionContext, ShutdownSignal, one_time
-from tests.conftest import Harness, sqlite_file_url, wait_for
+from tests.conftest import Harness, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -25,15 +25,6 @@ FORMS: dict[str, Callable[[ExecutionContext[Any]], bool]] = {
     "called": lambda ctx: bool(ctx.shutdown.is_set()),
     "tested": lambda ctx: True if ctx.shutdown.is_set else False,  # noqa: SIM210 - the form tested
 }
-
-
-@pytest.fixture
-async def sqlite(sqlite_template: Path, tmp_path: Path) -> AsyncIterator[Harness]:
-    harness = Harness("sync", sqlite_file_url(sqlite_template, tmp_path))
-    try:
-        yield harness
-    finally:
-        await harness.dispose()
 
 
 @pytest.mark.parametrize("form", sorted(FORMS))
