@@ -37,6 +37,9 @@ class Control:
     def _on_commit(self, conn: Connection) -> Callable[[datetime], None] | None:
         raise NotImplementedError  # the scheduler's: tells its running loop of new times
 
+    def _on_control(self, conn: Connection) -> Callable[[str, bool], None] | None:
+        raise NotImplementedError  # the scheduler's: tells its running loop of a pause
+
     @overload
     def reschedule(
         self,
@@ -138,16 +141,26 @@ class Control:
     def pause(self, target: AsyncTarget, task_name: str) -> Coroutine[Any, Any, bool]: ...
     def pause(self, target: Target, task_name: str) -> bool | Coroutine[Any, Any, bool]:
         """Pause ``task_name`` for every scheduler sharing the table, until ``resume``:
-        none picks its executions (those running finish); scheduling them still works.
+        none picks or starts its executions (those running finish, those picked and not
+        yet started are handed back); scheduling them still works.
         ``False`` when it was paused already. The task need not be registered here."""
         check_task_name(task_name)
         return _bridge.call(
             target,
             self.table,
-            lambda conn: _control_store.pause(conn, self.table, task_name, self.clock.now()),
-            one_statement=True,
+            self._paused(task_name),
             writes=f"pause({_bridge.named(task_name)})",
         )
+
+    def _paused(self, task_name: str) -> Callable[[Connection], bool]:
+        def pause(conn: Connection) -> bool:
+            paused = _control_store.pause(conn, self.table, task_name, self.clock.now())
+            learn = self._on_control(conn)
+            if paused and learn is not None:
+                learn(task_name, True)  # this process's own loop hands back what it holds
+            return paused
+
+        return pause
 
     @overload
     def resume(self, target: SyncTarget, task_name: str) -> bool: ...
@@ -166,7 +179,9 @@ class Control:
     def _resumed(self, task_name: str) -> Callable[[Connection], bool]:
         def resume(conn: Connection) -> bool:
             resumed = _control_store.resume(conn, self.table, task_name)
-            wake = self._on_commit(conn)
+            wake, learn = self._on_commit(conn), self._on_control(conn)
+            if resumed and learn is not None:
+                learn(task_name, False)
             if resumed and wake is not None:
                 wake(self.clock.now())  # this process's own loop: its work may be due
             return resumed

@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import Connection, Table, delete, select
 
 from sqla_scheduler import _store
-from sqla_scheduler._dialects import backend_for
+from sqla_scheduler._dialects import backend_for, notice_of_pause
 from sqla_scheduler._execution import KEEP
 from sqla_scheduler._statements import statements_for
 from sqla_scheduler.models import paused_table
@@ -18,7 +18,9 @@ __all__ = ["pause", "paused", "resume", "run_now"]
 
 
 def pause(conn: Connection, table: Table, task_name: str, now: datetime) -> bool:
-    """Pause ``task_name``; ``False`` when it was paused already."""
+    """Pause ``task_name``; ``False`` when it was paused already. The running schedulers
+    hear of it when the transaction commits (PostgreSQL), and hand back what of it they
+    hold."""
     paused_tasks = paused_table(table)
     backend = backend_for(conn.dialect)
     statement = (
@@ -27,12 +29,15 @@ def pause(conn: Connection, table: Table, task_name: str, now: datetime) -> bool
         .on_conflict_do_nothing()
         .returning(paused_tasks.c.task_name)
     )
-    return conn.execute(statement).first() is not None
+    if conn.execute(statement).first() is None:
+        return False
+    _notify(conn, table, notice_of_pause(task_name, True))
+    return True
 
 
 def resume(conn: Connection, table: Table, task_name: str) -> bool:
-    """Resume ``task_name``; ``False`` when it was not paused. Its due executions wake the
-    schedulers when the transaction commits (PostgreSQL)."""
+    """Resume ``task_name``; ``False`` when it was not paused. The running schedulers hear
+    of it, and wake for its due executions, when the transaction commits (PostgreSQL)."""
     paused_tasks = paused_table(table)
     statement = (
         delete(paused_tasks)
@@ -41,10 +46,15 @@ def resume(conn: Connection, table: Table, task_name: str) -> bool:
     )
     if conn.execute(statement).first() is None:
         return False
+    _notify(conn, table, notice_of_pause(task_name, False))
+    return True
+
+
+def _notify(conn: Connection, table: Table, payload: str) -> None:
+    """NOTIFY the running schedulers of ``table`` (PostgreSQL; nothing elsewhere)."""
     scheduling = statements_for(table, backend_for(conn.dialect)).scheduling
     if scheduling.notify is not None:
-        conn.execute(scheduling.notify, {"channel": scheduling.channel, "payload": task_name})
-    return True
+        conn.execute(scheduling.notify, {"channel": scheduling.channel, "payload": payload})
 
 
 def paused(conn: Connection, table: Table) -> frozenset[str]:

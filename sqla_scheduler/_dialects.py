@@ -29,8 +29,10 @@ __all__ = [
     "backend_for",
     "check_url",
     "notice_of_later",
+    "notice_of_pause",
     "notify_channel",
     "read_notice",
+    "read_pause_notice",
     "sync_url",
 ]
 
@@ -205,6 +207,27 @@ def read_notice(payload: str) -> tuple[str, datetime | None]:
             if isinstance(task, str) and at.tzinfo is not None:
                 return task, at
     return payload, None
+
+
+def notice_of_pause(task_name: str, paused: bool) -> str:
+    """The NOTIFY payload that tells running schedulers ``task_name`` was paused or (with
+    ``paused`` false) resumed: a JSON object, like ``notice_of_later``'s."""
+    return json.dumps({"task": task_name, "paused": paused})
+
+
+def read_pause_notice(payload: str) -> tuple[str, bool] | None:
+    """The task a ``notice_of_pause`` payload names and whether it was paused; ``None``
+    for any other payload."""
+    if not payload.startswith("{") or '"paused"' not in payload:
+        return None
+    try:
+        notice = json.loads(payload)
+        task, paused = notice["task"], notice["paused"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if isinstance(task, str) and isinstance(paused, bool):
+        return task, paused
+    return None
 
 
 def sync_url(url: str | URL) -> URL:

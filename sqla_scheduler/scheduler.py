@@ -149,6 +149,11 @@ class Scheduler(Observing, Control):
         runner = self._loop.runner
         return None if runner is None else runner.wake_on_commit(conn)
 
+    def _on_control(self, conn: Connection) -> Callable[[str, bool], None] | None:
+        """Tells the running loop of a pause or resume on commit (``learn_on_commit``)."""
+        runner = self._loop.runner
+        return None if runner is None else runner.learn_on_commit(conn)
+
     @overload
     def get_execution(
         self, target: SyncTarget, task_name: str, instance_id: str

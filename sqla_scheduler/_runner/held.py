@@ -1,7 +1,9 @@
-"""The executions this process holds: picked, and not yet handed back.
+"""The executions this process holds: picked, and not yet handed back; and the tasks it
+knows to be paused.
 
-The picker adds to the set, workers take from it, the completer and the heartbeater read
-it. It is the one piece of state the services share (with the ``Waker``).
+The picker adds to the held set, workers take from it, the completer and the heartbeater
+read it. With the paused tasks (which the listener and the picker learn, and the workers
+read before each start) and the ``Waker``, it is the state the services share.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from dataclasses import dataclass
 
 from sqla_scheduler._execution import Execution, Key
 
-__all__ = ["Held", "HeldSet", "log_lost", "versioned_keys"]
+__all__ = ["Held", "HeldSet", "PausedTasks", "log_lost", "versioned_keys"]
 
 log = logging.getLogger("sqla_scheduler")
 
@@ -67,6 +69,53 @@ class HeldSet:
 
     def __len__(self) -> int:
         return len(self._by_key)
+
+
+class PausedTasks:
+    """The task names this process knows to be paused: what it heard (a NOTIFY, a pause
+    in this process) and what it read from the table at its last refresh.
+
+    The table is the truth (every pick reads it); this copy lets a worker refuse to start
+    an execution picked just before a pause without a statement per start. A refresh
+    keeps what was heard while it read: a notice that arrived meanwhile is newer.
+    """
+
+    def __init__(self) -> None:
+        self._names: set[str] = set()
+        #: What was heard since the refresh under way began (``None``: none is).
+        self._heard: dict[str, bool] | None = None
+
+    def __contains__(self, task_name: object) -> bool:
+        return task_name in self._names
+
+    def learn(self, task_name: str, paused: bool) -> None:
+        """Hear that ``task_name`` was paused or resumed."""
+        if self._heard is not None:
+            self._heard[task_name] = paused
+        if paused:
+            self._names.add(task_name)
+        else:
+            self._names.discard(task_name)
+
+    def begin_refresh(self) -> None:
+        """Start reading the table: what is heard from now on overrides what it says."""
+        self._heard = {}
+
+    def end_refresh(self, names: Iterable[str] | None) -> set[str]:
+        """Take the names read from the table (``None``: the read failed) with what was
+        heard meanwhile; return the names paused that were not known to be before."""
+        heard, self._heard = self._heard or {}, None
+        if names is None:
+            return set()
+        fresh = set(names)
+        for task_name, paused in heard.items():
+            if paused:
+                fresh.add(task_name)
+            else:
+                fresh.discard(task_name)
+        newly = fresh - self._names
+        self._names = fresh
+        return newly
 
 
 def versioned_keys(held: Iterable[Held]) -> list[tuple[str, str, int]]:

@@ -31,7 +31,7 @@ from sqla_scheduler._execution import Execution
 from sqla_scheduler._runner.completer import Completer
 from sqla_scheduler._runner.executor import Executor
 from sqla_scheduler._runner.heartbeater import Heartbeater
-from sqla_scheduler._runner.held import HeldSet
+from sqla_scheduler._runner.held import HeldSet, PausedTasks
 from sqla_scheduler._runner.maintenance import Maintenance
 from sqla_scheduler._runner.nodes import NodeHeartbeater
 from sqla_scheduler._runner.picker import Picker
@@ -77,6 +77,7 @@ class Runner:
         )
         self.shutdown = ShutdownSignal()
         self.held = held = HeldSet()
+        self.paused = paused = PausedTasks()
         self.waker = waker = Waker(clock)
         self._threads = HandlerThreads()
         limits = {
@@ -93,6 +94,8 @@ class Runner:
             held=held,
             waker=waker,
             limits=limits,
+            paused=paused,
+            on_paused=self._hand_back,
         )
         self.executor = Executor(
             db=db,
@@ -150,6 +153,7 @@ class Runner:
                 waker,
                 names=names,
                 wants_work=self.picker.wants_work,
+                on_pause=self.learn_pause,
                 polling_interval=config.polling_interval,
                 prepared_statements=config.prepared_statements,
             )
@@ -162,6 +166,7 @@ class Runner:
             clock=clock,
             shutdown=self.shutdown,
             grace=config.shutdown_max_wait,
+            paused=paused,
         )
         self._stop = anyio.Event()
 
@@ -177,6 +182,27 @@ class Runner:
             after_commit(conn, partial(self.waker.wake_at_soon, earliest))
 
         return inserted
+
+    def learn_on_commit(self, conn: Connection) -> Callable[[str, bool], None]:
+        """What a pause or resume on ``conn`` calls with the task's name: when that
+        transaction commits, this loop learns of it (``learn_pause``) at once, where no
+        NOTIFY would tell it (SQLite, ``listen=False``)."""
+
+        def learned(task_name: str, paused: bool) -> None:
+            learn = partial(self.learn_pause, task_name, paused)
+            after_commit(conn, partial(self.waker.soon, learn))
+
+        return learned
+
+    def learn_pause(self, task_name: str, paused: bool) -> None:
+        """Learn that ``task_name`` was paused (hand back what is held of it and start none
+        of it) or resumed (from the loop's own thread)."""
+        self.paused.learn(task_name, paused)
+        if paused:
+            self._hand_back(task_name)
+
+    def _hand_back(self, task_name: str) -> None:
+        self.workers.hand_back(task_name)
 
     def request_stop(self) -> None:
         """Stop picking, signal handlers, and let ``run`` wind down."""

@@ -15,6 +15,10 @@ room to spare and nothing more due, until the waker hears of work (``Waker.heard
 a time it knows of comes, or ``_LIMITED_RECHECK`` passes: so a limited task registered
 beside them does not slow their picks.
 
+Every ``polling_interval`` it also reads the paused tasks (``refresh_paused``): that is
+how a process learns of a pause it cannot hear of (other processes on SQLite, a LISTEN
+connection that was down), and hands back what it holds of the task.
+
 Under a backlog of short executions the workers can drain a pick before the next one
 returns; the picker then multiplies both limits (the *boost*, up to ``_MAX_BOOST``) and
 falls back to the base limits once a pick finds the backlog gone.
@@ -32,10 +36,10 @@ from functools import partial
 import anyio
 from sqlalchemy import Table
 
-from sqla_scheduler import _store
+from sqla_scheduler import _control_store, _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._execution import Execution
-from sqla_scheduler._runner.held import Held, HeldSet
+from sqla_scheduler._runner.held import Held, HeldSet, PausedTasks
 from sqla_scheduler._runner.waker import Waker
 from sqla_scheduler.clock import Clock
 from sqla_scheduler.config import SchedulerConfig
@@ -68,6 +72,8 @@ class Picker:
         held: HeldSet,
         waker: Waker,
         limits: Mapping[str, int] | None = None,
+        paused: PausedTasks | None = None,
+        on_paused: Callable[[str], None] = lambda task_name: None,
     ) -> None:
         self.db = db
         self.table = table
@@ -80,6 +86,11 @@ class Picker:
         self.clock = clock
         self.held = held
         self.waker = waker
+        #: The tasks known to be paused, and what to call for each one newly found so.
+        self.paused = paused if paused is not None else PausedTasks()
+        self._on_paused = on_paused
+        #: When to read the paused tasks next (``time.monotonic``): at the first pick.
+        self._paused_due = 0.0
         self._base_low = max(0, math.floor(config.concurrency * config.pick_lower_fraction))
         self._base_high = max(
             config.concurrency, math.ceil(config.concurrency * config.pick_upper_fraction)
@@ -192,6 +203,29 @@ class Picker:
         if next_at is not None:
             self.waker.wake_at(next_at)
 
+    async def refresh_paused(self) -> None:
+        """Read the paused tasks from the table; hand back what is held of each one that
+        was not known to be paused (``on_paused``)."""
+        self._paused_due = time.monotonic() + self.config.polling_interval.total_seconds()
+        names: frozenset[str] | None = None
+        self.paused.begin_refresh()
+        try:
+            names = await self.db.shielded(
+                partial(_control_store.paused, table=self.table),
+                autocommit=True,
+                lane="picker",
+            )
+        finally:
+            newly = self.paused.end_refresh(names)
+        for task_name in sorted(newly):
+            self._on_paused(task_name)
+
+    def _paused_wait(self, at_most: float | None) -> float:
+        """``at_most`` seconds (``None``: no limit), but no later than the next read of the
+        paused tasks: a full hand must not keep this process from learning of a pause."""
+        until = max(0.0, self._paused_due - time.monotonic())
+        return until if at_most is None else min(at_most, until)
+
     async def run(
         self, deliver: Callable[[list[Held]], Awaitable[None]], stopping: Callable[[], bool]
     ) -> None:
@@ -200,6 +234,11 @@ class Picker:
         pick = True
         while not stopping():
             self.waker.arm()
+            if time.monotonic() >= self._paused_due:
+                try:
+                    await self.refresh_paused()
+                except Exception:
+                    log.warning("reading the paused tasks failed; retrying", exc_info=True)
             if pick and self.wants_work():
                 try:
                     await deliver(await self.run_once())
@@ -215,8 +254,8 @@ class Picker:
             if not self.wants_work() and (self.more_due or self.waker.due()):
                 # more is due than there is room for: the workers and the completer wake
                 # us when room is made
-                await self.waker.wait(None if self.more_due else poll)
-            elif not await self.waker.wait(self.waker.seconds_to_next(poll)):
+                await self.waker.wait(self._paused_wait(None if self.more_due else poll))
+            elif not await self.waker.wait(self._paused_wait(self.waker.seconds_to_next(poll))):
                 self.waker.known = False  # a poll: ask the table again after the pick
             elif self.waker.retimed:
                 pick = False  # only told of an earlier time ahead: wait for it instead

@@ -19,7 +19,7 @@ import anyio.to_thread
 from sqlalchemy import Table
 
 from sqla_scheduler._bridge import Database
-from sqla_scheduler._dialects import notify_channel, read_notice
+from sqla_scheduler._dialects import notify_channel, read_notice, read_pause_notice
 from sqla_scheduler._threads import call_soon_threadsafe
 from sqla_scheduler.clock import Clock
 
@@ -162,7 +162,7 @@ class Waker:
 
 class Listener:
     """LISTENs on the table's channel and wakes the picker on each notification (or, for
-    work due later, tells it the time).
+    work due later, tells it the time; for a pause or a resume, ``on_pause``).
 
     The connection is psycopg's own, in a thread: SQLAlchemy has no notification API.
     While it is down, the picker's poll is all there is, and it reconnects with backoff.
@@ -178,12 +178,14 @@ class Listener:
         wants_work: Callable[[], bool],
         polling_interval: timedelta,
         prepared_statements: bool,
+        on_pause: Callable[[str, bool], None] = lambda task_name, paused: None,
     ) -> None:
         self.db = db
         self.table = table
         self.waker = waker
         self._names = frozenset(names)
         self._wants_work = wants_work
+        self._on_pause = on_pause
         self._polling_interval = polling_interval
         self._prepared = prepared_statements
         self._stop = threading.Event()
@@ -234,8 +236,19 @@ class Listener:
     def _on_notify(self, payload: str) -> None:
         """Work due now wakes the picker if it wants work; work due later is a time to wait
         for (a wake-up only if it is earlier than the one it waits for). Work of tasks this
-        scheduler does not run is none of its business."""
-        task, at = read_notice(payload)
+        scheduler does not run is none of its business. A pause or a resume of one of its
+        tasks goes to ``on_pause``; a resume is news of work too."""
+        pause = read_pause_notice(payload)
+        if pause is not None:
+            task, paused = pause
+            if task not in self._names:
+                return
+            self._on_pause(task, paused)
+            if paused:
+                return
+            at = None
+        else:
+            task, at = read_notice(payload)
         if task not in self._names:
             return
         self.waker.heard()

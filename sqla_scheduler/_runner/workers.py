@@ -2,6 +2,9 @@
 (``Executor.run_once``) and hands that outcome to the completer. This is the only place
 outcomes are submitted; the loop and ``run_due`` both go through ``work``.
 
+A pause (``hand_back``) hands back the queued executions of the task at once, and a
+worker starts none of a task known to be paused (``PausedTasks``, no statement per start).
+
 Stopping: queued executions are handed back untouched, running handlers get the grace
 period, and a handler still running after it is cancelled and its execution handed back.
 """
@@ -19,7 +22,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from sqla_scheduler._runner import outcomes
 from sqla_scheduler._runner.completer import Completer
 from sqla_scheduler._runner.executor import Executor
-from sqla_scheduler._runner.held import Held, HeldSet
+from sqla_scheduler._runner.held import Held, HeldSet, PausedTasks
 from sqla_scheduler._runner.outcomes import Outcome
 from sqla_scheduler._runner.picker import Picker
 from sqla_scheduler._runner.waker import Waker
@@ -45,8 +48,10 @@ class Workers:
         clock: Clock,
         shutdown: ShutdownSignal,
         grace: timedelta,
+        paused: PausedTasks | None = None,
     ) -> None:
         self.held = held
+        self.paused = paused if paused is not None else PausedTasks()
         self.executor = executor
         self.completer = completer
         self.picker = picker
@@ -88,11 +93,29 @@ class Workers:
         """Queue picked executions for the workers; hand them back once stopped."""
         assert self._send is not None, "deliver is for a running loop"
         for held in picked:
+            if held.execution.task_name in self.paused:  # paused while it was picked
+                self.held.outstanding -= 1
+                await self._finish(self._release(held))
+                continue
             try:
                 self._send.send_nowait(held)
             except anyio.ClosedResourceError:  # stopped while picking
                 self.held.outstanding -= 1
                 await self._finish(self._release(held))
+
+    def hand_back(self, task_name: str) -> int:
+        """Hand back the queued executions of ``task_name`` (paused): unpicked as they
+        were, no failure counted. Return how many; the workers skip them."""
+        handed = 0
+        for held in self.held:
+            if held.execution.task_name == task_name and not held.taken and not held.completing:
+                self.held.outstanding -= 1
+                self.completer.submit(self._release(held))  # marks it completing
+                handed += 1
+        if handed:
+            log.info("handing back %d execution(s) of %s: it was paused", handed, task_name)
+            self.waker.wake()  # room was made: the picker may pick other tasks' work
+        return handed
 
     async def work(self, held: Held) -> None:
         """Run one held execution and hand its outcome on: the loop's and ``run_due``'s."""
@@ -120,7 +143,9 @@ class Workers:
     async def _worker(self, queue: anyio.abc.ObjectReceiveStream[Held]) -> None:
         async with queue:
             async for held in queue:
-                if self.shutdown.is_set:
+                if held.completing:
+                    continue  # handed back while it waited (``hand_back``)
+                if self.shutdown.is_set or held.execution.task_name in self.paused:
                     self.held.outstanding -= 1
                     await self._finish(self._release(held))
                     continue
