@@ -268,7 +268,9 @@ class Scheduler(Observing, Control):
         self._loop.start(backend)
 
     def stop(self) -> None:
-        """Stop a loop started with [`start`][], waiting for it to wind down."""
+        """Stop a loop started with [`start`][], waiting for it to wind down: at most
+        ``shutdown_max_wait`` plus a grace of a few seconds, even when a handler ignores its
+        cancellation (it is then left running and named in the log)."""
         self._loop.stop()
 
     # --- maintenance and testing ----------------------------------------------------

@@ -21,8 +21,10 @@ import importlib
 import logging
 import os
 import signal
+import sys
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping
 from contextlib import contextmanager
+from typing import NoReturn
 
 import anyio
 
@@ -162,6 +164,11 @@ def run_worker(scheduler: Scheduler, *, backend: str = "asyncio") -> None:
     The first signal stops the scheduler gracefully and this function then returns. A
     second one cancels everything at once and raises [`WorkerInterrupted`][]. Must be
     called from the main thread (signal handlers can only be installed there).
+
+    A handler that ignores its cancellation cannot be stopped, and its event loop would
+    wait for it forever: once the scheduler has stopped without it (``shutdown_max_wait``
+    and a grace of a few seconds, the handler named in the log), the process exits at
+    once, with status 0 (128 + the signal's number after a second signal).
     """
     worker = _Worker(scheduler)
     anyio.run(worker.serve, backend=backend)
@@ -195,6 +202,23 @@ class _Worker:
                     self.error = exc
                 finally:
                     group.cancel_scope.cancel()
+                    if self.scheduler._loop.left_running:
+                        self._exit_leaving_handlers()
+
+    def _exit_leaving_handlers(self) -> NoReturn:
+        """End the process now: handlers that ignored their cancellation were left
+        running (and named in the log), and the event loop would wait for them forever as
+        it closes. Their executions are revived elsewhere once their heartbeats are stale."""
+        status = 0 if self.forced_by is None else 128 + self.forced_by.value
+        log.warning(
+            "exiting with status %d without waiting for the handler(s) left running: %s",
+            status,
+            ", ".join(self.scheduler._loop.left_running),
+        )
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
 
     async def _watch(
         self, signals: AsyncIterator[signal.Signals], scope: anyio.CancelScope

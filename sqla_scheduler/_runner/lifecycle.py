@@ -3,14 +3,15 @@ manager, or on a background thread; at most one ``Runner`` at a time."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from contextlib import AbstractContextManager
 from typing import Any
 
 import anyio
 import anyio.abc
-from anyio.from_thread import BlockingPortal, start_blocking_portal
+from anyio.from_thread import BlockingPortal
 from sqlalchemy import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -37,18 +38,23 @@ class Lifecycle:
         self.runner: Runner | None = None
         self._group: anyio.abc.TaskGroup | None = None
         self._portal: BlockingPortal | None = None
-        self._portal_cm: AbstractContextManager[BlockingPortal] | None = None
         self._portal_future: Future[None] | None = None
+        self._thread: threading.Thread | None = None
+        #: The executions whose handlers ignored their cancellation and were left running
+        #: when the last run stopped (``task/instance``; see ``Workers.left_running``).
+        self.left_running: list[str] = []
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """Run a loop until ``request_stop`` (or cancellation), then stop it gracefully."""
         if self.runner is not None:
             raise RuntimeError(f"{self._owner!r} is already running")
         runner = self.runner = self._make_runner()
+        self.left_running = []
         try:
             await runner.run(task_status=task_status)
         finally:
             self.runner = None
+            self.left_running = list(runner.workers.left_running)
 
     def request_stop(self) -> None:
         """Ask the running loop, if any, to stop."""
@@ -81,26 +87,64 @@ class Lifecycle:
         if self._portal is not None:
             raise RuntimeError(f"{self._owner!r} was already started")
         check_backend(self._engine, backend)
-        self._portal_cm = start_blocking_portal(backend)
-        self._portal = self._portal_cm.__enter__()
+        portal, thread = _start_portal(backend)
         try:
-            self._portal_future, _ = self._portal.start_task(self._run_in_group)
+            self._portal_future, _ = portal.start_task(self._run_in_group)
         except BaseException:
-            self._portal_cm.__exit__(None, None, None)
-            self._portal = self._portal_cm = None
+            _stop_portal(portal, thread, wait=True)
             raise
+        self._portal, self._thread = portal, thread
 
     def stop(self) -> None:
-        """Stop the loop ``start`` began, waiting for it to wind down; nothing if none."""
-        portal, cm, future = self._portal, self._portal_cm, self._portal_future
-        if portal is None or cm is None or future is None:
+        """Stop the loop ``start`` began, waiting for it to wind down; nothing if none.
+
+        Returns within ``shutdown_max_wait`` and ``STOP_GRACE`` even when handlers ignore
+        their cancellation: their event loop's thread is then left to them (a daemon
+        thread, which does not keep the process from exiting).
+        """
+        portal, future, thread = self._portal, self._portal_future, self._thread
+        if portal is None or future is None or thread is None:
             return
         try:
             portal.call(self.request_stop)
             future.result()
         finally:
-            self._portal = self._portal_cm = self._portal_future = None
-            cm.__exit__(None, None, None)
+            self._portal = self._portal_future = self._thread = None
+            _stop_portal(portal, thread, wait=not self.left_running)
 
     async def _run_in_group(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         await self.run(task_status=task_status)
+
+
+def _start_portal(backend: str) -> tuple[BlockingPortal, threading.Thread]:
+    """An event loop of ``backend`` on a daemon thread, and its portal.
+
+    Like ``anyio.from_thread.start_blocking_portal``, but the caller decides whether to
+    wait for the thread to end: an event loop waits, as it closes, for every task still
+    running, and a handler that ignores its cancellation never ends.
+    """
+    ready: Future[BlockingPortal] = Future()
+
+    async def serve() -> None:
+        async with BlockingPortal() as portal:
+            ready.set_result(portal)
+            await portal.sleep_until_stopped()
+
+    def run() -> None:
+        try:
+            anyio.run(serve, backend=backend)
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+
+    thread = threading.Thread(target=run, name=f"sqla-scheduler-{backend}-loop", daemon=True)
+    thread.start()
+    return ready.result(), thread
+
+
+def _stop_portal(portal: BlockingPortal, thread: threading.Thread, *, wait: bool) -> None:
+    """Stop ``portal``'s event loop; with ``wait``, until its thread has ended."""
+    with contextlib.suppress(RuntimeError):  # its event loop has ended already
+        portal.call(portal.stop)
+    if wait:
+        thread.join()

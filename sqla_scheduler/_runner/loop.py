@@ -8,7 +8,9 @@ them. ``run_due`` runs the same per-execution code without the loop, for tests.
 
 Stopping: no new picks; running handlers get ``shutdown_max_wait``; whatever is still
 held after that is released for other schedulers, and every outcome is committed. Then,
-and only after such a clean stop, the scheduler's row leaves the nodes table.
+and only after such a clean stop, the scheduler's row leaves the nodes table. A handler
+that ignores its cancellation for ``STOP_GRACE`` more is left running, its execution to
+revival (``Workers.left_running``): ``run`` returns all the same.
 """
 
 from __future__ import annotations
@@ -257,8 +259,10 @@ class Runner:
                 )
                 await self.completer.flush()
                 services.cancel_scope.cancel()
-            # after the services, so that no beat writes the row again
-            await self.node.remove()
+            # after the services, so that no beat writes the row again; not while handlers
+            # left running may still act for this node
+            if not self.workers.left_running:
+                await self.node.remove()
         finally:
             if self.listener is not None:
                 self.listener.stop()

@@ -7,17 +7,25 @@ worker starts none of a task known to be paused (``PausedTasks``, no statement p
 
 Stopping: queued executions are handed back untouched, running handlers get the grace
 period, and a handler still running after it is cancelled and its execution handed back.
+A handler that ignores its cancellation for ``STOP_GRACE`` more is left running, its
+execution left picked for revival, and named in an error log: the workers run in a task
+of their own, outside the loop's task group (``_detach``), so that ``run`` can return
+without them and nothing a handler does keeps the scheduler from stopping.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from functools import partial
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectSendStream
+import sniffio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from sqla_scheduler._runner import outcomes
 from sqla_scheduler._runner.completer import Completer
@@ -29,9 +37,14 @@ from sqla_scheduler._runner.waker import Waker
 from sqla_scheduler.clock import Clock
 from sqla_scheduler.context import ShutdownSignal
 
-__all__ = ["Workers"]
+__all__ = ["STOP_GRACE", "Workers"]
 
 log = logging.getLogger("sqla_scheduler")
+
+#: How long a stop waits, after ``shutdown_max_wait``, for cancelled handlers to end: a
+#: handler still running then ignores its cancellation, and is left running (see
+#: docs/loop.md, "Stopping").
+STOP_GRACE = timedelta(seconds=2)
 
 
 class Workers:
@@ -61,6 +74,10 @@ class Workers:
         self.grace = grace
         self._send: MemoryObjectSendStream[Held] | None = None
         self._idle = anyio.Event()
+        #: The executions whose handlers ignored their cancellation and were left running
+        #: when the workers stopped (``task/instance``).
+        self.left_running: list[str] = []
+        self._host: _Host | None = None
 
     async def run(
         self, count: int, *, until: anyio.Event, task_status: anyio.abc.TaskStatus[None]
@@ -68,21 +85,35 @@ class Workers:
         """Run ``count`` workers until ``until`` is set, then wind down and hand back what
         is still held (``task_status`` is told once the workers run)."""
         self._send, receive = anyio.create_memory_object_stream[Held](math.inf)
-        async with receive, anyio.create_task_group() as workers:
-            for _ in range(count):
-                workers.start_soon(self._worker, receive.clone())
-            task_status.started()
-            graceful = False
-            try:
-                await until.wait()
-                graceful = True
-            finally:
-                self.shutdown.set()
-                self._send.close()
-                await self._wind_down(workers.cancel_scope, graceful=graceful)
+        host = self._host = _Host()
+        _detach(partial(self._serve, host, count, receive))
+        task_status.started()
+        graceful = False
+        try:
+            graceful = await _first(until, host.ended)
+        finally:
+            self.shutdown.set()
+            self._send.close()
+            await self._wind_down(host, graceful=graceful)
+        if host.error is not None:
+            raise host.error
         for held in self.held:  # still queued when the workers were cancelled
             if not held.taken and not held.completing:
                 self.completer.submit(self._release(held))
+
+    async def _serve(
+        self, host: _Host, count: int, receive: MemoryObjectReceiveStream[Held]
+    ) -> None:
+        """The workers' own task: ``count`` workers until cancelled or the queue closes."""
+        try:
+            with host.scope:
+                async with receive, anyio.create_task_group() as workers:
+                    for _ in range(count):
+                        workers.start_soon(self._worker, receive.clone())
+        except BaseException as exc:  # raised by ``run``: nobody awaits this task
+            host.error = exc
+        finally:
+            host.ended.set()
 
     def close(self) -> None:
         """Take no more executions: ``deliver`` hands back whatever it is given."""
@@ -124,7 +155,8 @@ class Workers:
         try:
             await self._finish(await self.executor.run_once(held))
         except anyio.get_cancelled_exc_class():
-            if not held.completing:  # cancelled by the wind-down: hand it back now
+            if not held.completing and not self.left_running:  # cancelled by the wind-down
+                # hand it back now (once left running, the loop is gone: revival will)
                 self.completer.submit(self._release(held))
                 with anyio.CancelScope(shield=True):
                     await self.completer.run_once()
@@ -161,21 +193,96 @@ class Workers:
     def _release(self, held: Held) -> Outcome:
         return Outcome(held=held, decision=outcomes.release(held.execution, self.clock.now()))
 
-    async def _wind_down(self, workers: anyio.CancelScope, *, graceful: bool) -> None:
-        """Give running handlers up to the grace period, then cancel the workers.
+    async def _wind_down(self, host: _Host, *, graceful: bool) -> None:
+        """Give running handlers up to the grace period, then cancel the workers, and give
+        them ``STOP_GRACE`` to end; leave what is still running then.
 
         A cancelled worker hands its execution back before it ends (see ``work``);
         executions still queued are handed back by ``run`` after this.
         """
-        with anyio.CancelScope(shield=True):
+        try:
             grace = self.grace.total_seconds() if graceful else 0
             if self.held.running and grace:
                 log.info("waiting up to %ss for %d execution(s)", grace, self.held.running)
-                with anyio.move_on_after(grace):
+                with anyio.move_on_after(grace):  # a cancellation (a forced stop) ends it
                     await self._idle.wait()
-            if not self.held.running:
-                return  # the workers hand back what is queued and end by themselves
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._end(host)
+
+    async def _end(self, host: _Host) -> None:
+        """Cancel the workers if handlers still run, and give them ``STOP_GRACE`` to end."""
+        if self.held.running:
             for held in self.held:
                 if held.taken and not held.completing:
                     log.warning("releasing %s: still running after shutdown_max_wait", held.label)
-            workers.cancel()
+            host.scope.cancel()
+        # else the workers hand back what is queued and end by themselves
+        with anyio.move_on_after(STOP_GRACE.total_seconds()):
+            await host.ended.wait()
+        if host.ended.is_set():
+            return
+        self.left_running = sorted(
+            held.label for held in self.held if held.taken and not held.completing
+        )
+        log.error(
+            "stopping without %d handler(s) that ignored their cancellation for %ss: %s "
+            "left running; their executions stay picked, to be revived once their "
+            "heartbeats are stale (dead_after)",
+            len(self.left_running),
+            STOP_GRACE.total_seconds(),
+            ", ".join(self.left_running) or "none",
+        )
+
+
+class _Host:
+    """The workers' task, detached from the loop's task group (see ``_detach``)."""
+
+    def __init__(self) -> None:
+        #: Cancels the workers.
+        self.scope = anyio.CancelScope()
+        #: Set when the workers have all ended.
+        self.ended = anyio.Event()
+        #: What ended them, other than their cancellation.
+        self.error: BaseException | None = None
+
+
+async def _first(until: anyio.Event, ended: anyio.Event) -> bool:
+    """Wait for ``until`` or ``ended``; whether ``until`` was set."""
+    async with anyio.create_task_group() as waiting:
+
+        async def on_end() -> None:
+            await ended.wait()
+            waiting.cancel_scope.cancel()
+
+        waiting.start_soon(on_end)
+        await until.wait()
+        waiting.cancel_scope.cancel()
+    return until.is_set()
+
+
+def _detach(fn: Callable[[], Awaitable[None]]) -> None:
+    """Run ``fn`` in a task outside every task group of the caller, in a copy of its
+    context: an asyncio task, or a trio system task. ``fn`` must not raise.
+
+    Structured concurrency makes a task group wait for all its tasks, and a task that
+    ignores its cancellation would make the loop's ``run`` wait forever. The event loop
+    itself still waits for such a task when it closes: a process that must exit then
+    does not close it (see ``worker.run_worker`` and ``Lifecycle.stop``).
+    """
+    if sniffio.current_async_library() == "trio":
+        import trio
+
+        trio.lowlevel.spawn_system_task(fn, context=contextvars.copy_context())
+        return
+    import asyncio
+
+    async def main() -> None:
+        await fn()
+
+    task = asyncio.get_running_loop().create_task(main())  # in a copy of the context
+    _detached.add(task)  # the loop keeps weak references only
+    task.add_done_callback(_detached.discard)
+
+
+_detached: set[object] = set()

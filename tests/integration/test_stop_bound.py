@@ -1,0 +1,124 @@
+"""Nothing a handler does keeps the scheduler from stopping: ``stop()`` and a cancelled
+``run()`` return within ``shutdown_max_wait`` plus ``STOP_GRACE`` even when an async
+handler swallows its cancellation forever and a sync one never returns; what is still
+running then is named in the log. (A worker process on SIGTERM: tests/concurrency.)"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from sqlalchemy import Engine, create_engine
+
+from sqla_scheduler import Scheduler, SchedulerConfig, one_time
+from tests.conftest import sqlite_file_url
+
+SHUTDOWN_MAX_WAIT = timedelta(milliseconds=500)
+#: The grace a stop gives cancelled handlers (``STOP_GRACE``, documented in docs/loop.md).
+STOP_GRACE = timedelta(seconds=2)
+#: What the test allows beyond the bound for the machine's own delays.
+MARGIN = 1.5
+#: When the watchdog lets the stubborn handler go, so that a scheduler that does not
+#: stop by itself (the failure this tests) stops at all.
+WATCHDOG = 10.0
+
+
+@pytest.fixture
+def engine(sqlite_template: Path, tmp_path: Path) -> Iterator[Engine]:
+    engine = create_engine(sqlite_file_url(sqlite_template, tmp_path))
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+class Stubborn:
+    """An async handler that swallows its cancellation until ``let_go`` (which only the
+    test's end, or the watchdog, sets), and a sync one blocked on an event never set."""
+
+    def __init__(self) -> None:
+        self.let_go = threading.Event()
+        self.started: set[str] = set()
+        self.watchdog = threading.Timer(WATCHDOG, self.let_go.set)
+
+        @one_time("stubborn")
+        async def stubborn(ctx: Any) -> None:
+            self.started.add("stubborn")
+            while not self.let_go.is_set():
+                try:
+                    await anyio.sleep(0.05)
+                except anyio.get_cancelled_exc_class():
+                    pass
+
+        @one_time("blocked")
+        def blocked(ctx: Any) -> None:
+            self.started.add("blocked")
+            threading.Event().wait()  # never set: the thread is a daemon
+
+        self.tasks = [stubborn, blocked]
+
+    def scheduler(self, engine: Engine) -> Scheduler:
+        config = SchedulerConfig(
+            polling_interval=timedelta(milliseconds=20),
+            shutdown_max_wait=SHUTDOWN_MAX_WAIT,
+        )
+        scheduler = Scheduler(engine, self.tasks, config)
+        scheduler.schedule_batch(engine, [task.instance("x") for task in self.tasks])
+        return scheduler
+
+
+def _left_running(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "left running" in r.getMessage()]
+
+
+def test_stop_returns_within_its_bound_whatever_handlers_do(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    handlers = Stubborn()
+    scheduler = handlers.scheduler(engine)
+    scheduler.start()
+    handlers.watchdog.start()
+    try:
+        deadline = time.monotonic() + 20
+        while handlers.started != {"stubborn", "blocked"}:
+            assert time.monotonic() < deadline, handlers.started
+            time.sleep(0.01)
+        stopping = time.monotonic()
+        scheduler.stop()
+        took = time.monotonic() - stopping
+    finally:
+        handlers.let_go.set()
+        handlers.watchdog.cancel()
+    assert took < (SHUTDOWN_MAX_WAIT + STOP_GRACE).total_seconds() + MARGIN, took
+    (left,) = _left_running(caplog)
+    assert "stubborn/x" in left
+    assert "blocked/x" not in left  # its waiter was cancelled: it was released
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_run_returns_within_the_grace(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    handlers = Stubborn()
+    scheduler = handlers.scheduler(engine)
+    handlers.watchdog.start()
+    try:
+        async with anyio.create_task_group() as group:
+            await group.start(scheduler.run)
+            while handlers.started != {"stubborn", "blocked"}:  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+            stopping = time.monotonic()
+            group.cancel_scope.cancel()  # no shutdown_max_wait: cancelled at once
+        took = time.monotonic() - stopping
+    finally:
+        handlers.let_go.set()
+        handlers.watchdog.cancel()
+    assert took < STOP_GRACE.total_seconds() + MARGIN, took
+    (left,) = _left_running(caplog)
+    assert "stubborn/x" in left
