@@ -153,7 +153,12 @@ class Workers:
         self.held.running += 1
         held.taken = True
         try:
-            await self._finish(await self.executor.run_once(held))
+            outcome = await self.executor.run_once(held)
+            if self.left_running:  # the loop stopped without it: nothing is recorded now
+                log.warning("%s ended after the scheduler stopped; it will be revived", held.label)
+                self.held.let_go(held)
+                return
+            await self._finish(outcome)
         except anyio.get_cancelled_exc_class():
             if not held.completing and not self.left_running:  # cancelled by the wind-down
                 # hand it back now (once left running, the loop is gone: revival will)

@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine, create_engine, text
 
 from sqla_scheduler import Scheduler, SchedulerConfig, one_time
 from tests.conftest import sqlite_file_url
@@ -92,6 +92,8 @@ def test_stop_returns_within_its_bound_whatever_handlers_do(
         stopping = time.monotonic()
         scheduler.stop()
         took = time.monotonic() - stopping
+        with engine.connect() as conn:
+            picked = dict(conn.execute(text("select task_name, picked from scheduled_tasks")).all())
     finally:
         handlers.let_go.set()
         handlers.watchdog.cancel()
@@ -99,6 +101,7 @@ def test_stop_returns_within_its_bound_whatever_handlers_do(
     (left,) = _left_running(caplog)
     assert "stubborn/x" in left
     assert "blocked/x" not in left  # its waiter was cancelled: it was released
+    assert picked == {"stubborn": True, "blocked": False}  # the one left running, to revival
 
 
 @pytest.mark.anyio
