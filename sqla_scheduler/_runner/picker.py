@@ -210,10 +210,12 @@ class Picker:
         names: frozenset[str] | None = None
         self.paused.begin_refresh()
         try:
-            names = await self.db.shielded(
+            names = await self.db.run(
                 partial(_control_store.paused, table=self.table),
                 autocommit=True,
                 lane="picker",
+                read_only=True,  # no write lock on SQLite
+                plan_once=True,  # as the lane's picks: the first to open it configures it
             )
         finally:
             newly = self.paused.end_refresh(names)
