@@ -8,7 +8,12 @@ from typing import Any
 
 import pytest
 
-from sqla_scheduler._dialects import notice_of_later, read_notice
+from sqla_scheduler._dialects import (
+    notice_of_later,
+    notice_of_pause,
+    read_notice,
+    read_pause_notice,
+)
 from sqla_scheduler._runner.waker import Listener, Waker
 from sqla_scheduler.clock import ManualClock
 
@@ -39,8 +44,15 @@ def test_a_notice_names_its_task_and_time(payload: str, notice: tuple[str, datet
     assert read_notice(payload) == notice
 
 
-def _listener(waker: Waker, names: list[str], *, wants_work: bool = True) -> Listener:
+def _listener(
+    waker: Waker,
+    names: list[str],
+    *,
+    wants_work: bool = True,
+    paused: list[tuple[str, bool]] | None = None,
+) -> Listener:
     db: Any = None  # never connects: only its notifications are fed in
+    heard = paused if paused is not None else []
     return Listener(
         db,
         None,  # type: ignore[arg-type]
@@ -49,6 +61,7 @@ def _listener(waker: Waker, names: list[str], *, wants_work: bool = True) -> Lis
         wants_work=lambda: wants_work,
         polling_interval=timedelta(seconds=10),
         prepared_statements=True,
+        on_pause=lambda task, is_paused: heard.append((task, is_paused)),
     )
 
 
@@ -69,3 +82,34 @@ async def test_a_scheduler_wakes_for_its_own_tasks_only():
     listener._on_notify("invoice")
     assert await waker.wait(0)
     assert not waker.retimed
+
+
+@pytest.mark.parametrize(
+    ("payload", "pause"),
+    [
+        (notice_of_pause("invoice", True), ("invoice", True)),
+        (notice_of_pause('in"voice', False), ('in"voice', False)),
+        ("invoice", None),
+        (notice_of_later("invoice", NOW), None),
+        ('{"task": "invoice", "paused": 1}', None),
+        ('{"paused": true}', None),
+    ],
+)
+def test_a_pause_notice_names_its_task_and_whether_it_was_paused(
+    payload: str, pause: tuple[str, bool] | None
+):
+    assert read_pause_notice(payload) == pause
+
+
+@pytest.mark.anyio
+async def test_a_pause_or_resume_of_its_own_tasks_reaches_the_scheduler():
+    waker = Waker(ManualClock(NOW))
+    heard: list[tuple[str, bool]] = []
+    listener = _listener(waker, ["invoice"], paused=heard)
+    waker.arm()
+    listener._on_notify(notice_of_pause("send-email", True))  # not its task
+    listener._on_notify(notice_of_pause("invoice", True))
+    assert not await waker.wait(0)  # a pause is no work
+    listener._on_notify(notice_of_pause("invoice", False))
+    assert await waker.wait(0)  # a resume is: its due executions may be picked
+    assert heard == [("invoice", True), ("invoice", False)]
