@@ -77,7 +77,6 @@ class Workers:
         #: The executions whose handlers ignored their cancellation and were left running
         #: when the workers stopped (``task/instance``).
         self.left_running: list[str] = []
-        self._host: _Host | None = None
 
     async def run(
         self, count: int, *, until: anyio.Event, task_status: anyio.abc.TaskStatus[None]
@@ -85,7 +84,7 @@ class Workers:
         """Run ``count`` workers until ``until`` is set, then wind down and hand back what
         is still held (``task_status`` is told once the workers run)."""
         self._send, receive = anyio.create_memory_object_stream[Held](math.inf)
-        host = self._host = _Host()
+        host = _Host()
         _detach(partial(self._serve, host, count, receive))
         task_status.started()
         graceful = False
