@@ -222,6 +222,13 @@ class Picker:
         for task_name in sorted(newly):
             self._on_paused(task_name)
 
+    def recheck_paused(self) -> None:
+        """Read the paused tasks again before the next pick (a pick took an execution of
+        a task known to be paused: the pause is newer than the pick, or the resume went
+        unheard), and wake up for it."""
+        self._paused_due = 0.0
+        self.waker.wake()
+
     def _paused_wait(self, at_most: float | None) -> float:
         """``at_most`` seconds (``None``: no limit), but no later than the next read of the
         paused tasks: a full hand must not keep this process from learning of a pause."""

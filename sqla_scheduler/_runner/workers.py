@@ -123,7 +123,10 @@ class Workers:
         """Queue picked executions for the workers; hand them back once stopped."""
         assert self._send is not None, "deliver is for a running loop"
         for held in picked:
-            if held.execution.task_name in self.paused:  # paused while it was picked
+            if held.execution.task_name in self.paused:
+                # paused while it was picked, or resumed since this process last heard:
+                # the picker reads the paused tasks again before it picks again
+                self.picker.recheck_paused()
                 self.held.outstanding -= 1
                 await self._finish(self._release(held))
                 continue
