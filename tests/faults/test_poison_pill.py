@@ -55,18 +55,21 @@ def test_a_poison_pill_is_abandoned_after_max_retries(
     four times, each waiting out the dead-execution window."""
     report = run_poison_pill(workers, app_db, db_url)
     assert "abandoned poison/die after" in report, report
-    # history: each counted crash is a dead attempt (the first, whose start was not
-    # recorded, is none), then the abandon, which keeps the payload for a requeue
+    # history: every crash is a dead attempt: the first, whose start was not recorded,
+    # without a start and not counted (the next attempt is numbered 1 again), then one per
+    # counted crash, then the abandon, which keeps the payload for a requeue
     outcomes = rows(
         app_db,
-        "select outcome, attempt, picked_by is not null from scheduled_tasks_history"
+        "select outcome, attempt, picked_by is not null, started_at is not null"
+        " from scheduled_tasks_history"
         " where task_name = 'poison' and task_instance = 'die' order by id",
     )
     assert [tuple(r) for r in outcomes] == [
-        ("dead", 1, True),
-        ("dead", 2, True),
-        ("dead", 3, True),
-        ("abandoned", 3, True),
+        ("dead", 1, True, False),
+        ("dead", 1, True, True),
+        ("dead", 2, True, True),
+        ("dead", 3, True, True),
+        ("abandoned", 3, True, False),  # spent: abandoned before it ran again
     ], outcomes
 
 
