@@ -13,9 +13,8 @@ Every call of application code goes through one of three doors:
   ``__cause__``), so the caller's ``except Exception`` handles it like any error;
 * ``guard(task, hook, fn)``: ``fn`` wrapped the same way, awaitable results included
   (for code the scheduler runs in a thread or awaits: ``on_abandon``);
-* ``attempt(fn, ...)``: a handler's run inside the interceptors, to its result or to what
-  it or an interceptor raised, whatever that is (the execution's failure records it as
-  raised).
+* ``failure(error)``: what a handler's run inside the interceptors raised, whatever that
+  is, as the execution's failure (recorded as raised).
 
 Sync code cannot receive the scheduler's cancellation (it arrives at an ``await``), so what
 it raises is always its own; awaited code is checked with ``raise_if_cancelled``.
@@ -32,7 +31,7 @@ import anyio
 import anyio.lowlevel
 import sniffio
 
-__all__ = ["ApplicationError", "attempt", "calling", "guard", "raise_if_cancelled", "summary"]
+__all__ = ["ApplicationError", "calling", "failure", "guard", "raise_if_cancelled", "summary"]
 
 T = TypeVar("T")
 
@@ -116,19 +115,15 @@ async def _awaited(task_name: str | None, hook: str, awaitable: Awaitable[T]) ->
         raise ApplicationError(task_name, hook, exc) from exc
 
 
-async def attempt(
-    fn: Callable[..., Awaitable[T]], *args: Any
-) -> tuple[T, None] | tuple[None, BaseException]:
-    """Await ``fn(*args)`` (a handler's run): ``(result, None)``, or ``(None, error)`` with
-    whatever it raised. The scheduler's own cancellation is raised instead."""
-    try:
-        return await fn(*args), None
-    except BaseException as exc:  # SystemExit, KeyboardInterrupt too: only a stop stops us
-        if isinstance(exc, anyio.get_cancelled_exc_class()):
-            # the loop is stopping (re-raised here: the execution is released, not failed),
-            # or the code raised the class itself: its own timeout, a future it awaited
-            await raise_if_cancelled()
-        return None, exc
+async def failure(error: BaseException) -> BaseException:
+    """What a handler's run raised, ``error``, as its failure, whatever it is; the
+    scheduler's own cancellation (a stop) is raised instead. Called from the ``except
+    BaseException`` around the run, so the common path (no error) costs nothing more."""
+    if isinstance(error, anyio.get_cancelled_exc_class()):
+        # the loop is stopping (re-raised here: the execution is released, not failed), or
+        # the code raised the class itself: its own timeout, a future it awaited
+        await raise_if_cancelled()
+    return error
 
 
 async def raise_if_cancelled() -> None:

@@ -169,13 +169,14 @@ class Executor:
     ) -> tuple[Any, BaseException | None]:
         """Run ``handler`` (the task's) once, through the interceptors: what it returned,
         or what it or an interceptor raised, whatever that is (see ``_app_code``)."""
-        if task.timeout is not None:
-            return await _app_code.attempt(
-                self._within_timeout, task, context, handler, task.timeout
-            )
-        if self.interceptors:
-            return await _app_code.attempt(self._chain, task, context, handler)
-        return await _app_code.attempt(self._call, task, context, handler)  # the common case
+        try:
+            if task.timeout is not None:
+                return await self._within_timeout(task, context, handler, task.timeout), None
+            if self.interceptors:
+                return await self._chain(task, context, handler), None
+            return await self._call(task, context, handler), None  # the common case: direct
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt too: only a stop stops us
+            return None, await _app_code.failure(exc)
 
     def _transaction(self, task: Task[Any]) -> AbstractAsyncContextManager[Transaction | None]:
         """A transactional task's transaction (see ``Database.transaction``), else none."""
