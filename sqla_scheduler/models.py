@@ -45,6 +45,7 @@ __all__ = [
     "metadata",
     "nodes_table",
     "paused_table",
+    "record_table",
     "scheduled_tasks_table",
     "table_for",
 ]
@@ -64,6 +65,9 @@ NODES_SUFFIX = "_nodes"
 """The nodes table is named after the scheduler's table with this suffix."""
 PAUSED_SUFFIX = "_paused"
 """The table of paused task names is named after the scheduler's table with this suffix."""
+RECORD_SUFFIX = "_schema"
+"""The one-row table recording the migration step the tables are at is named after the
+scheduler's table with this suffix."""
 HISTORY_OUTCOMES = ("succeeded", "failed", "abandoned", "dead", "undecodable")
 """What a finished attempt can come to, as the history table spells it."""
 
@@ -96,7 +100,8 @@ def scheduled_tasks_table(
 ) -> Table:
     """Build the scheduler's table as ``name`` (in ``schema``) on ``target`` metadata,
     with its history (``<name>_history``), nodes (``<name>_nodes``) and paused tasks
-    (``<name>_paused``) tables beside it.
+    (``<name>_paused``) tables beside it, and the record of the migration step they are
+    at (``<name>_schema``).
 
     The two partial indexes serve the hot queries. Unpicked rows by task, priority and
     time: a scheduler reads its own tasks' rows only, and within each task and priority
@@ -141,6 +146,7 @@ def scheduled_tasks_table(
     _history(target, name + HISTORY_SUFFIX, schema)
     _nodes(target, name + NODES_SUFFIX, schema)
     _paused(target, name + PAUSED_SUFFIX, schema)
+    _record(target, name + RECORD_SUFFIX, schema)
     return table
 
 
@@ -206,6 +212,16 @@ def _paused(target: MetaData, name: str, schema: str | None) -> Table:
     )
 
 
+def _record(target: MetaData, name: str, schema: str | None) -> Table:
+    """One row: the migration step the tables are at, written by each step that runs."""
+    return Table(
+        name,
+        target,
+        Column("step", Integer(), primary_key=True, autoincrement=False),
+        schema=schema,
+    )
+
+
 def _beside(table: Table, suffix: str) -> Table:
     key = table.name + suffix if table.schema is None else f"{table.schema}.{table.name}{suffix}"
     return table.metadata.tables[key]
@@ -224,6 +240,12 @@ def nodes_table(table: Table) -> Table:
 def paused_table(table: Table) -> Table:
     """The table of paused task names that goes with the scheduler's ``table``."""
     return _beside(table, PAUSED_SUFFIX)
+
+
+def record_table(table: Table) -> Table:
+    """The table recording the migration step of the scheduler's ``table`` and those
+    beside it."""
+    return _beside(table, RECORD_SUFFIX)
 
 
 @cache

@@ -7,7 +7,8 @@ wiped instead (the tables the test wrote to truncated, their sequences restarted
 statistics reset), about 30 ms with the connections of both sides, and handed to the next
 test: about 550 of the 700 in a run are. Anything
 else (a test that created, altered or dropped an object, changed a database setting, left
-a session, a prepared transaction or a large object, or moved the version table) gets
+a session, a prepared transaction or a large object, or moved the version table or the
+record of the migration step) gets
 its database dropped, as every test's was before.
 """
 
@@ -36,6 +37,9 @@ CATALOGS = (
 )  # fmt: skip
 
 VERSION_TABLE = "sqla_scheduler_alembic_version"
+#: The record of the migration step: like the version table, compared, never truncated.
+RECORD_TABLE = "scheduled_tasks_schema"
+_KEPT = [VERSION_TABLE, RECORD_TABLE]
 
 #: The next transaction id, as the 32-bit ``xmin`` of catalog rows shows it.
 _NEXT_XID = sql.SQL("SELECT mod(pg_snapshot_xmax(pg_current_snapshot())::text::bigint, 4294967296)")
@@ -65,7 +69,7 @@ _LEFT_BEHIND = sql.SQL(
 
 _TABLES = """
     SELECT schemaname, tablename FROM pg_tables
-     WHERE schemaname NOT IN ('pg_catalog', 'information_schema') AND tablename <> %s
+     WHERE schemaname NOT IN ('pg_catalog', 'information_schema') AND tablename <> ALL(%s)
      ORDER BY 1, 2
 """
 
@@ -93,7 +97,7 @@ class DatabasePool:
             self._catalog_counts = counts[0::2]
             self._version = _versions(conn)
             self._tables: list[tuple[str, str]] = [
-                (schema, table) for schema, table in conn.execute(_TABLES, (VERSION_TABLE,))
+                (schema, table) for schema, table in conn.execute(_TABLES, (_KEPT,))
             ]
             owned: dict[tuple[str, str], list[tuple[str, str]]] = {}
             for table_schema, table, schema, sequence in conn.execute(_SEQUENCES):
@@ -150,7 +154,7 @@ class DatabasePool:
             and not any(state[1::2])
             and _fetch(conn, _LEFT_BEHIND, since=since) == [0]
             and _versions(conn) == self._version
-            and [tuple(row) for row in conn.execute(_TABLES, (VERSION_TABLE,))] == self._tables
+            and [tuple(row) for row in conn.execute(_TABLES, (_KEPT,))] == self._tables
         )
 
     def _wipe(self, conn: psycopg.Connection[Any]) -> None:
@@ -171,5 +175,9 @@ def _fetch(conn: psycopg.Connection[Any], query: sql.Composable, **params: int) 
 
 
 def _versions(conn: psycopg.Connection[Any]) -> list[str]:
-    query = sql.SQL("SELECT version_num FROM {} ORDER BY 1").format(sql.Identifier(VERSION_TABLE))
-    return [row[0] for row in conn.execute(query)]
+    """The revisions in the version table, then the steps in the record."""
+    versions = sql.SQL("SELECT version_num FROM {} ORDER BY 1").format(
+        sql.Identifier(VERSION_TABLE)
+    )
+    steps = sql.SQL("SELECT step::text FROM {} ORDER BY 1").format(sql.Identifier(RECORD_TABLE))
+    return [row[0] for query in (versions, steps) for row in conn.execute(query)]

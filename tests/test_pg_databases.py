@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests._pg_databases import VERSION_TABLE, DatabasePool
+from tests._pg_databases import RECORD_TABLE, VERSION_TABLE, DatabasePool
 from tests._postgres import PostgresCluster
 
 
@@ -63,6 +63,8 @@ def test_a_database_left_alone_is_wiped_and_handed_out_again(pool: DatabasePool)
         assert sequence == (1,)
         (version,) = conn.execute(f"SELECT count(*) FROM {VERSION_TABLE}").fetchone() or (0,)
         assert version == 1
+        (step,) = conn.execute(f"SELECT count(*) FROM {RECORD_TABLE}").fetchone() or (0,)
+        assert step == 1
 
 
 @pytest.mark.parametrize(
@@ -77,6 +79,7 @@ def test_a_database_left_alone_is_wiped_and_handed_out_again(pool: DatabasePool)
         "CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1'",
         "COMMENT ON TABLE scheduled_tasks IS 'mine'",
         f"UPDATE {VERSION_TABLE} SET version_num = 'elsewhere'",
+        f"UPDATE {RECORD_TABLE} SET step = 1",
         "SELECT lo_create(0)",
     ],
 )

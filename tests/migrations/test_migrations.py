@@ -3,11 +3,10 @@ on PostgreSQL and on SQLite."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ from sqlalchemy import Engine, MetaData, create_engine, inspect, select, text
 from alembic import command
 from sqla_scheduler import metadata, migrate
 from tests._cli import INVOCATIONS, cli_env, one_error_line, run
-from tests._postgres import PostgresCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,51 +62,6 @@ APP_REVISION = textwrap.dedent(
         op.drop_table("orders")
     """
 )
-
-
-@pytest.fixture(params=["postgresql", "sqlite"])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def new_database(
-    request: pytest.FixtureRequest, backend: str, tmp_path: Path
-) -> Iterator[Callable[[], str]]:
-    """Makes empty databases of ``backend`` (dropped at teardown) and returns their URLs."""
-    made: list[str] = []
-    cluster: PostgresCluster | None = (
-        request.getfixturevalue("pg_cluster") if backend == "postgresql" else None
-    )
-
-    def make() -> str:
-        name = f"mig_{os.getpid()}_{len(made)}_{id(made)}"
-        made.append(name)
-        if cluster is None:
-            return f"sqlite:///{tmp_path / name}.db"
-        cluster.create_database(name)
-        return cluster.url(name)
-
-    try:
-        yield make
-    finally:
-        if cluster is not None:
-            for name in made:
-                cluster.drop_database(name)
-
-
-@pytest.fixture
-def empty_db(new_database: Callable[[], str]) -> str:
-    return new_database()
-
-
-@pytest.fixture
-def engine(empty_db: str) -> Iterator[Engine]:
-    eng = create_engine(empty_db)
-    try:
-        yield eng
-    finally:
-        eng.dispose()
 
 
 @pytest.fixture

@@ -15,33 +15,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from alembic import op
+from sqla_scheduler import _migration_steps
 
 revision: str = "8e41b7c9d2a3"
 down_revision: str | None = "5d7c3a1f0b42"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-TABLE = "scheduled_tasks"
-SETTINGS = (
-    "fillfactor = 90, "
-    "autovacuum_vacuum_scale_factor = 0.0, "
-    "autovacuum_vacuum_threshold = 5000, "
-    "autovacuum_vacuum_insert_scale_factor = 0.0, "
-    "autovacuum_vacuum_insert_threshold = 5000, "
-    "autovacuum_analyze_scale_factor = 0.02"
-)
-NAMES = (
-    "fillfactor, autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold, "
-    "autovacuum_vacuum_insert_scale_factor, autovacuum_vacuum_insert_threshold, "
-    "autovacuum_analyze_scale_factor"
-)
+STEP = 2
+"""The step of ``sqla_scheduler._migration_steps`` this revision runs."""
 
 
 def upgrade() -> None:
-    if op.get_bind().dialect.name == "postgresql":
-        op.execute(f"ALTER TABLE {TABLE} SET ({SETTINGS})")
+    _migration_steps.run(op, STEP)
 
 
 def downgrade() -> None:
-    if op.get_bind().dialect.name == "postgresql":
-        op.execute(f"ALTER TABLE {TABLE} RESET ({NAMES})")
+    _migration_steps.run(op, STEP, down=True)

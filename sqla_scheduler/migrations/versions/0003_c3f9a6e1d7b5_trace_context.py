@@ -13,30 +13,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
-
 from alembic import op
+from sqla_scheduler import _migration_steps
 
 revision: str = "c3f9a6e1d7b5"
 down_revision: str | None = "8e41b7c9d2a3"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-TABLE = "scheduled_tasks"
+STEP = 3
+"""The step of ``sqla_scheduler._migration_steps`` this revision runs."""
 
 
 def upgrade() -> None:
-    op.add_column(
-        TABLE,
-        sa.Column(
-            "trace_context",
-            sa.JSON().with_variant(postgresql.JSONB(), "postgresql"),
-            nullable=True,
-        ),
-    )
+    _migration_steps.run(op, STEP)
 
 
 def downgrade() -> None:
-    with op.batch_alter_table(TABLE) as batch:
-        batch.drop_column("trace_context")
+    _migration_steps.run(op, STEP, down=True)

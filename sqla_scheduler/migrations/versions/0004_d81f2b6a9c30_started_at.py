@@ -13,22 +13,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import sqlalchemy as sa
-
 from alembic import op
+from sqla_scheduler import _migration_steps
 
 revision: str = "d81f2b6a9c30"
 down_revision: str | None = "c3f9a6e1d7b5"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-TABLE = "scheduled_tasks"
+STEP = 4
+"""The step of ``sqla_scheduler._migration_steps`` this revision runs."""
 
 
 def upgrade() -> None:
-    op.add_column(TABLE, sa.Column("started_at", sa.DateTime(timezone=True), nullable=True))
+    _migration_steps.run(op, STEP)
 
 
 def downgrade() -> None:
-    with op.batch_alter_table(TABLE) as batch:
-        batch.drop_column("started_at")
+    _migration_steps.run(op, STEP, down=True)

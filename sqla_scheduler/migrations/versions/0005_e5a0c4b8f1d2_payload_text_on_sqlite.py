@@ -14,32 +14,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import sqlalchemy as sa
-
 from alembic import op
+from sqla_scheduler import _migration_steps
 
 revision: str = "e5a0c4b8f1d2"
 down_revision: str | None = "d81f2b6a9c30"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-TABLE = "scheduled_tasks"
+STEP = 5
+"""The step of ``sqla_scheduler._migration_steps`` this revision runs."""
 
 
 def upgrade() -> None:
-    if op.get_bind().dialect.name != "sqlite":
-        return
-    with op.batch_alter_table(TABLE) as batch:
-        batch.alter_column("task_data", type_=sa.Text(), existing_type=sa.JSON())
-    # The rebuild's CAST wrote an infinite real as 'Inf', which is not JSON.
-    op.execute(
-        f"UPDATE {TABLE} SET task_data = CASE task_data WHEN 'Inf' THEN '1e999' "
-        "ELSE '-1e999' END WHERE task_data IN ('Inf', '-Inf')"
-    )
+    _migration_steps.run(op, STEP)
 
 
 def downgrade() -> None:
-    if op.get_bind().dialect.name != "sqlite":
-        return
-    with op.batch_alter_table(TABLE) as batch:
-        batch.alter_column("task_data", type_=sa.JSON(), existing_type=sa.Text())
+    _migration_steps.run(op, STEP, down=True)

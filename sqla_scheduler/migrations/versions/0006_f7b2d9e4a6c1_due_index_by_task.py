@@ -18,33 +18,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import sqlalchemy as sa
-
 from alembic import op
+from sqla_scheduler import _migration_steps
 
 revision: str = "f7b2d9e4a6c1"
 down_revision: str | None = "e5a0c4b8f1d2"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-TABLE = "scheduled_tasks"
-
-
-def _due_index(*columns: str | sa.TextClause) -> None:
-    op.create_index(
-        f"ix_{TABLE}_due",
-        TABLE,
-        list(columns),
-        postgresql_where=sa.text("picked = false"),
-        sqlite_where=sa.text("picked = 0"),
-    )
+STEP = 6
+"""The step of ``sqla_scheduler._migration_steps`` this revision runs."""
 
 
 def upgrade() -> None:
-    op.drop_index(f"ix_{TABLE}_due", table_name=TABLE)
-    _due_index("task_name", sa.text("priority DESC"), "execution_time")
+    _migration_steps.run(op, STEP)
 
 
 def downgrade() -> None:
-    op.drop_index(f"ix_{TABLE}_due", table_name=TABLE)
-    _due_index(sa.text("priority DESC"), "execution_time")
+    _migration_steps.run(op, STEP, down=True)

@@ -13,22 +13,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import sqlalchemy as sa
-
 from alembic import op
+from sqla_scheduler import _migration_steps
 
 revision: str = "626b08d7d8ec"
 down_revision: str | None = "f7b2d9e4a6c1"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-TABLE = "scheduled_tasks"
+STEP = 7
+"""The step of ``sqla_scheduler._migration_steps`` this revision runs."""
 
 
 def upgrade() -> None:
-    op.add_column(TABLE, sa.Column("last_error", sa.Text(), nullable=True))
+    _migration_steps.run(op, STEP)
 
 
 def downgrade() -> None:
-    with op.batch_alter_table(TABLE) as batch:
-        batch.drop_column("last_error")
+    _migration_steps.run(op, STEP, down=True)

@@ -12,27 +12,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import sqlalchemy as sa
-
 from alembic import op
-from sqla_scheduler._types import UTCDateTime
+from sqla_scheduler import _migration_steps
 
 revision: str = "b8d2f4a61c37"
 down_revision: str | None = "3a9c5e7b1d20"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-PAUSED = "scheduled_tasks_paused"
+STEP = 9
+"""The step of ``sqla_scheduler._migration_steps`` this revision runs."""
 
 
 def upgrade() -> None:
-    op.create_table(
-        PAUSED,
-        sa.Column("task_name", sa.String(100), nullable=False),
-        sa.Column("paused_at", UTCDateTime(), nullable=False),
-        sa.PrimaryKeyConstraint("task_name", name=op.f(f"pk_{PAUSED}")),
-    )
+    _migration_steps.run(op, STEP)
 
 
 def downgrade() -> None:
-    op.drop_table(PAUSED)
+    _migration_steps.run(op, STEP, down=True)

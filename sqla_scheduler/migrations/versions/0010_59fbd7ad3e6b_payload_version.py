@@ -16,30 +16,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import sqlalchemy as sa
-
 from alembic import op
+from sqla_scheduler import _migration_steps
 
 revision: str = "59fbd7ad3e6b"
 down_revision: str | None = "b8d2f4a61c37"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-TABLE = "scheduled_tasks"
-HISTORY = "scheduled_tasks_history"
+STEP = 10
+"""The step of ``sqla_scheduler._migration_steps`` this revision runs."""
 
 
 def upgrade() -> None:
-    for table in (TABLE, HISTORY):
-        op.add_column(
-            table,
-            sa.Column(
-                "payload_version", sa.SmallInteger(), server_default=sa.text("1"), nullable=False
-            ),
-        )
+    _migration_steps.run(op, STEP)
 
 
 def downgrade() -> None:
-    for table in (HISTORY, TABLE):
-        with op.batch_alter_table(table) as batch:
-            batch.drop_column("payload_version")
+    _migration_steps.run(op, STEP, down=True)

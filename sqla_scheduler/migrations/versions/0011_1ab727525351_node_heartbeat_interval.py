@@ -14,22 +14,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import sqlalchemy as sa
-
 from alembic import op
+from sqla_scheduler import _migration_steps
 
 revision: str = "1ab727525351"
 down_revision: str | None = "59fbd7ad3e6b"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-NODES = "scheduled_tasks_nodes"
+STEP = 11
+"""The step of ``sqla_scheduler._migration_steps`` this revision runs."""
 
 
 def upgrade() -> None:
-    op.add_column(NODES, sa.Column("heartbeat_interval_ms", sa.BigInteger(), nullable=True))
+    _migration_steps.run(op, STEP)
 
 
 def downgrade() -> None:
-    with op.batch_alter_table(NODES) as batch:
-        batch.drop_column("heartbeat_interval_ms")
+    _migration_steps.run(op, STEP, down=True)

@@ -1,0 +1,416 @@
+"""The scheduler's schema changes, as one ordered list of numbered steps.
+
+Step N is what revision 000N of the ``sqla_scheduler`` branch does. Each step's
+``upgrade`` and ``downgrade`` take Alembic's ``op`` and the [`Names`][] of the tables, so
+that the same DDL serves every way of migrating: the branch's revisions (and through them
+``sqla-scheduler db upgrade``) call [`run`][] with the default names, an application's own
+revisions call it through ``sqla_scheduler.alembic`` with any name and schema.
+
+[`run`][] also records the step the tables are at, in a one-row table beside them
+(``<table>_schema``, one integer ``step``), created by the first step that runs and
+dropped with the tables when a downgrade reaches step 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TypeAlias
+
+import sqlalchemy as sa
+from alembic.operations import Operations
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.schema import CreateTable, DropTable
+
+from sqla_scheduler._types import UTCDateTime
+from sqla_scheduler.models import (
+    DEFAULT_TABLE_NAME,
+    HISTORY_SUFFIX,
+    NODES_SUFFIX,
+    PAUSED_SUFFIX,
+    RECORD_SUFFIX,
+    record_table,
+    table_for,
+)
+
+__all__ = ["DEFAULT_NAMES", "LATEST", "STEPS", "Names", "Op", "Step", "record", "run"]
+
+Op: TypeAlias = "Operations | ModuleType"
+"""What a revision hands over: Alembic's ``op`` module (the proxy of the running
+``Operations``), or an ``Operations`` itself."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Names:
+    """The names the steps give the scheduler's tables, derived from ``table`` as
+    ``models.scheduled_tasks_table`` derives them, all in ``schema``."""
+
+    table: str = DEFAULT_TABLE_NAME
+    schema: str | None = None
+
+    @property
+    def history(self) -> str:
+        return self.table + HISTORY_SUFFIX
+
+    @property
+    def nodes(self) -> str:
+        return self.table + NODES_SUFFIX
+
+    @property
+    def paused(self) -> str:
+        return self.table + PAUSED_SUFFIX
+
+    @property
+    def record(self) -> str:
+        return self.table + RECORD_SUFFIX
+
+    def quoted(self, op: Op, name: str) -> str:
+        """``name`` in ``schema`` as the dialect writes it in raw SQL (the default names
+        need no quotes)."""
+        preparer = op.get_context().dialect.identifier_preparer
+        if self.schema is None:
+            return preparer.quote(name)
+        return f"{preparer.quote_schema(self.schema)}.{preparer.quote(name)}"
+
+
+DEFAULT_NAMES = Names()
+
+
+def _dialect(op: Op) -> str:
+    # The context's dialect, not op.get_bind()'s: there is no connection in --sql mode.
+    return op.get_context().dialect.name
+
+
+# 1 (5d7c3a1f0b42): the scheduler's table.
+
+
+def _create_table_up(op: Op, names: Names) -> None:
+    table = names.table
+    op.create_table(
+        table,
+        sa.Column("task_name", sa.String(100), nullable=False),
+        sa.Column("task_instance", sa.String(255), nullable=False),
+        sa.Column("task_data", sa.JSON().with_variant(postgresql.JSONB(), "postgresql")),
+        sa.Column("execution_time", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("picked", sa.Boolean(), server_default=sa.false(), nullable=False),
+        sa.Column("picked_by", sa.String(255)),
+        sa.Column("last_heartbeat", sa.DateTime(timezone=True)),
+        sa.Column("last_success", sa.DateTime(timezone=True)),
+        sa.Column("last_failure", sa.DateTime(timezone=True)),
+        sa.Column(
+            "consecutive_failures", sa.Integer(), server_default=sa.text("0"), nullable=False
+        ),
+        sa.Column("version", sa.BigInteger(), server_default=sa.text("1"), nullable=False),
+        sa.Column("priority", sa.SmallInteger(), server_default=sa.text("0"), nullable=False),
+        sa.Column("schedule", sa.Text()),
+        sa.PrimaryKeyConstraint("task_name", "task_instance", name=f"pk_{table}"),
+        schema=names.schema,
+    )
+    op.create_index(
+        f"ix_{table}_due",
+        table,
+        [sa.text("priority DESC"), "execution_time"],
+        schema=names.schema,
+        postgresql_where=sa.text("picked = false"),
+        sqlite_where=sa.text("picked = 0"),
+    )
+    op.create_index(
+        f"ix_{table}_picked",
+        table,
+        ["picked_by"],
+        schema=names.schema,
+        postgresql_where=sa.text("picked = true"),
+        sqlite_where=sa.text("picked = 1"),
+    )
+
+
+def _create_table_down(op: Op, names: Names) -> None:
+    table = names.table
+    op.drop_index(f"ix_{table}_picked", table_name=table, schema=names.schema)
+    op.drop_index(f"ix_{table}_due", table_name=table, schema=names.schema)
+    op.drop_table(table, schema=names.schema)
+
+
+# 2 (8e41b7c9d2a3): storage settings for a table that churns like a queue (PostgreSQL).
+
+_STORAGE_SETTINGS = (
+    "fillfactor = 90, "
+    "autovacuum_vacuum_scale_factor = 0.0, "
+    "autovacuum_vacuum_threshold = 5000, "
+    "autovacuum_vacuum_insert_scale_factor = 0.0, "
+    "autovacuum_vacuum_insert_threshold = 5000, "
+    "autovacuum_analyze_scale_factor = 0.02"
+)
+_STORAGE_NAMES = (
+    "fillfactor, autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold, "
+    "autovacuum_vacuum_insert_scale_factor, autovacuum_vacuum_insert_threshold, "
+    "autovacuum_analyze_scale_factor"
+)
+
+
+def _storage_up(op: Op, names: Names) -> None:
+    if _dialect(op) == "postgresql":
+        op.execute(f"ALTER TABLE {names.quoted(op, names.table)} SET ({_STORAGE_SETTINGS})")
+
+
+def _storage_down(op: Op, names: Names) -> None:
+    if _dialect(op) == "postgresql":
+        op.execute(f"ALTER TABLE {names.quoted(op, names.table)} RESET ({_STORAGE_NAMES})")
+
+
+# 3 (c3f9a6e1d7b5): the trace context.
+
+
+def _trace_context_up(op: Op, names: Names) -> None:
+    op.add_column(
+        names.table,
+        sa.Column(
+            "trace_context",
+            sa.JSON().with_variant(postgresql.JSONB(), "postgresql"),
+            nullable=True,
+        ),
+        schema=names.schema,
+    )
+
+
+def _trace_context_down(op: Op, names: Names) -> None:
+    with op.batch_alter_table(names.table, schema=names.schema) as batch:
+        batch.drop_column("trace_context")
+
+
+# 4 (d81f2b6a9c30): when the handler of a picked execution started.
+
+
+def _started_at_up(op: Op, names: Names) -> None:
+    op.add_column(
+        names.table,
+        sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
+        schema=names.schema,
+    )
+
+
+def _started_at_down(op: Op, names: Names) -> None:
+    with op.batch_alter_table(names.table, schema=names.schema) as batch:
+        batch.drop_column("started_at")
+
+
+# 5 (e5a0c4b8f1d2): SQLite's payload column declared TEXT.
+
+
+def _payload_text_up(op: Op, names: Names) -> None:
+    if _dialect(op) != "sqlite":
+        return
+    with op.batch_alter_table(names.table, schema=names.schema) as batch:
+        batch.alter_column("task_data", type_=sa.Text(), existing_type=sa.JSON())
+    # The rebuild's CAST wrote an infinite real as 'Inf', which is not JSON.
+    op.execute(
+        f"UPDATE {names.quoted(op, names.table)} SET task_data = CASE task_data "
+        "WHEN 'Inf' THEN '1e999' ELSE '-1e999' END WHERE task_data IN ('Inf', '-Inf')"
+    )
+
+
+def _payload_text_down(op: Op, names: Names) -> None:
+    if _dialect(op) != "sqlite":
+        return
+    with op.batch_alter_table(names.table, schema=names.schema) as batch:
+        batch.alter_column("task_data", type_=sa.JSON(), existing_type=sa.Text())
+
+
+# 6 (f7b2d9e4a6c1): the due index led by the task name.
+
+
+def _due_index(op: Op, names: Names, *columns: str | sa.TextClause) -> None:
+    op.create_index(
+        f"ix_{names.table}_due",
+        names.table,
+        list(columns),
+        schema=names.schema,
+        postgresql_where=sa.text("picked = false"),
+        sqlite_where=sa.text("picked = 0"),
+    )
+
+
+def _due_by_task_up(op: Op, names: Names) -> None:
+    op.drop_index(f"ix_{names.table}_due", table_name=names.table, schema=names.schema)
+    _due_index(op, names, "task_name", sa.text("priority DESC"), "execution_time")
+
+
+def _due_by_task_down(op: Op, names: Names) -> None:
+    op.drop_index(f"ix_{names.table}_due", table_name=names.table, schema=names.schema)
+    _due_index(op, names, sa.text("priority DESC"), "execution_time")
+
+
+# 7 (626b08d7d8ec): the error of an execution's last failed attempt.
+
+
+def _last_error_up(op: Op, names: Names) -> None:
+    op.add_column(
+        names.table, sa.Column("last_error", sa.Text(), nullable=True), schema=names.schema
+    )
+
+
+def _last_error_down(op: Op, names: Names) -> None:
+    with op.batch_alter_table(names.table, schema=names.schema) as batch:
+        batch.drop_column("last_error")
+
+
+# 8 (3a9c5e7b1d20): the history and nodes tables.
+
+
+def _history_and_nodes_up(op: Op, names: Names) -> None:
+    history, nodes = names.history, names.nodes
+    op.create_table(
+        history,
+        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
+        sa.Column("task_name", sa.String(100), nullable=False),
+        sa.Column("task_instance", sa.String(255), nullable=False),
+        sa.Column("outcome", sa.String(20), nullable=False),
+        sa.Column("execution_time", UTCDateTime(), nullable=True),
+        sa.Column("started_at", UTCDateTime(), nullable=True),
+        sa.Column("finished_at", UTCDateTime(), nullable=False),
+        sa.Column("picked_by", sa.String(255), nullable=True),
+        sa.Column("attempt", sa.Integer(), server_default=sa.text("1"), nullable=False),
+        sa.Column("error", sa.Text(), nullable=True),
+        sa.Column("task_data", sa.Text(), nullable=True),
+        sa.Column("priority", sa.SmallInteger(), server_default=sa.text("0"), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f(f"pk_{history}")),
+        schema=names.schema,
+    )
+    op.create_index(f"ix_{history}_finished_at", history, ["finished_at"], schema=names.schema)
+    op.create_index(
+        f"ix_{history}_task", history, ["task_name", "task_instance"], schema=names.schema
+    )
+    op.create_table(
+        nodes,
+        sa.Column("name", sa.String(255), nullable=False),
+        sa.Column("host", sa.String(255), nullable=False),
+        sa.Column("pid", sa.Integer(), nullable=False),
+        sa.Column("started_at", UTCDateTime(), nullable=False),
+        sa.Column("last_seen", UTCDateTime(), nullable=False),
+        sa.Column("concurrency", sa.Integer(), nullable=False),
+        sa.Column("running", sa.Integer(), server_default=sa.text("0"), nullable=False),
+        sa.Column("version", sa.String(50), nullable=False),
+        sa.PrimaryKeyConstraint("name", name=op.f(f"pk_{nodes}")),
+        schema=names.schema,
+    )
+
+
+def _history_and_nodes_down(op: Op, names: Names) -> None:
+    history = names.history
+    op.drop_table(names.nodes, schema=names.schema)
+    op.drop_index(f"ix_{history}_task", table_name=history, schema=names.schema)
+    op.drop_index(f"ix_{history}_finished_at", table_name=history, schema=names.schema)
+    op.drop_table(history, schema=names.schema)
+
+
+# 9 (b8d2f4a61c37): paused tasks.
+
+
+def _paused_up(op: Op, names: Names) -> None:
+    op.create_table(
+        names.paused,
+        sa.Column("task_name", sa.String(100), nullable=False),
+        sa.Column("paused_at", UTCDateTime(), nullable=False),
+        sa.PrimaryKeyConstraint("task_name", name=op.f(f"pk_{names.paused}")),
+        schema=names.schema,
+    )
+
+
+def _paused_down(op: Op, names: Names) -> None:
+    op.drop_table(names.paused, schema=names.schema)
+
+
+# 10 (59fbd7ad3e6b): the version each payload was written with.
+
+
+def _payload_version_up(op: Op, names: Names) -> None:
+    for table in (names.table, names.history):
+        op.add_column(
+            table,
+            sa.Column(
+                "payload_version", sa.SmallInteger(), server_default=sa.text("1"), nullable=False
+            ),
+            schema=names.schema,
+        )
+
+
+def _payload_version_down(op: Op, names: Names) -> None:
+    for table in (names.history, names.table):
+        with op.batch_alter_table(table, schema=names.schema) as batch:
+            batch.drop_column("payload_version")
+
+
+# 11 (1ab727525351): each node's own heartbeat interval.
+
+
+def _node_interval_up(op: Op, names: Names) -> None:
+    op.add_column(
+        names.nodes,
+        sa.Column("heartbeat_interval_ms", sa.BigInteger(), nullable=True),
+        schema=names.schema,
+    )
+
+
+def _node_interval_down(op: Op, names: Names) -> None:
+    with op.batch_alter_table(names.nodes, schema=names.schema) as batch:
+        batch.drop_column("heartbeat_interval_ms")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    """One schema change: its number, the branch revision that runs it, and both ways."""
+
+    number: int
+    revision: str
+    upgrade: Callable[[Op, Names], None]
+    downgrade: Callable[[Op, Names], None]
+
+
+STEPS: tuple[Step, ...] = tuple(
+    Step(number=number, revision=revision, upgrade=up, downgrade=down)
+    for number, (revision, up, down) in enumerate(
+        [
+            ("5d7c3a1f0b42", _create_table_up, _create_table_down),
+            ("8e41b7c9d2a3", _storage_up, _storage_down),
+            ("c3f9a6e1d7b5", _trace_context_up, _trace_context_down),
+            ("d81f2b6a9c30", _started_at_up, _started_at_down),
+            ("e5a0c4b8f1d2", _payload_text_up, _payload_text_down),
+            ("f7b2d9e4a6c1", _due_by_task_up, _due_by_task_down),
+            ("626b08d7d8ec", _last_error_up, _last_error_down),
+            ("3a9c5e7b1d20", _history_and_nodes_up, _history_and_nodes_down),
+            ("b8d2f4a61c37", _paused_up, _paused_down),
+            ("59fbd7ad3e6b", _payload_version_up, _payload_version_down),
+            ("1ab727525351", _node_interval_up, _node_interval_down),
+        ],
+        start=1,
+    )
+)
+"""Every step, in order: ``STEPS[n - 1]`` is step ``n``."""
+
+LATEST = len(STEPS)
+"""The newest step."""
+
+STEP_OF_REVISION = {step.revision: step.number for step in STEPS}
+"""The step each revision of the ``sqla_scheduler`` branch brings the tables to."""
+
+
+def run(op: Op, number: int, *, down: bool = False, names: Names = DEFAULT_NAMES) -> None:
+    """Run step ``number``'s upgrade (or, ``down``, its downgrade) on the tables ``names``
+    names, and record the step they are at after it."""
+    step = STEPS[number - 1]
+    (step.downgrade if down else step.upgrade)(op, names)
+    record(op, names, number - 1 if down else number)
+
+
+def record(op: Op, names: Names, step: int) -> None:
+    """Record that the tables are at ``step``: the record table is created when missing
+    and holds one row; at step 0 (no tables) it is dropped."""
+    table = record_table(table_for(names.table, names.schema))
+    if step == 0:
+        op.execute(DropTable(table, if_exists=True))
+        return
+    op.execute(CreateTable(table, if_not_exists=True))
+    op.execute(table.delete())
+    # A literal, not a bound parameter: --sql mode writes the statement out as it is.
+    op.execute(table.insert().inline().values(step=sa.literal_column(str(int(step)))))

@@ -1,0 +1,57 @@
+"""The migration tests' databases: empty ones of each backend, dropped at teardown."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, create_engine
+
+from tests._postgres import PostgresCluster
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def new_database(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> Iterator[Callable[[], str]]:
+    """Makes empty databases of ``backend`` (dropped at teardown) and returns their URLs."""
+    made: list[str] = []
+    cluster: PostgresCluster | None = (
+        request.getfixturevalue("pg_cluster") if backend == "postgresql" else None
+    )
+
+    def make() -> str:
+        name = f"mig_{os.getpid()}_{len(made)}_{id(made)}"
+        made.append(name)
+        if cluster is None:
+            return f"sqlite:///{tmp_path / name}.db"
+        cluster.create_database(name)
+        return cluster.url(name)
+
+    try:
+        yield make
+    finally:
+        if cluster is not None:
+            for name in made:
+                cluster.drop_database(name)
+
+
+@pytest.fixture
+def empty_db(new_database: Callable[[], str]) -> str:
+    return new_database()
+
+
+@pytest.fixture
+def engine(empty_db: str) -> Iterator[Engine]:
+    eng = create_engine(empty_db)
+    try:
+        yield eng
+    finally:
+        eng.dispose()
