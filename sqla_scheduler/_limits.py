@@ -9,8 +9,11 @@ __all__ = [
     "BIGINT_MAX",
     "MAX_CONCURRENCY",
     "MAX_RETRIES",
+    "MAX_SCHEMA_NAME_LENGTH",
+    "MAX_TABLE_NAME_LENGTH",
     "MAX_TASK_CONCURRENCY",
     "control_problem",
+    "identifier_problem",
     "text_problem",
 ]
 
@@ -29,6 +32,15 @@ MAX_RETRIES = 1_000_000
 #: The largest ``max_concurrency`` of a task: a thousand processes at the largest
 #: ``concurrency`` each.
 MAX_TASK_CONCURRENCY = 1_000_000
+
+#: The longest name of the scheduler's table: its ``_history`` table's name fits
+#: PostgreSQL's 63 characters.
+MAX_TABLE_NAME_LENGTH = 63 - len("_history")
+
+#: The longest schema name: PostgreSQL's 63 characters.
+MAX_SCHEMA_NAME_LENGTH = 63
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 #: Control characters (C0, DEL and C1): refused in names, which logs and pages print.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
@@ -49,3 +61,17 @@ def text_problem(value: str) -> str | None:
 def control_problem(value: str) -> str | None:
     """``contains a control character`` when ``value`` has one, else ``None``."""
     return "contains a control character" if _CONTROL.search(value) else None
+
+
+def identifier_problem(value: object, max_length: int) -> str | None:
+    """What keeps ``value`` from being a table or schema name of at most ``max_length``
+    characters (letters, digits and underscores, not starting with a digit), or ``None``."""
+    if not isinstance(value, str):
+        return f"is not a str but {type(value).__name__}"
+    if len(value) > max_length:
+        return f"is longer than {max_length} characters"
+    if not _IDENTIFIER.fullmatch(value):
+        return (
+            "is not an identifier (use letters, digits and underscores, not starting with a digit)"
+        )
+    return None

@@ -10,6 +10,7 @@ SchedulerError                  base of everything raised here
 ├── PayloadError                (ValueError) a payload that cannot be encoded or decoded
 ├── UnknownTaskError            (LookupError) a task name this scheduler does not know
 ├── MissingTableError           the scheduler's table is not in the database (not migrated)
+├── UnknownStepError            (LookupError) tables there, but no migration step known for them
 ├── NotAwaitedError             (RuntimeError) a commit without an async call never awaited
 └── TaskTimeoutError            (TimeoutError) an attempt ran past its task's timeout
 ```
@@ -32,6 +33,7 @@ __all__ = [
     "SchedulerError",
     "TaskDefinitionError",
     "TaskTimeoutError",
+    "UnknownStepError",
     "UnknownTaskError",
 ]
 
@@ -64,6 +66,13 @@ class MissingTableError(SchedulerError):
     """The scheduler's table does not exist in the database: its migrations were not applied.
 
     Apply them with ``sqla-scheduler db upgrade`` or the application's own Alembic project.
+    """
+
+
+class UnknownStepError(SchedulerError, LookupError):
+    """The scheduler's tables are in the database, but neither a record of the migration
+    step they are at nor a revision of the ``sqla_scheduler`` branch says which it is
+    (tables made by hand, or with ``metadata.create_all``): the message says what to do.
     """
 
 

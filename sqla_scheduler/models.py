@@ -5,7 +5,9 @@ class [`ScheduledTask`][] is the persistence shape only; the library reads and w
 through SQLAlchemy Core statements. Applications that use Alembic add [`metadata`][] to
 their ``target_metadata`` so that autogenerate leaves the table alone.
 
-A table under another name or schema is built with [`scheduled_tasks_table`][].
+A table under another name or schema is built with [`scheduled_tasks_table`][], and
+[`metadata_for`][] gives a ``MetaData`` of its own holding it (for an application's
+``target_metadata`` when its scheduler's tables have other names).
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped
 
+from sqla_scheduler._limits import (
+    MAX_SCHEMA_NAME_LENGTH,
+    MAX_TABLE_NAME_LENGTH,
+    identifier_problem,
+)
 from sqla_scheduler._types import JSONOrNull, JSONPayload, UTCDateTime
 
 __all__ = [
@@ -41,8 +48,10 @@ __all__ = [
     "MAX_INSTANCE_ID_LENGTH",
     "MAX_TASK_NAME_LENGTH",
     "ScheduledTask",
+    "check_names",
     "history_table",
     "metadata",
+    "metadata_for",
     "nodes_table",
     "paused_table",
     "record_table",
@@ -246,6 +255,41 @@ def record_table(table: Table) -> Table:
     """The table recording the migration step of the scheduler's ``table`` and those
     beside it."""
     return _beside(table, RECORD_SUFFIX)
+
+
+def metadata_for(table_name: str = DEFAULT_TABLE_NAME, schema: str | None = None) -> MetaData:
+    """The metadata of the scheduler's tables under ``table_name`` and ``schema``: for an
+    application's Alembic ``target_metadata`` when they are not the default ones, so that
+    autogenerate proposes nothing for them.
+
+    ```python
+    import sqla_scheduler.models
+
+    target_metadata = [
+        Base.metadata,
+        sqla_scheduler.models.metadata_for(table_name="jobs", schema="queue"),
+    ]
+    ```
+
+    The default name and schema give [`metadata`][]. A name that is not an identifier
+    raises ``ValueError`` (see [`check_names`][]).
+    """
+    check_names(table_name, schema)
+    return table_for(table_name, schema).metadata
+
+
+def check_names(table_name: object, schema: object = None) -> None:
+    """Raise ``ValueError``, naming the argument and its value, unless ``table_name`` is an
+    identifier of at most 55 characters and ``schema`` is ``None`` or one of at most 63
+    (so that every name derived from them fits PostgreSQL's identifiers), as
+    ``SchedulerConfig`` requires them."""
+    problem = identifier_problem(table_name, MAX_TABLE_NAME_LENGTH)
+    if problem is not None:
+        raise ValueError(f"table_name {problem}, got {table_name!r}")
+    if schema is not None:
+        problem = identifier_problem(schema, MAX_SCHEMA_NAME_LENGTH)
+        if problem is not None:
+            raise ValueError(f"schema {problem}, got {schema!r}")
 
 
 @cache
