@@ -25,9 +25,10 @@ from sqlalchemy import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
 from sqla_scheduler._limits import BIGINT_MAX, MAX_CONCURRENCY, text_problem
-from sqla_scheduler.exceptions import ConfigurationError, MissingTableError
+from sqla_scheduler.exceptions import ConfigurationError, MissingTableError, UnknownStepError
 
 if TYPE_CHECKING:
+    from sqla_scheduler import migrate
     from sqla_scheduler.executions import Execution
     from sqla_scheduler.nodes import Node
     from sqla_scheduler.scheduler import Scheduler
@@ -146,7 +147,7 @@ def _database_errors(url: object = None) -> Iterator[None]:
         _fail(str(exc), 2)
     except ModuleNotFoundError as exc:
         _fail(f"cannot load the database driver: {exc}")
-    except MissingTableError as exc:
+    except (MissingTableError, UnknownStepError) as exc:
         _fail(str(exc))
     except OperationalError as exc:
         # With no statement, the error came from connecting.
@@ -198,41 +199,80 @@ def db() -> None:
     """Create, upgrade or inspect the scheduler's table (its own migrations)."""
 
 
+_version_table_option = click.option(
+    "--version-table",
+    type=_TEXT,
+    metavar="NAME",
+    default="alembic_version",
+    show_default=True,
+    envvar="SQLA_SCHEDULER_VERSION_TABLE",
+    show_envvar=True,
+    help="Your own Alembic project's version table, read to tell which way manages the "
+    "scheduler's tables.",
+)
+
+
 @db.command("upgrade")
 @_url_option
+@_version_table_option
 @click.argument("revision", default="heads")
-def db_upgrade(url: str, revision: str) -> None:
-    """Upgrade the scheduler's table to REVISION (default: heads), creating it if needed."""
+def db_upgrade(url: str, version_table: str, revision: str) -> None:
+    """Upgrade the scheduler's table to REVISION (default: heads), creating it if needed.
+
+    Refused for tables that your Alembic project manages (its own history or the
+    sqla_scheduler branch): upgrade those there."""
     from sqla_scheduler import migrate
 
     with _database_errors(url):
+        _refuse_managed_elsewhere(migrate.status(url, version_table=version_table), "upgrade")
         migrate.upgrade(url, revision)
         click.echo(f"upgraded to {', '.join(migrate.current(url)) or 'base'}")
 
 
 @db.command("downgrade")
 @_url_option
+@_version_table_option
 @click.argument("revision")
-def db_downgrade(url: str, revision: str) -> None:
-    """Downgrade the scheduler's table to REVISION ("base" drops it)."""
+def db_downgrade(url: str, version_table: str, revision: str) -> None:
+    """Downgrade the scheduler's table to REVISION ("base" drops it).
+
+    Refused for tables that your Alembic project manages: downgrade those there."""
     from sqla_scheduler import migrate
 
     with _database_errors(url):
+        _refuse_managed_elsewhere(migrate.status(url, version_table=version_table), "downgrade")
         migrate.downgrade(url, revision)
         click.echo(f"downgraded to {', '.join(migrate.current(url)) or 'base'}")
 
 
+def _refuse_managed_elsewhere(status: migrate.Status, verb: str) -> None:
+    """One line and exit 1 when an Alembic project manages the tables, not ``db``."""
+    if status.way == "application":
+        _fail(
+            f"the scheduler's tables are at step {status.step} through your application's "
+            f"own Alembic history: {verb} them there (sqla-scheduler alembic revision, then "
+            f"alembic {verb} head), not with sqla-scheduler db {verb}"
+        )
+    if status.way == "branch":
+        _fail(
+            f"the scheduler's tables are at step {status.step} through the sqla_scheduler "
+            f"branch of your Alembic project (revision {status.revision}): {verb} them there "
+            f"(alembic {verb} {'heads' if verb == 'upgrade' else 'sqla_scheduler@-1'}), not "
+            f"with sqla-scheduler db {verb}"
+        )
+
+
 @db.command("current")
 @_url_option
-def db_current(url: str) -> None:
-    """Show the revision the scheduler's table is at ("base": not created)."""
+@_version_table_option
+def db_current(url: str, version_table: str) -> None:
+    """Show the step the scheduler's tables are at, and which way manages them (this
+    command's db upgrade, the sqla_scheduler branch of your Alembic project, or your
+    application's own Alembic history)."""
     from sqla_scheduler import migrate
 
     with _database_errors(url):
-        revisions = migrate.current(url)
-    heads = set(migrate.heads())
-    for revision in revisions or ("base",):
-        click.echo(f"{revision}{' (head)' if revision in heads else ''}")
+        click.echo(migrate.status(url, version_table=version_table).describe(version_table))
 
 
 # --- health -----------------------------------------------------------------------------

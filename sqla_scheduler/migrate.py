@@ -1,17 +1,19 @@
 """Apply the scheduler's migrations without an Alembic project of your own.
 
-Applications that already use Alembic should instead add
-``sqla_scheduler:migrations/versions`` to their ``version_locations`` and run
-``alembic upgrade heads``. The functions here keep their own version table,
-``sqla_scheduler_alembic_version``, so they never disturb an application's
-``alembic_version``. Pick one of the two ways per database.
+Applications that already use Alembic should instead call ``sqla_scheduler.alembic``
+from their own revisions (``sqla-scheduler alembic revision`` writes them), or add the
+``sqla_scheduler:migrations/versions`` branch to their ``version_locations``. The functions
+here keep their own version table, ``sqla_scheduler_alembic_version``, so they never
+disturb an application's ``alembic_version``; each way runs the same numbered steps, and
+[`status`][] says which one manages a database. Pick one way per database.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
 
 from alembic.config import Config
 from alembic.runtime.environment import EnvironmentContext
@@ -23,10 +25,24 @@ from sqlalchemy.engine import URL
 from sqla_scheduler._dialects import sync_url
 from sqla_scheduler.models import metadata
 
-__all__ = ["VERSION_TABLE", "current", "downgrade", "heads", "upgrade"]
+__all__ = [
+    "APP_VERSION_TABLE",
+    "VERSION_TABLE",
+    "Status",
+    "current",
+    "downgrade",
+    "heads",
+    "status",
+    "upgrade",
+]
 
 VERSION_TABLE = "sqla_scheduler_alembic_version"
 """The version table used by these functions and ``sqla-scheduler db``."""
+
+APP_VERSION_TABLE = "alembic_version"
+"""Alembic's default version table: an application's own project's."""
+
+Way: TypeAlias = Literal["none", "standalone", "branch", "application"]
 
 _SCRIPT_LOCATION = "sqla_scheduler:migrations"
 
@@ -100,3 +116,83 @@ def current(
     with _connection(bind) as conn:
         context = MigrationContext.configure(conn, opts={"version_table": version_table})
         return tuple(context.get_current_heads())
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """The step the scheduler's tables are at and which way of migrating manages them."""
+
+    #: The step of the package's migrations they are at (0: none of the tables is there).
+    step: int
+    #: ``"standalone"`` (this module, ``sqla-scheduler db upgrade``), ``"branch"`` (the
+    #: ``sqla_scheduler`` branch in an application's Alembic project), ``"application"``
+    #: (an application's own revisions calling ``sqla_scheduler.alembic``), or ``"none"``.
+    way: Way
+    #: The branch's revision recorded for ``"standalone"`` and ``"branch"``, else ``None``.
+    revision: str | None = None
+
+    @property
+    def latest(self) -> int:
+        """The package's newest step."""
+        from sqla_scheduler._migration_steps import LATEST
+
+        return LATEST
+
+    def describe(self, version_table: str = APP_VERSION_TABLE) -> str:
+        """One line for people: the step, and what manages the tables and upgrades them."""
+        behind = self.latest - self.step
+        where = f"step {self.step} of {self.latest}"
+        if self.way == "none":
+            return (
+                f"{where}: the scheduler's tables are not created (create them with "
+                "sqla-scheduler alembic revision and alembic upgrade head in your Alembic "
+                "project, or with sqla-scheduler db upgrade)"
+            )
+        where += " (up to date)" if behind == 0 else f" ({behind} behind)" if behind > 0 else ""
+        if self.way == "standalone":
+            return (
+                f"{where}: managed by sqla-scheduler db upgrade (revision {self.revision} in "
+                f"{VERSION_TABLE})"
+            )
+        if self.way == "branch":
+            return (
+                f"{where}: managed by the sqla_scheduler branch of your Alembic project "
+                f"(revision {self.revision} in {version_table}); upgrade with alembic "
+                "upgrade heads"
+            )
+        return (
+            f"{where}: managed by your application's own Alembic history (its revisions "
+            "call sqla_scheduler.alembic.upgrade); upgrade with sqla-scheduler alembic "
+            "revision, then alembic upgrade head"
+        )
+
+
+def status(
+    bind: str | URL | Engine | Connection, *, version_table: str = APP_VERSION_TABLE
+) -> Status:
+    """Where the scheduler's tables (the default names) are and which way manages them.
+
+    The step is [`sqla_scheduler.alembic.current_step`][]'s; the way is read from the
+    version tables: the branch's revision in ``sqla_scheduler_alembic_version`` is this
+    module's, in ``version_table`` (the application's) the branch's; tables at a step with
+    neither are the application's own history's. Raises
+    [`UnknownStepError`][sqla_scheduler.exceptions.UnknownStepError] for tables no step
+    is known for.
+    """
+    from sqla_scheduler._migration_steps import STEP_OF_REVISION
+    from sqla_scheduler.alembic import current_step
+
+    def branch_revision(conn: Connection, table: str) -> str | None:
+        context = MigrationContext.configure(conn, opts={"version_table": table})
+        found = [r for r in context.get_current_heads() if r in STEP_OF_REVISION]
+        return max(found, key=STEP_OF_REVISION.__getitem__) if found else None
+
+    with _connection(bind) as conn:
+        step = current_step(conn, version_table=version_table)
+        standalone = branch_revision(conn, VERSION_TABLE)
+        branch = branch_revision(conn, version_table) if version_table != VERSION_TABLE else None
+    if standalone is not None:
+        return Status(step, "standalone", standalone)
+    if branch is not None:
+        return Status(step, "branch", branch)
+    return Status(step, "application" if step > 0 else "none")

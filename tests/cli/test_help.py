@@ -17,7 +17,7 @@ HELP = {
     ("db",): ["Create, upgrade or inspect the scheduler's table", "upgrade", "current"],
     ("db", "upgrade"): ["Upgrade the scheduler's table to REVISION", "--url", "DATABASE_URL"],
     ("db", "downgrade"): ["Downgrade the scheduler's table", '"base" drops it'],
-    ("db", "current"): ["Show the revision the scheduler's table is at"],
+    ("db", "current"): ["Show the step the scheduler's tables are at, and which way manages"],
     ("health",): [
         "Check that the database is reachable and its schema at the package's head",
         "--url", "DATABASE_URL", "--version-table", "probes", "--name",

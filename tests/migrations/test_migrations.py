@@ -18,7 +18,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, MetaData, create_engine, inspect, select, text
 
 from alembic import command
-from sqla_scheduler import metadata, migrate
+from sqla_scheduler import _migration_steps, metadata, migrate
 from tests._cli import INVOCATIONS, cli_env, one_error_line, run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -200,6 +200,9 @@ def test_health_reads_an_apps_version_table(
     assert "(app_versions), the head is" in one_error_line(done.stderr)
 
 
+LATEST = _migration_steps.LATEST
+
+
 def test_metadata_has_a_naming_convention() -> None:
     assert isinstance(metadata, MetaData)
     assert metadata.naming_convention["pk"] == "pk_%(table_name)s"
@@ -217,7 +220,10 @@ def test_db_upgrade_command(invocation: str, empty_db: str, engine: Engine) -> N
     assert "scheduled_tasks" in inspect(engine).get_table_names()
     current = run("db", "current", invocation=invocation, env=cli_env(DATABASE_URL=empty_db))
     assert current.returncode == 0, current.stderr
-    assert current.stdout.strip() == f"{migrate.heads()[0]} (head)"
+    assert current.stdout.strip() == (
+        f"step {LATEST} of {LATEST} (up to date): managed by sqla-scheduler db upgrade "
+        f"(revision {migrate.heads()[0]} in sqla_scheduler_alembic_version)"
+    )
 
 
 def test_db_upgrade_reports_an_unreachable_database() -> None:
