@@ -81,9 +81,10 @@ def upgrade(
     A database at ``version`` or beyond is left as it is. The step the database is at is
     read through ``op`` (see [`current_step`][sqla_scheduler.alembic.current_step]).
     In Alembic's offline mode (``alembic upgrade --sql``) there is no database to read:
-    ``start`` must say which step it is at (0: none of the tables). Given online, ``start``
-    must agree with what the database records, and serves where it records nothing
-    (tables made by hand at a known step); the step is then recorded.
+    ``start`` must say which step it is at (0: none of the tables). Online, what the
+    database records wins (so a revision written with ``start=0`` does nothing on a
+    database whose tables came another way), and ``start`` serves only where it records
+    nothing (tables made by hand at a known step); the step is then recorded.
 
     Raises ``ValueError`` for a ``version`` or ``start`` outside 0 to ``LATEST``, a
     ``table_name`` or ``schema`` that is not an identifier, or no ``start`` in offline mode;
@@ -198,9 +199,7 @@ def _starting_step(op: Op, names: Names, start: int | None) -> int:
             )
         return start
     recorded, found = _read(op.get_bind(), names, context.version_table)
-    if start is not None:
-        if found is not None and found != start:
-            raise ValueError(f"start={start}, but the database is at step {found}")
+    if found is None:  # tables with no step known: start says it, if given
         found = start
     if found is None:
         raise UnknownStepError(_unknown(names, context.version_table))

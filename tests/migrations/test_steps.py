@@ -272,11 +272,12 @@ def test_tables_without_a_step_are_refused_until_start_says_it(engine: Engine) -
     with operations(engine) as op:
         steps.upgrade(op, start=steps.LATEST)
     assert step_of(engine) == steps.LATEST
-    with (
-        operations(engine) as op,
-        pytest.raises(ValueError, match=r"^start=3, but the database is at step 11$"),
-    ):
+    # online, what the database records wins over start: a revision written for a
+    # database at step 0 does nothing on one that got its tables another way
+    with operations(engine) as op:
         steps.upgrade(op, start=3)
+        steps.downgrade(op, 3, start=0)
+    assert step_of(engine) == 3
 
 
 def offline(dialect: str = "postgresql") -> tuple[Operations, io.StringIO]:
