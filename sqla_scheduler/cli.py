@@ -262,6 +262,28 @@ def _refuse_managed_elsewhere(status: migrate.Status, verb: str) -> None:
         )
 
 
+@db.command("adopt")
+@_url_option
+@_version_table_option
+def db_adopt(url: str, version_table: str) -> None:
+    """Hand the scheduler's tables over to your application's own Alembic history, from
+    db upgrade or the sqla_scheduler branch, keeping every row.
+
+    Records the step the tables are at beside them and takes the scheduler's revisions out
+    of the version tables; the tables are not touched. First take
+    sqla_scheduler:migrations/versions out of version_locations; afterwards run
+    sqla-scheduler alembic revision and alembic upgrade head (which then changes nothing)."""
+    from sqla_scheduler import migrate
+
+    with _database_errors(url):
+        before, after = migrate.adopt(url, version_table=version_table)
+    if before == after:
+        click.echo(f"nothing to hand over: {after.describe(version_table)}")
+        return
+    click.echo(f"was {before.describe(version_table)}")
+    click.echo(f"now {after.describe(version_table)}")
+
+
 @db.command("current")
 @_url_option
 @_version_table_option

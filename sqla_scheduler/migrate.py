@@ -29,6 +29,7 @@ __all__ = [
     "APP_VERSION_TABLE",
     "VERSION_TABLE",
     "Status",
+    "adopt",
     "current",
     "downgrade",
     "heads",
@@ -196,3 +197,42 @@ def status(
     if branch is not None:
         return Status(step, "branch", branch)
     return Status(step, "application" if step > 0 else "none")
+
+
+def adopt(
+    bind: str | URL | Engine | Connection, *, version_table: str = APP_VERSION_TABLE
+) -> tuple[Status, Status]:
+    """Hand the scheduler's tables over to the application's own Alembic history, from
+    ``sqla-scheduler db upgrade`` or the ``sqla_scheduler`` branch, keeping every row.
+
+    In one transaction: the step the tables are at is recorded beside them (where a
+    version of the package that did not record it left none), and the branch's revisions
+    are taken out of the version tables (``sqla_scheduler_alembic_version`` is dropped, the
+    application's ``version_table`` keeps its own revisions). The tables are not touched.
+    The application's next revision calling ``sqla_scheduler.alembic.upgrade`` then starts
+    from that step. Returns the status before and after; a database the application's
+    history manages already, or with none of the tables, is left as it is.
+    """
+    from alembic.operations import Operations
+    from sqlalchemy import Column, MetaData, String, Table, column, delete, inspect, table
+    from sqlalchemy.schema import DropTable
+
+    from sqla_scheduler._migration_steps import DEFAULT_NAMES, STEP_OF_REVISION, record
+
+    with _connection(bind) as conn:
+        before = status(conn, version_table=version_table)
+        if before.way not in ("standalone", "branch"):
+            return before, before
+        record(Operations(MigrationContext.configure(conn)), DEFAULT_NAMES, before.step)
+        version_num = column("version_num", String())
+        for versions in (VERSION_TABLE, version_table):
+            if inspect(conn).has_table(versions):
+                conn.execute(
+                    delete(table(versions, version_num)).where(
+                        version_num.in_(list(STEP_OF_REVISION))
+                    )
+                )
+        own = Table(VERSION_TABLE, MetaData(), Column("version_num", String(32)))
+        conn.execute(DropTable(own, if_exists=True))
+        after = status(conn, version_table=version_table)
+    return before, after

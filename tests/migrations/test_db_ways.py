@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from alembic.operations import Operations
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine, inspect, text
 
 import sqla_scheduler.alembic as steps
 from sqla_scheduler import metadata, migrate
@@ -87,3 +87,45 @@ def test_behind(empty_db: str, engine: Engine, step: int) -> None:
         steps.upgrade(Operations(MigrationContext.configure(conn)), version=step)
     done = invoke("db", "current", "--url", empty_db)
     assert done.stdout.startswith(f"step {step} of {LATEST} ({LATEST - step} behind)")
+
+
+@pytest.mark.parametrize("way", ["standalone", "branch"])
+def test_adopt_hands_the_tables_to_the_applications_history(
+    empty_db: str, engine: Engine, way: str
+) -> None:
+    """A database of either other way, as a version that recorded no step left it, moves
+    to the application's history in one command, its rows kept; the application's revision
+    then does nothing there."""
+    migrate.upgrade(engine)
+    versions = migrate.VERSION_TABLE
+    with engine.begin() as conn:
+        conn.execute(text("drop table scheduled_tasks_schema"))  # as an older version left it
+        conn.execute(
+            text(
+                "insert into scheduled_tasks (task_name, task_instance, execution_time)"
+                " values ('kept', 'k1', '2030-01-01 00:00:00+00:00')"
+            )
+        )
+        if way == "branch":
+            op = Operations(MigrationContext.configure(conn))
+            op.rename_table(versions, "app_versions")
+            conn.execute(text("insert into app_versions (version_num) values ('app0001')"))
+            versions = "app_versions"
+    done = invoke("db", "adopt", "--url", empty_db, "--version-table", "app_versions")
+    assert done.returncode == 0, done.stderr
+    assert f"was step {LATEST} of {LATEST} (up to date): managed by" in done.stdout
+    assert "now step" in done.stdout
+    assert "your application's own Alembic history" in done.stdout
+    assert migrate.status(engine, version_table="app_versions") == migrate.Status(
+        LATEST, "application"
+    )
+    names = inspect(engine).get_table_names()
+    assert migrate.VERSION_TABLE not in names
+    if way == "branch":
+        assert migrate.current(engine, version_table="app_versions") == ("app0001",)
+    _through_the_applications_history(engine)  # the app's revision: nothing to do
+    with engine.connect() as conn:
+        assert conn.scalar(text("select count(*) from scheduled_tasks")) == 1
+    again = invoke("db", "adopt", "--url", empty_db, "--version-table", "app_versions")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith("nothing to hand over: ")
