@@ -24,7 +24,14 @@ import click
 from sqlalchemy import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
-from sqla_scheduler._limits import BIGINT_MAX, MAX_CONCURRENCY, text_problem
+from sqla_scheduler._limits import (
+    BIGINT_MAX,
+    MAX_CONCURRENCY,
+    MAX_SCHEMA_NAME_LENGTH,
+    MAX_TABLE_NAME_LENGTH,
+    identifier_problem,
+    text_problem,
+)
 from sqla_scheduler.exceptions import ConfigurationError, MissingTableError, UnknownStepError
 
 if TYPE_CHECKING:
@@ -64,6 +71,21 @@ class _Text(click.ParamType[str]):
 
 
 _TEXT = _Text()
+
+
+class _Identifier(click.ParamType[str]):
+    """A table or schema name the steps take: letters, digits and underscores."""
+
+    name = "identifier"
+
+    def __init__(self, max_length: int) -> None:
+        self.max_length = max_length
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        problem = identifier_problem(value, self.max_length)
+        if problem is not None:
+            self.fail(f"{value!r} {problem}", param, ctx)
+        return value
 
 
 class _Seconds(click.FloatRange):
@@ -295,6 +317,83 @@ def db_current(url: str, version_table: str) -> None:
 
     with _database_errors(url):
         click.echo(migrate.status(url, version_table=version_table).describe(version_table))
+
+
+# --- alembic ----------------------------------------------------------------------------
+
+
+@cli.group("alembic")
+def alembic_group() -> None:
+    """Bring the scheduler's tables into the application's own Alembic history."""
+
+
+@alembic_group.command("revision")
+@click.option(
+    "-c",
+    "--config",
+    "config_file",
+    metavar="FILE",
+    default="alembic.ini",
+    show_default=True,
+    help="The application's Alembic config file.",
+)
+@click.option(
+    "-m",
+    "--message",
+    metavar="MESSAGE",
+    help='The revision\'s message (default: "sqla-scheduler: step P to N").',
+)
+@click.option(
+    "--table-name",
+    type=_Identifier(MAX_TABLE_NAME_LENGTH),
+    metavar="NAME",
+    default="scheduled_tasks",
+    show_default=True,
+    help="The scheduler's table (its table_name); the others are named after it.",
+)
+@click.option(
+    "--schema",
+    type=_Identifier(MAX_SCHEMA_NAME_LENGTH),
+    metavar="SCHEMA",
+    help="The tables' schema (its schema).",
+)
+@click.option(
+    "--version",
+    type=_Whole(1, BIGINT_MAX),
+    metavar="N",
+    help="The step to bring the tables to (default: the package's newest).",
+)
+def alembic_revision(
+    config_file: str, message: str | None, table_name: str, schema: str | None, version: int | None
+) -> None:
+    """Write a revision on the application's head that brings the scheduler's tables to
+    the package's newest step (or --version N).
+
+    Its upgrade() calls sqla_scheduler.alembic.upgrade(op, version=N), from the step the
+    history already brings the tables to, read from the revision files' calls; after a
+    library upgrade it holds only the new steps. When the history is at N already, it
+    writes nothing. The history must have one head (alembic merge heads first).
+    """
+    from sqla_scheduler._app_history import HistoryError, write_revision
+    from sqla_scheduler.alembic import LATEST
+
+    if version is None:
+        version = LATEST
+    elif version > LATEST:
+        _fail(f"--version {version}: this package's newest step is {LATEST}", 2)
+    try:
+        written = write_revision(
+            config_file, version=version, message=message, table_name=table_name, schema=schema
+        )
+    except HistoryError as exc:
+        _fail(str(exc), 2 if exc.usage else 1)
+    tables = f"{schema}.{table_name}" if schema is not None else table_name
+    if written.path is None:
+        click.echo(
+            f"nothing to write: {written.found_in} brings {tables} to step {version} already"
+        )
+        return
+    click.echo(f"wrote {written.path}: {tables} from step {written.start} to {version}")
 
 
 # --- health -----------------------------------------------------------------------------

@@ -12,7 +12,13 @@ from tests._cli import INVOCATIONS, invoke_all, run
 HELP = {
     (): [
         "persistent, cluster-safe task scheduler", "db", "health", "worker", "executions",
-        "nodes", "admin", "demo", "--version",
+        "nodes", "admin", "demo", "alembic", "--version",
+    ],
+    ("alembic",): ["Bring the scheduler's tables into the application's own Alembic history"],
+    ("alembic", "revision"): [
+        "Write a revision on the application's head", "--version N", "the package's newest",
+        "sqla_scheduler.alembic.upgrade(op, version=N)", "writes nothing", "alembic merge heads",
+        "-c, --config FILE", "alembic.ini", "-m, --message", "--table-name", "--schema",
     ],
     ("db",): ["Create, upgrade or inspect the scheduler's table", "upgrade", "current"],
     ("db", "upgrade"): ["Upgrade the scheduler's table to REVISION", "--url", "DATABASE_URL"],
