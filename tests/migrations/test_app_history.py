@@ -8,10 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import Column, Integer, MetaData, Table, create_engine, inspect, text
 
 from sqla_scheduler.alembic import LATEST, current_step
+from sqla_scheduler.models import scheduled_tasks_table
+from tests._postgres import PostgresCluster
 from tests.migrations._projects import Project, models, template
+from tests.migrations.test_steps import apply_sql, proposed
 
 
 @pytest.fixture(scope="module")
@@ -171,5 +174,38 @@ def test_custom_names_take_the_same_path(project: Project, backend: str) -> None
         assert "scheduled_tasks" not in set(inspect(engine).get_table_names())
         with engine.connect() as conn:
             assert current_step(conn, table_name="jobs", schema=schema) == LATEST
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_the_historys_offline_sql_applies_with_psql(
+    project: Project, pg_cluster: PostgresCluster, tmp_path: Path
+) -> None:
+    """``alembic upgrade head --sql`` of the history (the application's first revision and
+    the scheduler's, under another name in a schema of its own) applied with psql gives
+    the tables of the models, at the newest step: the revision's ``start`` is what the
+    offline mode needs."""
+    project.write_models(
+        models(
+            imports="import sqla_scheduler.models",
+            scheduler="sqla_scheduler.models.metadata_for('jobs', 'queue')",
+            include_schemas=True,
+        )
+    )
+    project.scheduler("alembic", "revision", "--table-name", "jobs", "--schema", "queue")
+    sql = project.alembic("upgrade", "head", "--sql").stdout
+    engine = create_engine(project.url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("create schema queue"))
+        assert engine.url.database is not None
+        apply_sql(pg_cluster, engine.url.database, sql, tmp_path)
+        target = MetaData()
+        Table("orders", target, Column("id", Integer, primary_key=True))
+        scheduled_tasks_table(target, "jobs", "queue")
+        assert proposed(engine, target, schemas=True, version_table="alembic_version") == []
+        with engine.connect() as conn:
+            assert current_step(conn, table_name="jobs", schema="queue") == LATEST
     finally:
         engine.dispose()
