@@ -224,9 +224,9 @@ def adopt(
         if before.way not in ("standalone", "branch"):
             return before, before
         record(Operations(MigrationContext.configure(conn)), DEFAULT_NAMES, before.step)
-        version_num = column("version_num", String())
         for versions in (VERSION_TABLE, version_table):
             if inspect(conn).has_table(versions):
+                version_num = column("version_num", String())
                 conn.execute(
                     delete(table(versions, version_num)).where(
                         version_num.in_(list(STEP_OF_REVISION))

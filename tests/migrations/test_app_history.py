@@ -209,3 +209,41 @@ def test_the_historys_offline_sql_applies_with_psql(
             assert current_step(conn, table_name="jobs", schema="queue") == LATEST
     finally:
         engine.dispose()
+
+
+@pytest.mark.slow
+def test_a_standalone_database_moves_to_the_applications_history(project: Project) -> None:
+    """Tables made by ``sqla-scheduler db upgrade`` (with a row in them) move to the
+    application's history: ``db current`` names the way before and after, ``db adopt``
+    hands them over, and the revision the command writes (from step 0) changes nothing
+    there; ``db upgrade`` then refuses in one line.
+
+    Slow: six processes of ``alembic`` and ``sqla-scheduler`` on a real project."""
+    project.write_models(models())
+    project.alembic("upgrade", "head")  # the application's own first revision
+    project.scheduler("db", "upgrade", "--url", project.url)
+    engine = create_engine(project.url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "insert into scheduled_tasks (task_name, task_instance, execution_time)"
+                    " values ('kept', 'k1', '2030-01-01 00:00:00+00:00')"
+                )
+            )
+        before = project.scheduler("db", "current", "--url", project.url).stdout
+        assert "managed by sqla-scheduler db upgrade" in before, before
+        project.scheduler("db", "adopt", "--url", project.url)
+        done = project.scheduler("alembic", "revision")
+        assert done.stdout.endswith(f": scheduled_tasks from step 0 to {LATEST}\n")
+        project.alembic("upgrade", "head")
+        project.alembic("check")
+        after = project.scheduler("db", "current", "--url", project.url).stdout
+        assert after.startswith(f"step {LATEST} of {LATEST} (up to date): managed by your "), after
+        refused = project.run_scheduler("db", "upgrade", "--url", project.url)
+        assert refused.returncode == 1
+        assert "through your application's own Alembic history" in refused.stderr
+        with engine.connect() as conn:
+            assert conn.scalar(text("select count(*) from scheduled_tasks")) == 1
+    finally:
+        engine.dispose()
