@@ -390,10 +390,19 @@ def alembic_revision(
     tables = f"{schema}.{table_name}" if schema is not None else table_name
     if written.path is None:
         click.echo(
-            f"nothing to write: {written.found_in} brings {tables} to step {version} already"
+            f"nothing to write: {_near(written.found_in)} brings {tables} to step {version} already"
         )
         return
-    click.echo(f"wrote {written.path}: {tables} from step {written.start} to {version}")
+    click.echo(f"wrote {_near(written.path)}: {tables} from step {written.start} to {version}")
+
+
+def _near(path: object) -> object:
+    """``path`` relative to the current directory when it is inside it, as typed."""
+    if not isinstance(path, (str, os.PathLike)):
+        return path
+    full = os.path.abspath(path)
+    here = os.getcwd()
+    return os.path.relpath(full, here) if full.startswith(here + os.sep) else path
 
 
 # --- health -----------------------------------------------------------------------------

@@ -30,10 +30,13 @@ def project(app_template: Path, empty_db: str, tmp_path: Path) -> Project:
     return Project.copy(app_template, tmp_path / "app", empty_db)
 
 
-def written(stdout: str) -> Path:
-    """The revision file ``sqla-scheduler alembic revision`` says it wrote."""
+def written(stdout: str, project: Project) -> Path:
+    """The revision file ``sqla-scheduler alembic revision`` says it wrote (relative to
+    the project, where it ran)."""
     assert stdout.startswith("wrote "), stdout
-    return Path(stdout.removeprefix("wrote ").split(": ")[0])
+    shown = Path(stdout.removeprefix("wrote ").split(": ")[0])
+    assert not shown.is_absolute(), shown
+    return project.root / shown
 
 
 def revision_id(path: Path) -> str:
@@ -64,8 +67,9 @@ def test_a_fresh_app_keeps_one_history(project: Project) -> None:
     project's files as a deploy would (env.py importing the application's models)."""
     project.write_models(models())
     done = project.scheduler("alembic", "revision")
-    ours = written(done.stdout)
-    assert done.stdout == f"wrote {ours}: scheduled_tasks from step 0 to {LATEST}\n"
+    ours = written(done.stdout, project)
+    shown = ours.relative_to(project.root)
+    assert done.stdout == f"wrote {shown}: scheduled_tasks from step 0 to {LATEST}\n"
     assert f"sqla_scheduler.alembic.upgrade(op, version={LATEST}, start=0)" in ours.read_text()
 
     project.alembic("upgrade", "head")
@@ -88,7 +92,8 @@ def test_a_fresh_app_keeps_one_history(project: Project) -> None:
 
     done = project.scheduler("alembic", "revision")
     assert (
-        done.stdout == f"nothing to write: {ours} brings scheduled_tasks to step {LATEST} already\n"
+        done.stdout
+        == f"nothing to write: {shown} brings scheduled_tasks to step {LATEST} already\n"
     )
     assert project.revision_files() == before
 
@@ -129,8 +134,9 @@ def test_a_library_upgrade_brings_only_the_new_step(project: Project) -> None:
             )
 
         done = project.scheduler("alembic", "revision")
-        newest = written(done.stdout)
-        assert done.stdout == f"wrote {newest}: scheduled_tasks from step {previous} to {LATEST}\n"
+        newest = written(done.stdout, project)
+        shown = newest.relative_to(project.root)
+        assert done.stdout == f"wrote {shown}: scheduled_tasks from step {previous} to {LATEST}\n"
         body = newest.read_text()
         assert f"sqla_scheduler.alembic.upgrade(op, version={LATEST}, start={previous})" in body
         assert f"sqla_scheduler.alembic.downgrade(op, version={previous}, start={LATEST})" in body
