@@ -253,3 +253,49 @@ def test_a_standalone_database_moves_to_the_applications_history(project: Projec
             assert conn.scalar(text("select count(*) from scheduled_tasks")) == 1
     finally:
         engine.dispose()
+
+
+@pytest.mark.slow
+def test_a_branch_database_moves_to_the_applications_history(project: Project) -> None:
+    """Tables the ``sqla_scheduler`` branch made (``alembic upgrade heads``, a row in
+    them) move to the application's history: with the branch out of ``version_locations``,
+    ``db adopt`` hands them over and the application's ``alembic upgrade head`` (singular)
+    works again, changing nothing; ``db current`` names the way before and after.
+
+    Slow: seven processes of ``alembic`` and ``sqla-scheduler`` on a real project."""
+    project.write_models(models())
+    ini = project.root / "alembic.ini"
+    config = ini.read_text()
+    branch = "version_locations = %(here)s/migrations/versions sqla_scheduler:migrations/versions\n"
+    # alembic init wrote path_separator = os: the docs say to change that line, not add one
+    assert "\npath_separator = os\n" in config
+    ini.write_text(config.replace("\npath_separator = os\n", f"\npath_separator = space\n{branch}"))
+    project.alembic("upgrade", "heads")
+    engine = create_engine(project.url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "insert into scheduled_tasks (task_name, task_instance, execution_time)"
+                    " values ('kept', 'k1', '2030-01-01 00:00:00+00:00')"
+                )
+            )
+        before = project.scheduler("db", "current", "--url", project.url).stdout
+        assert "managed by the sqla_scheduler branch of your Alembic project" in before, before
+        refused = project.run_scheduler("db", "upgrade", "--url", project.url)
+        assert refused.returncode == 1
+        assert "alembic upgrade heads" in refused.stderr
+        assert "already exists" not in refused.stderr
+
+        ini.write_text(config)  # the branch out of version_locations
+        project.scheduler("db", "adopt", "--url", project.url)
+        project.scheduler("alembic", "revision")
+        project.alembic("upgrade", "head")
+        project.alembic("check")
+        assert project.alembic("heads").stdout.count("(head)") == 1
+        after = project.scheduler("db", "current", "--url", project.url).stdout
+        assert after.startswith(f"step {LATEST} of {LATEST} (up to date): managed by your "), after
+        with engine.connect() as conn:
+            assert conn.scalar(text("select count(*) from scheduled_tasks")) == 1
+    finally:
+        engine.dispose()
