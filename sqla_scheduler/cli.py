@@ -127,9 +127,9 @@ _interval_option = click.option(
     callback=_interval,
     envvar="SQLA_SCHEDULER_NODE_HEARTBEAT_INTERVAL",
     default="30s",
-    help="How often the schedulers record themselves (their node_heartbeat_interval); a "
-    "node not seen for three intervals is stale. Default: "
-    "$SQLA_SCHEDULER_NODE_HEARTBEAT_INTERVAL, else 30s.",
+    help="The node_heartbeat_interval to judge nodes by that do not record their own "
+    "(rows written before the schema's step 11); a node is stale when not seen for three "
+    "of its intervals. Default: $SQLA_SCHEDULER_NODE_HEARTBEAT_INTERVAL, else 30s.",
 )
 
 
