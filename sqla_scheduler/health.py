@@ -35,6 +35,7 @@ from sqlalchemy.engine import URL
 from sqla_scheduler import _node_store, _store, migrate
 from sqla_scheduler._dialects import sync_url
 from sqla_scheduler._durations import format_duration
+from sqla_scheduler._limits import text_problem
 from sqla_scheduler._node import ALIVE_INTERVALS, Node, database_now
 from sqla_scheduler.models import metadata, nodes_table, table_for
 
@@ -87,6 +88,10 @@ def check(
         raise ValueError(
             f"node_heartbeat_interval must be more than zero, got {node_heartbeat_interval!r}"
         )
+    if name is not None:
+        problem = _name_problem(name)
+        if problem is not None:
+            raise ValueError(f"name {name!r} {problem}")
     if isinstance(url, Engine):
         engine, owned = url, False
     else:
@@ -205,3 +210,10 @@ def _describe(difference: Any) -> str:
     operation, *rest = difference
     name = getattr(rest[-1], "name", None) if rest else None
     return f"{operation} {name}" if name else str(operation)
+
+
+def _name_problem(name: object) -> str | None:
+    """What makes ``name`` no scheduler's name a database can hold, or ``None``."""
+    if not isinstance(name, str):
+        return f"is a {type(name).__name__}, not text"
+    return text_problem(name)

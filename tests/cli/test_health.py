@@ -134,3 +134,13 @@ def test_check_tells_what_it_found(new_database: Callable[[], str]) -> None:
         engine.dispose()
     with pytest.raises(MissingTableError):
         check(new_database())
+
+
+@pytest.mark.parametrize("name", ["a\x00b", "lone \udc80", 7])
+def test_check_refuses_a_name_no_database_holds_before_connecting(
+    name: object, tmp_path: Path
+) -> None:
+    """Refused before any connection (the SQLite file is not even looked for)."""
+    with pytest.raises(ValueError, match=r"^name .* (NUL|lone surrogate|not text)"):
+        check(f"sqlite:///{tmp_path / 'none.db'}", name=name)  # type: ignore[arg-type]
+    assert not (tmp_path / "none.db").exists()
