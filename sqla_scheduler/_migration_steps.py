@@ -34,7 +34,24 @@ from sqla_scheduler.models import (
     table_for,
 )
 
-__all__ = ["DEFAULT_NAMES", "LATEST", "STEPS", "Names", "Op", "Step", "record", "run"]
+__all__ = [
+    "APP_VERSION_TABLE",
+    "DEFAULT_NAMES",
+    "LATEST",
+    "STANDALONE_VERSION_TABLE",
+    "STEPS",
+    "Names",
+    "Op",
+    "Step",
+    "record",
+    "run",
+]
+
+STANDALONE_VERSION_TABLE = "sqla_scheduler_alembic_version"
+"""The version table of ``sqla-scheduler db upgrade`` (``migrate.VERSION_TABLE``)."""
+
+APP_VERSION_TABLE = "alembic_version"
+"""Alembic's default version table: an application's own project's."""
 
 Op: TypeAlias = "Operations | ModuleType"
 """What a revision hands over: Alembic's ``op`` module (the proxy of the running

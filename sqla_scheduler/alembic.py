@@ -40,7 +40,9 @@ from sqlalchemy import Connection, String, column, inspect, select, table
 
 from sqla_scheduler import _migration_steps
 from sqla_scheduler._migration_steps import (
+    APP_VERSION_TABLE,
     DEFAULT_NAMES,
+    STANDALONE_VERSION_TABLE,
     STEP_OF_REVISION,
     Names,
     Op,
@@ -48,17 +50,12 @@ from sqla_scheduler._migration_steps import (
     run,
 )
 from sqla_scheduler.exceptions import UnknownStepError
-from sqla_scheduler.migrate import VERSION_TABLE
 from sqla_scheduler.models import DEFAULT_TABLE_NAME, check_names, record_table, table_for
 
 __all__ = ["LATEST", "current_step", "downgrade", "upgrade"]
 
 LATEST: int = _migration_steps.LATEST
 """The package's newest step: where ``upgrade`` goes when given no ``version``."""
-
-APP_VERSION_TABLE = "alembic_version"
-"""Alembic's default version table, read for the ``sqla_scheduler`` branch's revisions
-when the database records no step."""
 
 
 def upgrade(
@@ -162,7 +159,7 @@ def _read(connection: Connection, names: Names, version_table: str) -> tuple[boo
         if step is not None:
             return True, step
     if names == DEFAULT_NAMES:
-        for versions in (VERSION_TABLE, version_table):
+        for versions in (STANDALONE_VERSION_TABLE, version_table):
             if not inspector.has_table(versions):
                 continue
             version_num = column("version_num", String())
@@ -180,7 +177,7 @@ def _unknown(names: Names, version_table: str) -> str:
     where = names.table if names.schema is None else f"{names.schema}.{names.table}"
     return (
         f"the scheduler's table {where!r} is there, but no migration step is recorded for it "
-        f"({names.record!r}) nor a sqla_scheduler revision in {VERSION_TABLE!r} or "
+        f"({names.record!r}) nor a sqla_scheduler revision in {STANDALONE_VERSION_TABLE!r} or "
         f"{version_table!r}: pass start=N to sqla_scheduler.alembic.upgrade, N the step its "
         "tables are at, to record it"
     )

@@ -23,6 +23,7 @@ from sqlalchemy import Connection, Engine, create_engine
 from sqlalchemy.engine import URL
 
 from sqla_scheduler._dialects import sync_url
+from sqla_scheduler._migration_steps import APP_VERSION_TABLE, STANDALONE_VERSION_TABLE
 from sqla_scheduler.models import metadata
 
 __all__ = [
@@ -37,11 +38,8 @@ __all__ = [
     "upgrade",
 ]
 
-VERSION_TABLE = "sqla_scheduler_alembic_version"
+VERSION_TABLE = STANDALONE_VERSION_TABLE
 """The version table used by these functions and ``sqla-scheduler db``."""
-
-APP_VERSION_TABLE = "alembic_version"
-"""Alembic's default version table: an application's own project's."""
 
 Way: TypeAlias = Literal["none", "standalone", "branch", "application"]
 
