@@ -1,8 +1,12 @@
 """The one seam where PostgreSQL and SQLite differ.
 
-Everything dialect-specific the library does is decided here: which INSERT construct
-gives ``ON CONFLICT DO NOTHING``, whether ``NOTIFY`` exists, what RETURNING can see, how
-the scheduler's own transactions begin, and the channel name wake-ups use. (``SKIP
+Everything dialect-specific the library does is decided here, as a ``Backend`` per
+database: capabilities named for what they mean (whether ``NOTIFY`` exists, what RETURNING
+can see, how JSON and timestamps are stored, whether lists bind as arrays, ...) and, where
+the SQL itself differs, one method per operation (which INSERT construct gives ``ON
+CONFLICT DO NOTHING``, how a raw row becomes JSON, how the scheduler's own transactions
+begin). Nothing else asks which database it talks to, so a third database is one more
+``Backend``. The channel name wake-ups use is here too. (``SKIP
 LOCKED`` needs no flag: SQLAlchemy's SQLite compiler leaves ``FOR UPDATE`` out.) Which
 databases are supported at all is here too, checked on a URL (``check_url``) before any
 driver is imported, and on an engine's dialect (``backend_for``).
@@ -16,18 +20,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
-from sqlalchemy import URL, Connection, Table, make_url
+from sqlalchemy import URL, Connection, Table, Text, cast, func, literal, make_url, type_coerce
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import ArgumentError
+from sqlalchemy.sql.elements import ColumnElement
 
 __all__ = [
     "Backend",
     "UnsupportedDatabaseError",
     "backend_for",
     "check_url",
+    "known_backend",
     "notice_of_later",
     "notice_of_pause",
     "notify_channel",
@@ -71,6 +77,48 @@ class Backend:
     #: The system column that addresses a row directly (PostgreSQL's ``ctid``, SQLite's
     #: ``rowid``); valid within a statement that holds the row.
     row_locator: str
+    #: How JSON is stored: ``jsonb`` (read as text through a CAST), or ``text``, JSON
+    #: kept as text in a ``TEXT`` column (read as it is).
+    json_storage: Literal["jsonb", "text"]
+    #: Timestamps are stored without a zone, as naive UTC, and given theirs back on reading.
+    naive_timestamps: bool
+    #: A column holds only values of its declared type; with dynamic typing (SQLite) any
+    #: value can sit in any column, so reading checks each one's type (``readable``).
+    typed_columns: bool
+    #: A list can be bound as one array parameter (``= ANY(:names)``, ``unnest``): one
+    #: statement text whatever the list's length. Otherwise expanding ``IN`` lists.
+    binds_arrays: bool
+    #: A JSON parameter can become rows in a statement (``jsonb_to_recordset``): a batch of
+    #: executions is inserted by one statement.
+    rows_from_json: bool
+    #: Picks and the next due time walk the due index one task and priority at a time
+    #: (a recursive CTE of the bands, then LATERAL), rather than one range by time.
+    picks_by_band: bool
+    #: Transaction-scoped advisory locks exist (``pg_advisory_xact_lock``): picks of a
+    #: task with a concurrency limit take turns by one. Without them writers take turns.
+    advisory_locks: bool
+    #: A statement can let its own transaction commit without waiting for the disk
+    #: (``synchronous_commit`` off for that transaction).
+    commit_without_waiting: bool
+    #: A ``DELETE ... RETURNING`` can feed an INSERT in the same statement (a
+    #: data-modifying CTE): a row moves to history in one statement, not two.
+    deletes_into_insert: bool
+    #: The database's clock is the cluster's (``DatabaseClock``); without it the
+    #: schedulers share the machine's clock.
+    shared_clock: bool
+    #: One statement on the scheduler's own engine can run in autocommit, its own
+    #: transaction, with no BEGIN/COMMIT round trips.
+    autocommit_statements: bool
+    #: Prepared statements can be told to plan once per connection (``plan_cache_mode``).
+    plans_once: bool
+    #: The table takes storage parameters (fillfactor, autovacuum) in a migration.
+    table_storage_settings: bool
+    #: Writers wait for the database's one write lock by a per-connection busy timeout
+    #: (``sqla_scheduler.sqlite.configure``).
+    busy_timeout: bool
+    #: Connecting to a database that does not exist creates it (an empty file), so the
+    #: command line checks it exists first.
+    creates_missing_database: bool
 
     def insert(self, table: Table) -> Any:
         """An INSERT for ``table`` that supports ``on_conflict_do_nothing`` and
@@ -78,6 +126,18 @@ class Backend:
         if self.name == "postgresql":
             return postgresql.insert(table)
         return sqlite.insert(table)
+
+    def raw_row_json(self, table: Table) -> ColumnElement[Any]:
+        """The row's every column as text in one JSON object (a string), whatever the
+        values: a blob too on SQLite, where ``quote()`` writes any value as an SQL literal."""
+        pairs: list[Any] = []
+        for column in table.c:
+            value: Any = type_coerce(column, Text)
+            value = cast(value, Text) if self.name == "postgresql" else func.quote(value)
+            pairs += [cast(literal(column.name), Text), value]
+        if self.name == "postgresql":
+            return cast(func.json_build_object(*pairs), Text)
+        return func.json_object(*pairs)
 
     def unit_of_work(self, fn: Callable[[Connection], T]) -> Callable[[Connection], T]:
         """``fn`` as one of the scheduler's own units of work, opened with ``begin``.
@@ -111,6 +171,21 @@ POSTGRESQL = Backend(
     returning_sees_from=True,
     begin=None,
     row_locator="ctid",
+    json_storage="jsonb",
+    naive_timestamps=False,
+    typed_columns=True,
+    binds_arrays=True,
+    rows_from_json=True,
+    picks_by_band=True,
+    advisory_locks=True,
+    commit_without_waiting=True,
+    deletes_into_insert=True,
+    shared_clock=True,
+    autocommit_statements=True,
+    plans_once=True,
+    table_storage_settings=True,
+    busy_timeout=False,
+    creates_missing_database=False,
 )
 SQLITE = Backend(
     "sqlite",
@@ -118,7 +193,30 @@ SQLITE = Backend(
     returning_sees_from=False,
     begin="BEGIN IMMEDIATE",
     row_locator="rowid",
+    json_storage="text",
+    naive_timestamps=True,
+    typed_columns=False,
+    binds_arrays=False,
+    rows_from_json=False,
+    picks_by_band=False,
+    advisory_locks=False,
+    commit_without_waiting=False,
+    deletes_into_insert=False,
+    shared_clock=False,
+    autocommit_statements=False,
+    plans_once=False,
+    table_storage_settings=False,
+    busy_timeout=True,
+    creates_missing_database=True,
 )
+_BACKENDS = {backend.name: backend for backend in (POSTGRESQL, SQLITE)}
+
+
+def known_backend(name: str) -> Backend | None:
+    """The ``Backend`` of SQLAlchemy's backend ``name``, or ``None`` for a database the
+    scheduler does not run on (a type compiled for another dialect, a URL not yet checked).
+    Unlike ``backend_for`` it checks nothing and never raises."""
+    return _BACKENDS.get(name)
 
 
 def backend_for(dialect: Dialect) -> Backend:

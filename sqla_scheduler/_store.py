@@ -520,7 +520,7 @@ def _stamp(
 
 def _key_lists(stmts: Shapes, keys: Sequence[tuple[str, str, int]]) -> dict[str, Any]:
     """Bind (task, instance, version) keys the way ``Shapes.held_keys`` expects."""
-    if stmts.backend.name == "postgresql":
+    if stmts.backend.binds_arrays:
         return {
             "names": [k[0] for k in keys],
             "instances": [k[1] for k in keys],

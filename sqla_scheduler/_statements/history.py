@@ -73,7 +73,7 @@ class History(Shapes):
         self.move: Any
         #: SQLite: delete the row ``move`` copied (PostgreSQL's ``move`` deletes it too).
         self.remove_moved: Delete | None
-        if backend.name == "postgresql":
+        if backend.deletes_into_insert:
             # One statement: the row is deleted and its entry written from what was deleted.
             gone = (
                 delete(table)
@@ -148,12 +148,7 @@ class History(Shapes):
             check = self.readable.get(name)
             return value if check is None else case((check, value), else_=default)
 
-        raw: ColumnElement[Any]
-        if backend.name == "postgresql":
-            pairs = self._raw_pairs(table, lambda value: cast(value, Text))
-            raw = cast(func.json_build_object(*pairs), Text)
-        else:  # quote() writes any value, a blob too, as an SQL literal
-            raw = func.json_object(*self._raw_pairs(table, func.quote))
+        raw = backend.raw_row_json(table)
         values = {
             "task_name": cast(c.task_name, Text),
             "task_instance": cast(c.task_instance, Text),
@@ -167,7 +162,7 @@ class History(Shapes):
             "priority": readable("priority", c.priority, 0),
             "payload_version": readable("payload_version", c.payload_version, 1),
         }
-        if backend.name == "postgresql":
+        if backend.deletes_into_insert:
             gone = (
                 delete(table)
                 .where(*bad)
@@ -182,17 +177,9 @@ class History(Shapes):
             self.quarantine = insert(h).from_select(list(values), rows).returning(h.c.id)
             self.remove_quarantined = delete(table).where(*bad)
 
-    @staticmethod
-    def _raw_pairs(table: Table, as_text: Any) -> list[Any]:
-        """``name, value as text`` for each column, for a JSON object of the raw row."""
-        pairs: list[Any] = []
-        for column in table.c:
-            pairs += [cast(literal(column.name), Text), as_text(type_coerce(column, Text))]
-        return pairs
-
     def _as_payload(self, text: ColumnElement[Any]) -> ColumnElement[Any]:
         """An entry's JSON text as the scheduler's payload column stores it."""
-        if self.backend.name == "postgresql":
+        if self.backend.json_storage == "jsonb":
             return cast(text, JSONB)
         return type_coerce(text, Text)  # SQLite keeps JSON as text
 

@@ -42,9 +42,9 @@ _FRACTION = "." + "[0-9]" * 6
 
 def readable_columns(table: Table, backend: Backend) -> dict[str, ColumnElement[bool]]:
     """For each column that can hold an unreadable value: the condition that it does not."""
-    if backend.name == "sqlite":
-        return _sqlite(table)
-    return _postgresql(table)
+    if backend.typed_columns:
+        return _postgresql(table)
+    return _sqlite(table)
 
 
 def _postgresql(table: Table) -> dict[str, ColumnElement[bool]]:

@@ -51,7 +51,7 @@ class Running(Shapes):
         #: counts what the others picked. ``None`` on SQLite, whose writers take turns.
         self.lock_task: Executable | None = (
             select(func.pg_advisory_xact_lock(bindparam("lock_key", type_=BigInteger())))
-            if backend.name == "postgresql"
+            if backend.advisory_locks
             else None
         )
         #: How many executions of the task ``name`` are picked (running or waiting).
@@ -175,7 +175,7 @@ class Running(Shapes):
         due_of = (self.unpicked, c.execution_time <= now, self.loadable)
         limit: BindParameter[int] = bindparam("limit")
         due: Select[Any]
-        if self.backend.name == "postgresql":
+        if self.backend.picks_by_band:
             band = self.bands()
             of_band = (
                 select(row.label("locator"), c.priority, c.execution_time)
@@ -200,7 +200,7 @@ class Running(Shapes):
                 .with_for_update(skip_locked=True)
             )
         where = [self.locator_in(row, due)]
-        if self.backend.name == "postgresql":
+        if self.backend.commit_without_waiting:
             where.append(self._commit_without_waiting())
         return (
             update(self.table)
@@ -236,7 +236,7 @@ class Running(Shapes):
         ``names`` (see ``Shapes.bands``), one index probe each."""
         c = self.table.c
         later = (self.unpicked, c.execution_time > self.time("now"), self.loadable)
-        if self.backend.name != "postgresql":
+        if not self.backend.picks_by_band:
             return select(func.min(c.execution_time)).where(
                 self.one_of(c.task_name, "names"), self.not_paused(c.task_name), *later
             )
@@ -303,7 +303,7 @@ class Running(Shapes):
         """
         c = self.table.c
         where = [self.picked, *self.held_keys()]
-        if self.backend.name == "postgresql":
+        if self.backend.commit_without_waiting:
             where.append(self._commit_without_waiting())
         return (
             update(self.table)

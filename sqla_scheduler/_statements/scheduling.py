@@ -53,7 +53,7 @@ class Scheduling(Shapes):
         )
         #: Many executions in one statement (PostgreSQL; see ``_insert_many``).
         self.insert_many: Executable | None = (
-            self._insert_many() if backend.name == "postgresql" else None
+            self._insert_many() if backend.rows_from_json else None
         )
 
         #: One execution inserted and its NOTIFY sent (see ``Shapes.notice``), in one

@@ -72,7 +72,7 @@ class Shapes:
         ]
 
     def _as_text(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
-        if self.backend.name == "postgresql":
+        if self.backend.json_storage == "jsonb":
             return cast(column, Text)
         return type_coerce(column, Text)  # SQLite keeps JSON as text already
 
@@ -104,7 +104,7 @@ class Shapes:
         PostgreSQL gets ``= ANY(array)``, one statement text whatever the list's length
         (so it can be prepared); elsewhere an expanding ``IN``.
         """
-        if self.backend.name == "postgresql":
+        if self.backend.binds_arrays:
             return column == any_(bindparam(name, type_=ARRAY(String())))
         return column.in_(bindparam(name, expanding=True))
 
@@ -144,7 +144,7 @@ class Shapes:
         ``names``, ``instances`` and ``versions`` on PostgreSQL, one list of tuples ``keys``
         elsewhere (``_store`` binds them either way)."""
         c = self.table.c
-        if self.backend.name == "postgresql":
+        if self.backend.binds_arrays:
             keys = (
                 func.unnest(
                     bindparam("names", type_=ARRAY(String())),
@@ -169,7 +169,7 @@ class Shapes:
         PostgreSQL gets ``ctid = ANY(ARRAY(subquery))``: the subquery runs once and each
         address is a TID scan; ``IN (subquery)`` may become a join.
         """
-        if self.backend.name == "postgresql":
+        if self.backend.binds_arrays:
             return row == any_(func.array(rows.scalar_subquery()))
         return row.in_(rows.scalar_subquery())
 
