@@ -15,6 +15,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from sqla_scheduler._dialects import known_backend
+
 __all__ = [
     "JSONOrNull",
     "JSONPayload",
@@ -93,6 +95,13 @@ def _declare_text(type_: _JSONText, compiler: Any, **kw: Any) -> str:
     return "TEXT"
 
 
+def _json_storage(dialect: Dialect) -> str | None:
+    """How ``dialect``'s database stores JSON (``Backend.json_storage``); ``None`` for a
+    database the scheduler does not run on (a statement compiled for another dialect)."""
+    backend = known_backend(dialect.name)
+    return backend.json_storage if backend is not None else None
+
+
 class PayloadJSON(TypeDecorator[Any]):
     """A payload column: ``jsonb`` on PostgreSQL, JSON text in a ``TEXT`` column on SQLite,
     written by ``dumps_payload`` whatever serializer the engine has, so that the payload
@@ -102,14 +111,15 @@ class PayloadJSON(TypeDecorator[Any]):
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        if dialect.name == "postgresql":
+        storage = _json_storage(dialect)
+        if storage == "jsonb":
             return dialect.type_descriptor(JSONB())
-        if dialect.name == "sqlite":
+        if storage == "text":
             return _JSONText()  # as is: the dialect would adapt it to its own JSON
         return dialect.type_descriptor(JSON())
 
     def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
-        if dialect.name == "postgresql" and dialect.driver == "psycopg":
+        if _json_storage(dialect) == "jsonb" and dialect.driver == "psycopg":
             from psycopg.types.json import Jsonb
 
             return lambda value: Jsonb(value, dumps=dumps_payload)
@@ -142,7 +152,8 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError(f"naive datetime {value.isoformat()!r}: pass a timezone-aware value")
         utc = value.astimezone(timezone.utc)
-        if dialect.name == "sqlite":
+        backend = known_backend(dialect.name)
+        if backend is not None and backend.naive_timestamps:
             return utc.replace(tzinfo=None)
         return utc
 
