@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import Connection, RowMapping
 
+from sqla_scheduler._dialects import known_backend
 from sqla_scheduler.clock import Clock, DatabaseClock, SystemClock
 
 __all__ = ["ALIVE_INTERVALS", "Node", "database_now", "is_alive"]
@@ -104,9 +105,10 @@ def database_now(conn: Connection, clock: Clock | None = None) -> datetime:
     when it is due (a client whose scheduler never ran has never measured it, and would
     judge by its machine's clock); another clock is read as it is (a ``ManualClock`` in
     tests). Without one, a new ``DatabaseClock`` is measured (PostgreSQL)."""
-    postgresql = conn.dialect.name == "postgresql"
+    backend = known_backend(conn.dialect.name)
+    shared = backend is not None and backend.shared_clock
     if clock is None:
-        clock = DatabaseClock() if postgresql else SystemClock()
-    if postgresql and isinstance(clock, DatabaseClock) and clock.due():
+        clock = DatabaseClock() if shared else SystemClock()
+    if shared and isinstance(clock, DatabaseClock) and clock.due():
         clock.measure(conn)
     return clock.now()

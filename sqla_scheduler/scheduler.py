@@ -24,6 +24,7 @@ from sqla_scheduler import _bridge, _store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target, check_sessions
 from sqla_scheduler._checks import check_filters, check_key, check_number
 from sqla_scheduler._control import Control
+from sqla_scheduler._dialects import known_backend
 from sqla_scheduler._execution import Execution, ExecutionState, TaskInstance
 from sqla_scheduler._observing import Observing
 from sqla_scheduler._runner import Lifecycle, Runner
@@ -346,7 +347,9 @@ def _check_instance(instance: object) -> None:
 
 
 def _default_clock(engine: Engine | AsyncEngine) -> Clock:
-    """The database's clock on PostgreSQL (see ``DatabaseClock``), else the machine's."""
-    if engine.dialect.name == "postgresql":
+    """The database's clock where it is the cluster's (``Backend.shared_clock``: see
+    ``DatabaseClock``), else the machine's."""
+    backend = known_backend(engine.dialect.name)
+    if backend is not None and backend.shared_clock:
         return DatabaseClock()
     return SystemClock()
