@@ -39,7 +39,7 @@ from sqlalchemy.ext.asyncio import (
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
 from sqla_scheduler._commit_hooks import note_session, own_commit, refuse_commit
-from sqla_scheduler._dialects import backend_for
+from sqla_scheduler._dialects import backend_for, known_backend
 from sqla_scheduler.exceptions import TaskDefinitionError
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ def call(
     if isinstance(target, Session):
         return fn(_session_connection(target, table))
     if isinstance(target, Engine):
-        if one_statement and target.dialect.name == "postgresql":
+        if one_statement and _autocommits(target):
             with target.connect() as conn:
                 return fn(conn.execution_options(isolation_level="AUTOCOMMIT"))
         with target.connect() as conn, own_commit(conn), conn.begin():
@@ -194,10 +194,17 @@ def _named(coroutine: Coroutine[Any, Any, T], writes: str | None) -> Coroutine[A
     return coroutine
 
 
+def _autocommits(engine: Engine | AsyncEngine) -> bool:
+    """Whether one statement on ``engine`` can run in autocommit, its own transaction
+    (``Backend.autocommit_statements``)."""
+    backend = known_backend(engine.dialect.name)
+    return backend is not None and backend.autocommit_statements
+
+
 async def _in_own_transaction(
     engine: AsyncEngine, fn: Callable[[Connection], T], one_statement: bool
 ) -> T:
-    if one_statement and engine.dialect.name == "postgresql":
+    if one_statement and _autocommits(engine):
         async with engine.connect() as conn:
             # set inside the one run_sync: each await of the async connection is a trip
             # through the greenlet bridge, as costly as the statement's own Python
@@ -276,12 +283,14 @@ class Database:
         self._limiter = anyio.CapacityLimiter(threads) if threads is not None else None
         self._prepared = prepared_statements
         self._lanes: dict[str, Connection | AsyncConnection] = {}
-        #: Whether ``plan_once`` can apply: PostgreSQL with prepared statements (a pooler
-        #: that shares server connections between clients would pass the setting on).
-        self._plans_once = prepared_statements and engine.dialect.name == "postgresql"
+        backend = backend_for(engine.dialect)
+        #: Whether ``plan_once`` can apply: a database that can plan once
+        #: (``Backend.plans_once``) with prepared statements (a pooler that shares server
+        #: connections between clients would pass the setting on).
+        self._plans_once = prepared_statements and backend.plans_once
         #: Lane connections whose ``plan_cache_mode`` and ``jit`` are set, to reset before closing.
         self._planning_once: WeakSet[Connection | AsyncConnection] = WeakSet()
-        self._unit_of_work = backend_for(engine.dialect).unit_of_work
+        self._unit_of_work = backend.unit_of_work
 
     async def run(
         self,
