@@ -197,7 +197,7 @@ def _named(coroutine: Coroutine[Any, Any, T], writes: str | None) -> Coroutine[A
 def _autocommits(engine: Engine | AsyncEngine) -> bool:
     """Whether one statement on ``engine`` can run in autocommit, its own transaction
     (``Backend.autocommit_statements``)."""
-    backend = known_backend(engine.dialect.name)
+    backend = known_backend(engine.dialect)
     return backend is not None and backend.autocommit_statements
 
 

@@ -117,7 +117,7 @@ class Backend:
     #: (``sqla_scheduler.sqlite.configure``).
     busy_timeout: bool
     #: Connecting to a database that does not exist creates it (an empty file), so the
-    #: command line checks it exists first.
+    #: command line checks it exists first (``missing_database_file``).
     creates_missing_database: bool
 
     def insert(self, table: Table) -> Any:
@@ -126,6 +126,16 @@ class Backend:
         if self.name == "postgresql":
             return postgresql.insert(table)
         return sqlite.insert(table)
+
+    def missing_database_file(self, url: URL) -> str | None:
+        """The file ``url`` names that connecting would create, were it missing: ``None``
+        when connecting creates nothing, or the URL names no file (in memory, a URI)."""
+        database = url.database or ""
+        if not self.creates_missing_database or database in ("", ":memory:"):
+            return None
+        if database.startswith("file:") or url.query.get("uri"):
+            return None
+        return database
 
     def raw_row_json(self, table: Table) -> ColumnElement[Any]:
         """The row's every column as text in one JSON object (a string), whatever the
@@ -212,11 +222,11 @@ SQLITE = Backend(
 _BACKENDS = {backend.name: backend for backend in (POSTGRESQL, SQLITE)}
 
 
-def known_backend(name: str) -> Backend | None:
-    """The ``Backend`` of SQLAlchemy's backend ``name``, or ``None`` for a database the
+def known_backend(of: Dialect | URL) -> Backend | None:
+    """The ``Backend`` of a dialect's or a URL's database, or ``None`` for a database the
     scheduler does not run on (a type compiled for another dialect, a URL not yet checked).
     Unlike ``backend_for`` it checks nothing and never raises."""
-    return _BACKENDS.get(name)
+    return _BACKENDS.get(of.get_backend_name() if isinstance(of, URL) else of.name)
 
 
 def backend_for(dialect: Dialect) -> Backend:

@@ -23,6 +23,7 @@ from alembic.operations import Operations
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.schema import CreateTable, DropTable
 
+from sqla_scheduler._dialects import Backend, known_backend
 from sqla_scheduler._types import UTCDateTime
 from sqla_scheduler.models import (
     DEFAULT_TABLE_NAME,
@@ -94,9 +95,19 @@ class Names:
 DEFAULT_NAMES = Names()
 
 
-def _dialect(op: Op) -> str:
+def _backend(op: Op) -> Backend | None:
     # The context's dialect, not op.get_bind()'s: there is no connection in --sql mode.
-    return op.get_context().dialect.name
+    return known_backend(op.get_context().dialect)
+
+
+def _stores_table_settings(op: Op) -> bool:
+    backend = _backend(op)
+    return backend is not None and backend.table_storage_settings
+
+
+def _keeps_json_as_text(op: Op) -> bool:
+    backend = _backend(op)
+    return backend is not None and backend.json_storage == "text"
 
 
 # 1 (5d7c3a1f0b42): the scheduler's table.
@@ -167,12 +178,12 @@ _STORAGE_NAMES = (
 
 
 def _storage_up(op: Op, names: Names) -> None:
-    if _dialect(op) == "postgresql":
+    if _stores_table_settings(op):
         op.execute(f"ALTER TABLE {names.quoted(op, names.table)} SET ({_STORAGE_SETTINGS})")
 
 
 def _storage_down(op: Op, names: Names) -> None:
-    if _dialect(op) == "postgresql":
+    if _stores_table_settings(op):
         op.execute(f"ALTER TABLE {names.quoted(op, names.table)} RESET ({_STORAGE_NAMES})")
 
 
@@ -216,7 +227,7 @@ def _started_at_down(op: Op, names: Names) -> None:
 
 
 def _payload_text_up(op: Op, names: Names) -> None:
-    if _dialect(op) != "sqlite":
+    if not _keeps_json_as_text(op):
         return
     with op.batch_alter_table(names.table, schema=names.schema) as batch:
         batch.alter_column("task_data", type_=sa.Text(), existing_type=sa.JSON())
@@ -228,7 +239,7 @@ def _payload_text_up(op: Op, names: Names) -> None:
 
 
 def _payload_text_down(op: Op, names: Names) -> None:
-    if _dialect(op) != "sqlite":
+    if not _keeps_json_as_text(op):
         return
     with op.batch_alter_table(names.table, schema=names.schema) as batch:
         batch.alter_column("task_data", type_=sa.JSON(), existing_type=sa.Text())

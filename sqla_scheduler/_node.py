@@ -105,7 +105,7 @@ def database_now(conn: Connection, clock: Clock | None = None) -> datetime:
     when it is due (a client whose scheduler never ran has never measured it, and would
     judge by its machine's clock); another clock is read as it is (a ``ManualClock`` in
     tests). Without one, a new ``DatabaseClock`` is measured (PostgreSQL)."""
-    backend = known_backend(conn.dialect.name)
+    backend = known_backend(conn.dialect)
     shared = backend is not None and backend.shared_clock
     if clock is None:
         clock = DatabaseClock() if shared else SystemClock()

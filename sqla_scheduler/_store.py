@@ -17,7 +17,7 @@ from sqlalchemy import Connection, RowMapping, Table, inspect
 from sqlalchemy.engine import URL
 
 from sqla_scheduler import _history_store
-from sqla_scheduler._dialects import backend_for, notice_of_later
+from sqla_scheduler._dialects import backend_for, known_backend, notice_of_later
 from sqla_scheduler._execution import (
     KEEP,
     RECURRING_INSTANCE_ID,
@@ -100,12 +100,9 @@ def check_table(conn: Connection, table: Table) -> None:
 
 def check_sqlite_file(url: URL, table: Table) -> None:
     """Fail on a SQLite file that does not exist, rather than create an empty one."""
-    if url.get_backend_name() != "sqlite":
-        return
-    database = url.database or ""
-    if database in ("", ":memory:") or database.startswith("file:") or url.query.get("uri"):
-        return
-    if not os.path.exists(database):
+    backend = known_backend(url)
+    database = backend.missing_database_file(url) if backend is not None else None
+    if database is not None and not os.path.exists(database):
         shown = url.render_as_string(hide_password=True)
         raise MissingTableError(
             f"the SQLite database {database!r} does not exist, nor then does the table "

@@ -98,7 +98,7 @@ def _declare_text(type_: _JSONText, compiler: Any, **kw: Any) -> str:
 def _json_storage(dialect: Dialect) -> str | None:
     """How ``dialect``'s database stores JSON (``Backend.json_storage``); ``None`` for a
     database the scheduler does not run on (a statement compiled for another dialect)."""
-    backend = known_backend(dialect.name)
+    backend = known_backend(dialect)
     return backend.json_storage if backend is not None else None
 
 
@@ -152,7 +152,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError(f"naive datetime {value.isoformat()!r}: pass a timezone-aware value")
         utc = value.astimezone(timezone.utc)
-        backend = known_backend(dialect.name)
+        backend = known_backend(dialect)
         if backend is not None and backend.naive_timestamps:
             return utc.replace(tzinfo=None)
         return utc

@@ -349,7 +349,7 @@ def _check_instance(instance: object) -> None:
 def _default_clock(engine: Engine | AsyncEngine) -> Clock:
     """The database's clock where it is the cluster's (``Backend.shared_clock``: see
     ``DatabaseClock``), else the machine's."""
-    backend = known_backend(engine.dialect.name)
+    backend = known_backend(engine.dialect)
     if backend is not None and backend.shared_clock:
         return DatabaseClock()
     return SystemClock()

@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine, event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from sqla_scheduler._dialects import known_backend
+
 __all__ = ["configure_sqlite"]
 
 E = TypeVar("E", Engine, AsyncEngine)
@@ -39,7 +41,8 @@ def configure_sqlite(
     on either SQLite or PostgreSQL can call it unconditionally.
     """
     sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
-    if sync_engine.dialect.name != "sqlite":
+    backend = known_backend(sync_engine.dialect)
+    if backend is None or not backend.busy_timeout:
         return engine
     milliseconds = int(busy_timeout / timedelta(milliseconds=1))
     if milliseconds < 0:
