@@ -1,0 +1,40 @@
+"""The one seam where the databases differ.
+
+Everything dialect-specific the library does is decided here, and nothing else asks which
+database it talks to:
+
+- ``backends``: a ``Backend`` per database, with capabilities named for what they mean
+  (whether ``NOTIFY`` exists, what RETURNING can see, how JSON and timestamps are stored,
+  whether lists bind as arrays, ...) and, where the SQL itself differs, one strategy per
+  operation (which INSERT construct gives ``ON CONFLICT DO NOTHING``, how a raw row
+  becomes JSON, how the scheduler's own transactions begin). ``backend_for`` finds an
+  engine's, failing on a database the scheduler does not run on. (``SKIP LOCKED`` needs no
+  flag: SQLAlchemy's SQLite compiler leaves ``FOR UPDATE`` out.)
+- ``urls``: which databases are supported at all, checked on a URL (``check_url``) before
+  any driver is imported.
+- ``notices``: the channel name wake-ups use and the payloads sent on it.
+"""
+
+from sqla_scheduler._dialects.backends import Backend, backend_for, known_backend
+from sqla_scheduler._dialects.notices import (
+    notice_of_later,
+    notice_of_pause,
+    notify_channel,
+    read_notice,
+    read_pause_notice,
+)
+from sqla_scheduler._dialects.urls import UnsupportedDatabaseError, check_url, sync_url
+
+__all__ = [
+    "Backend",
+    "UnsupportedDatabaseError",
+    "backend_for",
+    "check_url",
+    "known_backend",
+    "notice_of_later",
+    "notice_of_pause",
+    "notify_channel",
+    "read_notice",
+    "read_pause_notice",
+    "sync_url",
+]

@@ -1,0 +1,75 @@
+"""The LISTEN/NOTIFY channel that wakes a table's schedulers, and the payloads sent on it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+
+from sqlalchemy import Table
+
+__all__ = [
+    "notice_of_later",
+    "notice_of_pause",
+    "notify_channel",
+    "read_notice",
+    "read_pause_notice",
+]
+
+_MAX_CHANNEL = 63  # PostgreSQL identifiers (and so channel names) are at most 63 bytes
+
+
+def notify_channel(table: Table) -> str:
+    """The LISTEN/NOTIFY channel on which schedulers of ``table`` are woken."""
+    qualified = f"{table.schema}.{table.name}" if table.schema else table.name
+    channel = f"sqla_scheduler.{qualified}"
+    if len(channel.encode()) > _MAX_CHANNEL:
+        digest = hashlib.sha1(qualified.encode()).hexdigest()[:16]
+        channel = f"sqla_scheduler.{digest}"
+    return channel
+
+
+def notice_of_later(task_name: str, at: datetime) -> str:
+    """The NOTIFY payload for an execution of ``task_name`` due later, at ``at``.
+
+    A NOTIFY for work due now carries the bare task name; one for later work carries this
+    JSON object, so that listeners can wait for its time (``Shapes.notice`` writes the
+    same in SQL).
+    """
+    return json.dumps({"task": task_name, "at": at.isoformat()})
+
+
+def read_notice(payload: str) -> tuple[str, datetime | None]:
+    """The task a NOTIFY ``payload`` announces an execution of, and when that is due
+    (``None``: now)."""
+    if payload.startswith("{"):
+        try:
+            notice = json.loads(payload)
+            task, at = notice["task"], datetime.fromisoformat(notice["at"])
+        except (ValueError, KeyError, TypeError):
+            pass  # a task named like a JSON object: due now
+        else:
+            if isinstance(task, str) and at.tzinfo is not None:
+                return task, at
+    return payload, None
+
+
+def notice_of_pause(task_name: str, paused: bool) -> str:
+    """The NOTIFY payload that tells running schedulers ``task_name`` was paused or (with
+    ``paused`` false) resumed: a JSON object, like ``notice_of_later``'s."""
+    return json.dumps({"task": task_name, "paused": paused})
+
+
+def read_pause_notice(payload: str) -> tuple[str, bool] | None:
+    """The task a ``notice_of_pause`` payload names and whether it was paused; ``None``
+    for any other payload."""
+    if not payload.startswith("{") or '"paused"' not in payload:
+        return None
+    try:
+        notice = json.loads(payload)
+        task, paused = notice["task"], notice["paused"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if isinstance(task, str) and isinstance(paused, bool):
+        return task, paused
+    return None

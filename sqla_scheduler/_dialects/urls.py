@@ -1,0 +1,70 @@
+"""Which databases the scheduler runs on, checked on a URL before any driver is imported."""
+
+from __future__ import annotations
+
+from sqlalchemy import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+__all__ = ["SUPPORTED", "UnsupportedDatabaseError", "check_url", "sync_url", "unsupported"]
+
+_ASYNC_TO_SYNC = {"aiosqlite": "pysqlite", "asyncpg": "psycopg", "psycopg_async": "psycopg"}
+
+#: The databases the scheduler runs on, by SQLAlchemy's backend name, with an example URL
+#: of each: the one list a URL or an engine is checked against.
+SUPPORTED = {
+    "postgresql": ("PostgreSQL", "postgresql+psycopg://user@host/db"),
+    "sqlite": ("SQLite", "sqlite:///app.db"),
+}
+#: The driver a URL without one gets: the one the package depends on (SQLAlchemy 2.0's
+#: default for ``postgresql://`` is psycopg2, which it does not install).
+_DEFAULT_DRIVER = {"postgresql": "psycopg"}
+#: Backend names SQLAlchemy does not know that mean a supported one (Heroku's and others'
+#: ``postgres://``), with the name meant.
+_MEANT = {"postgres": "postgresql", "postgis": "postgresql", "sqlite3": "sqlite"}
+
+
+class UnsupportedDatabaseError(ArgumentError, NotImplementedError):
+    """A URL names a database the scheduler does not run on: a bad URL to the command line
+    (``ArgumentError``), and what an engine on that database raises (``NotImplementedError``)."""
+
+
+def unsupported(name: str) -> str:
+    names = [label for label, _ in SUPPORTED.values()]
+    examples = ", ".join(example for _, example in SUPPORTED.values())
+    return (
+        f"sqla-scheduler supports {', '.join(names[:-1])} and {names[-1]}, not {name!r} "
+        f"(URLs such as {examples})"
+    )
+
+
+def check_url(url: str | URL) -> URL:
+    """``url`` parsed and checked before any driver is imported: a database the scheduler
+    does not support raises [`UnsupportedDatabaseError`][] naming those it does, a misspelt one
+    (``postgres://``) ``ArgumentError`` with the URL meant, and ``postgresql://`` without a
+    driver gets the package's (psycopg).
+    """
+    parsed = make_url(url)
+    backend, driver = parsed.get_backend_name(), parsed.drivername.partition("+")[2]
+    if backend in _MEANT:
+        meant = _MEANT[backend]
+        fixed = parsed.set(drivername=f"{meant}+{driver or _DEFAULT_DRIVER.get(meant, '')}")
+        shown = fixed.render_as_string(hide_password=True).replace("+:", ":")
+        raise ArgumentError(
+            f"SQLAlchemy calls {SUPPORTED[meant][0]} {meant!r}, not {backend!r}: "
+            f"did you mean {shown}?"
+        )
+    if backend not in SUPPORTED:
+        raise UnsupportedDatabaseError(unsupported(backend))
+    if not driver and backend in _DEFAULT_DRIVER:
+        parsed = parsed.set(drivername=f"{backend}+{_DEFAULT_DRIVER[backend]}")
+    return parsed
+
+
+def sync_url(url: str | URL) -> URL:
+    """``url``, checked (``check_url``), with an async driver swapped for its sync
+    counterpart (migrations and one-off reads are sync)."""
+    parsed = check_url(url)
+    driver = parsed.get_driver_name()
+    if driver in _ASYNC_TO_SYNC:
+        parsed = parsed.set(drivername=f"{parsed.get_backend_name()}+{_ASYNC_TO_SYNC[driver]}")
+    return parsed
