@@ -1,0 +1,62 @@
+"""The dialect seam: a ``Backend`` per database, found by dialect or URL, and nothing
+outside ``sqla_scheduler._dialects`` that asks which database it talks to."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from sqlalchemy import make_url
+from sqlalchemy.dialects import mysql, postgresql, sqlite
+
+import sqla_scheduler
+from sqla_scheduler._dialects import known_backend
+from sqla_scheduler._dialects.backends import POSTGRESQL, SQLITE
+
+_PACKAGE = Path(sqla_scheduler.__file__).parent
+_NAMES = {"postgresql", "sqlite", "mysql", "mariadb", "mssql", "oracle"}
+
+
+def test_a_dialect_or_a_url_finds_its_backend_and_another_database_none() -> None:
+    assert known_backend(postgresql.dialect()) is POSTGRESQL
+    assert known_backend(sqlite.dialect()) is SQLITE
+    assert known_backend(make_url("postgresql+psycopg://u@h/db")) is POSTGRESQL
+    assert known_backend(make_url("sqlite:///app.db")) is SQLITE
+    assert known_backend(mysql.dialect()) is None
+    assert known_backend(make_url("mysql+pymysql://u@h/db")) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "file"),
+    [
+        ("sqlite:///app.db", "app.db"),
+        ("sqlite://", None),
+        ("sqlite:///:memory:", None),
+        ("sqlite:///file:app.db?mode=ro&uri=true", None),
+        ("postgresql+psycopg://u@h/db", None),
+    ],
+)
+def test_only_a_file_connecting_would_create_is_one_to_check(url: str, file: str | None) -> None:
+    parsed = make_url(url)
+    backend = known_backend(parsed)
+    assert backend is not None
+    assert backend.missing_database_file(parsed) == file
+
+
+def test_nothing_outside_the_seam_compares_with_a_database_name() -> None:
+    asks = []
+    for path in sorted(_PACKAGE.rglob("*.py")):
+        if "_dialects" in path.relative_to(_PACKAGE).parts[:1] or path.name == "_dialects.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                consts = [
+                    c
+                    for side in (node.left, *node.comparators)
+                    for c in ast.walk(side)
+                    if isinstance(c, ast.Constant)
+                ]
+                if any(c.value in _NAMES for c in consts):
+                    asks.append(f"{path.relative_to(_PACKAGE)}:{node.lineno}")
+    assert asks == []
