@@ -19,7 +19,7 @@ _NAMES = {"postgresql", "sqlite", "mysql", "mariadb", "mssql", "oracle"}
 
 
 def test_a_dialect_or_a_url_finds_its_backend_and_another_database_none() -> None:
-    assert known_backend(postgresql.dialect()) is POSTGRESQL
+    assert known_backend(postgresql.dialect()) is POSTGRESQL  # type: ignore[no-untyped-call]
     assert known_backend(sqlite.dialect()) is SQLITE
     assert known_backend(make_url("postgresql+psycopg://u@h/db")) is POSTGRESQL
     assert known_backend(make_url("sqlite:///app.db")) is SQLITE
