@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["cli", "main"]
 
 T = TypeVar("T")
+Decorated = TypeVar("Decorated", bound=Callable[..., Any])
 
 _URL_HELP = "Database URL, e.g. postgresql+psycopg://user@host/db (default: $DATABASE_URL)."
 
@@ -221,17 +222,21 @@ def db() -> None:
     """Create, upgrade or inspect the scheduler's table (its own migrations)."""
 
 
-_version_table_option = click.option(
-    "--version-table",
-    type=_TEXT,
-    metavar="NAME",
-    default="alembic_version",
-    show_default=True,
-    envvar="SQLA_SCHEDULER_VERSION_TABLE",
-    show_envvar=True,
-    help="Your own Alembic project's version table, read to tell which way manages the "
-    "scheduler's tables.",
-)
+def _version_table(read: str) -> Callable[[Decorated], Decorated]:
+    """``--version-table``: the application's own Alembic version table, read ``read``."""
+    return click.option(
+        "--version-table",
+        type=_TEXT,
+        metavar="NAME",
+        default="alembic_version",
+        show_default=True,
+        envvar="SQLA_SCHEDULER_VERSION_TABLE",
+        show_envvar=True,
+        help=f"Your own Alembic project's version table, read {read}",
+    )
+
+
+_version_table_option = _version_table("to tell which way manages the scheduler's tables.")
 
 
 @db.command("upgrade")
@@ -410,16 +415,8 @@ def _near(path: object) -> object:
 
 @cli.command("health")
 @_url_option
-@click.option(
-    "--version-table",
-    type=_TEXT,
-    metavar="NAME",
-    default="alembic_version",
-    show_default=True,
-    envvar="SQLA_SCHEDULER_VERSION_TABLE",
-    show_envvar=True,
-    help="Your own Alembic project's version table, read when sqla-scheduler db upgrade's "
-    "(sqla_scheduler_alembic_version) records nothing.",
+@_version_table(
+    "when sqla-scheduler db upgrade's (sqla_scheduler_alembic_version) records nothing."
 )
 @click.option(
     "--name",

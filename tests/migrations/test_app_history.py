@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Column, Integer, MetaData, Table, create_engine, inspect, text
+from sqlalchemy import Column, Engine, Integer, MetaData, Table, create_engine, inspect, text
 
 from sqla_scheduler.alembic import LATEST, current_step
 from sqla_scheduler.models import scheduled_tasks_table
@@ -230,22 +230,10 @@ def test_a_standalone_database_moves_to_the_applications_history(project: Projec
     project.scheduler("db", "upgrade", "--url", project.url)
     engine = create_engine(project.url)
     try:
-        with engine.begin() as conn:
-            conn.execute(
-                text(
-                    "insert into scheduled_tasks (task_name, task_instance, execution_time)"
-                    " values ('kept', 'k1', '2030-01-01 00:00:00+00:00')"
-                )
-            )
+        _insert_kept_row(engine)
         before = project.scheduler("db", "current", "--url", project.url).stdout
         assert "managed by sqla-scheduler db upgrade" in before, before
-        project.scheduler("db", "adopt", "--url", project.url)
-        done = project.scheduler("alembic", "revision")
-        assert done.stdout.endswith(f": scheduled_tasks from step 0 to {LATEST}\n")
-        project.alembic("upgrade", "head")
-        project.alembic("check")
-        after = project.scheduler("db", "current", "--url", project.url).stdout
-        assert after.startswith(f"step {LATEST} of {LATEST} (up to date): managed by your "), after
+        _adopt_into_the_history(project)
         refused = project.run_scheduler("db", "upgrade", "--url", project.url)
         assert refused.returncode == 1
         assert "through your application's own Alembic history" in refused.stderr
@@ -273,13 +261,7 @@ def test_a_branch_database_moves_to_the_applications_history(project: Project) -
     project.alembic("upgrade", "heads")
     engine = create_engine(project.url)
     try:
-        with engine.begin() as conn:
-            conn.execute(
-                text(
-                    "insert into scheduled_tasks (task_name, task_instance, execution_time)"
-                    " values ('kept', 'k1', '2030-01-01 00:00:00+00:00')"
-                )
-            )
+        _insert_kept_row(engine)
         before = project.scheduler("db", "current", "--url", project.url).stdout
         assert "managed by the sqla_scheduler branch of your Alembic project" in before, before
         refused = project.run_scheduler("db", "upgrade", "--url", project.url)
@@ -288,14 +270,32 @@ def test_a_branch_database_moves_to_the_applications_history(project: Project) -
         assert "already exists" not in refused.stderr
 
         ini.write_text(config)  # the branch out of version_locations
-        project.scheduler("db", "adopt", "--url", project.url)
-        project.scheduler("alembic", "revision")
-        project.alembic("upgrade", "head")
-        project.alembic("check")
-        assert project.alembic("heads").stdout.count("(head)") == 1
-        after = project.scheduler("db", "current", "--url", project.url).stdout
-        assert after.startswith(f"step {LATEST} of {LATEST} (up to date): managed by your "), after
+        _adopt_into_the_history(project)
         with engine.connect() as conn:
             assert conn.scalar(text("select count(*) from scheduled_tasks")) == 1
     finally:
         engine.dispose()
+
+
+def _insert_kept_row(engine: Engine) -> None:
+    """One row in the scheduler's table, which a move must keep."""
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "insert into scheduled_tasks (task_name, task_instance, execution_time)"
+                " values ('kept', 'k1', '2030-01-01 00:00:00+00:00')"
+            )
+        )
+
+
+def _adopt_into_the_history(project: Project) -> None:
+    """``db adopt``, the scheduler's revision (from step 0), ``upgrade head`` and
+    ``check`` clean, one head, and ``db current`` naming the application's history."""
+    project.scheduler("db", "adopt", "--url", project.url)
+    done = project.scheduler("alembic", "revision")
+    assert done.stdout.endswith(f": scheduled_tasks from step 0 to {LATEST}\n")
+    project.alembic("upgrade", "head")
+    project.alembic("check")
+    assert project.alembic("heads").stdout.count("(head)") == 1
+    after = project.scheduler("db", "current", "--url", project.url).stdout
+    assert after.startswith(f"step {LATEST} of {LATEST} (up to date): managed by your "), after
