@@ -16,6 +16,7 @@ engine (SQLAlchemy's ``AsyncEngine`` runs on asyncio only).
 from __future__ import annotations
 
 import inspect
+import random
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -29,6 +30,7 @@ import anyio.from_thread
 import anyio.to_thread
 import sniffio
 from sqlalchemy import Connection, Engine, Table
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
     AsyncEngine,
@@ -46,6 +48,10 @@ if TYPE_CHECKING:
     from sqla_scheduler._execution import TaskInstance
     from sqla_scheduler.context import ExecutionContext
     from sqla_scheduler.tasks import Task
+
+#: How many times in all a unit of the scheduler's own that lost a conflict with another
+#: transaction is run (``Database.run``).
+CONFLICT_ATTEMPTS = 5
 
 __all__ = [
     "AsyncTarget",
@@ -291,6 +297,7 @@ class Database:
         #: Lane connections whose ``plan_cache_mode`` and ``jit`` are set, to reset before closing.
         self._planning_once: WeakSet[Connection | AsyncConnection] = WeakSet()
         self._unit_of_work = backend.unit_of_work
+        self._conflicted = backend.conflicted
 
     async def run(
         self,
@@ -318,11 +325,27 @@ class Database:
         unknown ``LIMIT`` and time, which on a large table passes ``jit_above_cost``, and
         compiling then took 270 ms of a pick that runs in 1 ms. Both settings are reset
         before the connection goes back to the pool.
+
+        A unit that lost a conflict with another transaction (``Backend.conflicted``: a
+        deadlock, a lock wait that timed out) is rolled back and run again, up to
+        ``CONFLICT_ATTEMPTS`` times in all, after a short random pause.
         """
         if not read_only:
             fn = self._unit_of_work(fn)
         plan_once = plan_once and lane is not None and self._plans_once
         unit = partial(self._unit, fn, autocommit, plan_once)
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            try:
+                return await self._run_once(unit, lane, plan_once)
+            except DBAPIError as exc:
+                if attempt == CONFLICT_ATTEMPTS or not self._conflicted(exc):
+                    raise
+            await anyio.sleep(random.uniform(0, 0.002 * attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _run_once(
+        self, unit: Callable[[bool, Connection], T], lane: str | None, plan_once: bool
+    ) -> T:
         conn = self._lanes.pop(lane, None) if lane is not None else None
         fresh = conn is None
         if conn is None:

@@ -24,9 +24,8 @@ def pause(conn: Connection, table: Table, task_name: str, now: datetime) -> bool
     paused_tasks = paused_table(table)
     backend = backend_for(conn.dialect)
     statement = (
-        backend.insert(paused_tasks)
+        backend.insert_ignoring(paused_tasks)
         .values(task_name=task_name, paused_at=now)
-        .on_conflict_do_nothing()
         .returning(paused_tasks.c.task_name)
     )
     if conn.execute(statement).first() is None:

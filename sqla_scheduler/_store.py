@@ -261,7 +261,7 @@ def reschedule(
         new_schedule=schedule is not None,
         shown=shown_version is not None,
     )
-    moved = conn.execute(stmt, params).scalars().all()
+    moved = stmt.run(conn, params)
     if moved:
         _notify(conn, stmts, {task_name}, None if at <= now else at)
     if moved and on_moved is not None:
@@ -427,10 +427,10 @@ def pick(
     if limit <= 0 or not names:
         return []
     stmts = _statements(conn, table).running
-    rows = conn.execute(
-        stmts.pick, {"names": list(names), "limit": limit, "picker": picker, "now": now}
-    ).mappings()
-    picked = [Execution.from_row(row) for row in rows]
+    rows = stmts.pick.run(
+        conn, {"names": list(names), "limit": limit, "picker": picker, "now": now}
+    )
+    picked = [Execution.from_row(row._mapping) for row in rows]
     picked.sort(key=lambda e: (-e.priority, e.execution_time, e.task_name, e.instance_id))
     return picked
 
@@ -511,8 +511,8 @@ def _stamp(
         return set()
     stmts = _statements(conn, table).running
     stmt = stmts.mark_started if started else stmts.heartbeat
-    rows = conn.execute(stmt, {**_key_lists(stmts, held), "now": now})
-    return {(name, instance) for name, instance in rows}
+    rows = stmt.run(conn, {**_key_lists(stmts, held), "now": now})
+    return {(row.task_name, row.task_instance) for row in rows}
 
 
 def _key_lists(stmts: Shapes, keys: Sequence[tuple[str, str, int]]) -> dict[str, Any]:
@@ -702,9 +702,9 @@ def revive(
         }
         keys = [(name, instance, version) for (name, instance), (version, *_) in found.items()]
         for chunk in _chunks(keys):
-            rows = conn.execute(stmts.revive_found, {**params, **_key_lists(stmts, chunk)})
-            for row in rows.mappings():
-                execution = Execution.from_row(row)
+            rows = stmts.revive_found.run(conn, {**params, **_key_lists(stmts, chunk)})
+            for row in rows:
+                execution = Execution.from_row(row._mapping)
                 _, picked_by, beat, started_at = found[(execution.task_name, execution.instance_id)]
                 revived.append(
                     replace(

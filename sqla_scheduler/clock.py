@@ -125,23 +125,33 @@ class DatabaseClock:
         """
         from sqlalchemy import text
 
-        query = text("SELECT clock_timestamp()")
-        readings = [self._read(conn, query) for _ in range(max(1, samples))]
+        from sqla_scheduler._dialects import backend_for
+
+        backend = backend_for(conn.dialect)
+        if backend.clock_query is None:
+            raise NotImplementedError(f"{backend.name} has no clock that schedulers share")
+        query = text(backend.clock_query)
+        readings = [
+            self._read(conn, query, backend.naive_timestamps) for _ in range(max(1, samples))
+        ]
         _round_trip, kept = min(readings, key=lambda reading: reading[0])
         self._reading = kept
         return kept.server - kept.base
 
-    def _read(self, conn: Connection, query: TextClause) -> tuple[float, _Reading]:
-        """One reading of the server's clock, with its round trip in seconds."""
+    def _read(self, conn: Connection, query: TextClause, naive: bool) -> tuple[float, _Reading]:
+        """One reading of the server's clock, with its round trip in seconds; ``naive``, a
+        reading without a zone is UTC."""
         before = self.base.now()
         started = self._steady()
         server = conn.scalar(query)
         round_trip = self._steady() - started
         if not isinstance(server, datetime):
-            raise TypeError(f"clock_timestamp() returned {server!r}")
+            raise TypeError(f"{query} returned {server!r}")
+        if naive and server.tzinfo is None:
+            server = server.replace(tzinfo=timezone.utc)
         half = round_trip / 2
         return round_trip, _Reading(
-            server=_as_utc(server, "clock_timestamp()"),
+            server=_as_utc(server, str(query)),
             steady=started + half,
             base=before + timedelta(seconds=half),
         )

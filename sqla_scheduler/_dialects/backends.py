@@ -12,18 +12,34 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal, TypeVar
 
-from sqlalchemy import URL, Connection, Table, Text, cast, func, literal, type_coerce
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import (
+    URL,
+    Connection,
+    Insert,
+    Table,
+    Text,
+    case,
+    cast,
+    func,
+    literal,
+    type_coerce,
+)
+from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.elements import ColumnElement
 
 from sqla_scheduler._dialects.urls import unsupported
 
-__all__ = ["POSTGRESQL", "SQLITE", "Backend", "backend_for", "known_backend"]
+__all__ = ["MARIADB", "POSTGRESQL", "SQLITE", "Backend", "backend_for", "known_backend"]
 
 T = TypeVar("T")
 
 _MIN_SQLITE = (3, 35, 0)
+_MIN_MARIADB = (10, 6)
+
+#: The values an upsert writes over an existing row, given the columns of the row it
+#: would have inserted (``excluded``), by column name.
+Overwrite = Callable[[Any], dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +51,10 @@ class Backend:
     #: The RETURNING of an ``UPDATE ... FROM`` can name the FROM list's columns
     #: (PostgreSQL). SQLite's RETURNING sees only the updated row, as updated.
     returning_sees_from: bool
-    #: The statement that opens each of the scheduler's own units of work, or ``None``
-    #: when the driver's implicit BEGIN will do.
-    begin: str | None
+    #: What opens each of the scheduler's own units of work, given its connection before
+    #: the first statement, or ``None`` when the driver's implicit BEGIN will do (see
+    #: ``unit_of_work``).
+    begin: Callable[[Connection], None] | None
     #: The system column that addresses a row directly (PostgreSQL's ``ctid``, SQLite's
     #: ``rowid``); valid within a statement that holds the row.
     row_locator: str
@@ -58,9 +75,12 @@ class Backend:
     #: Picks and the next due time walk the due index one task and priority at a time
     #: (a recursive CTE of the bands, then LATERAL), rather than one range by time.
     picks_by_band: bool
-    #: Transaction-scoped advisory locks exist (``pg_advisory_xact_lock``): picks of a
-    #: task with a concurrency limit take turns by one. Without them writers take turns.
-    advisory_locks: bool
+    #: How picks of a task with a concurrency limit take turns, so that each counts what
+    #: the others picked: by a transaction-scoped advisory lock of the task
+    #: (``pg_advisory_xact_lock``), by the database's one writer at a time (SQLite), or
+    #: by a lock on the row of the tables' migration record (MariaDB: all such picks
+    #: take turns).
+    task_lock: Literal["advisory", "one_writer", "record_row"]
     #: A statement can let its own transaction commit without waiting for the disk
     #: (``synchronous_commit`` off for that transaction).
     commit_without_waiting: bool
@@ -70,6 +90,9 @@ class Backend:
     #: The database's clock is the cluster's (``DatabaseClock``); without it the
     #: schedulers share the machine's clock.
     shared_clock: bool
+    #: The query that reads the database's clock as it runs (not the transaction's
+    #: start), for ``DatabaseClock``: aware, or naive UTC where ``naive_timestamps``.
+    clock_query: str | None
     #: One statement on the scheduler's own engine can run in autocommit, its own
     #: transaction, with no BEGIN/COMMIT round trips.
     autocommit_statements: bool
@@ -80,10 +103,26 @@ class Backend:
     #: Writers wait for the database's one write lock by a per-connection busy timeout
     #: (``sqla_scheduler.sqlite.configure``).
     busy_timeout: bool
+    #: ``UPDATE ... RETURNING`` exists. Without it (MariaDB) an update whose rows the
+    #: caller reads back locks them first, then updates and reads them by key, in one
+    #: transaction (``_statements.marking``).
+    updates_return: bool
 
-    #: An INSERT for a table that supports ``on_conflict_do_nothing`` and
-    #: ``on_conflict_do_update``.
-    insert: Callable[[Table], Any]
+    #: ``conflicted(error)``: the driver's ``error`` says the transaction lost a conflict
+    #: with another one (a deadlock, a lock wait that timed out, a serialization
+    #: failure), so that running it again may succeed.
+    conflicted: Callable[[BaseException], bool]
+    #: The dialect's own INSERT of a table, for ``upsert`` (``postgresql.insert``, ...).
+    insert: Callable[[Table], Insert]
+    #: An INSERT of a table that skips each row whose key exists (``ON CONFLICT DO
+    #: NOTHING``; MariaDB's ``INSERT IGNORE``, which returns the rows inserted only).
+    insert_ignoring: Callable[[Table], Insert]
+    #: ``upsert(insert, overwrite, where)``: ``insert`` (of one table, its values given)
+    #: updating the row whose key exists instead, with the values ``overwrite`` gives,
+    #: only where ``where`` holds (``None``: always). On MariaDB the values are assigned
+    #: in order, each seeing those before it: a value that reads another column comes
+    #: first.
+    upsert: Callable[[Insert, Overwrite, ColumnElement[bool] | None], Insert]
     #: A row's every column as text in one JSON object (a string), whatever its values.
     raw_row_json: Callable[[Table], ColumnElement[Any]]
     #: The file a URL names that connecting would create, were it missing: ``None`` when
@@ -92,20 +131,29 @@ class Backend:
     missing_database_file: Callable[[URL], str | None]
 
     def unit_of_work(self, fn: Callable[[Connection], T]) -> Callable[[Connection], T]:
-        """``fn`` as one of the scheduler's own units of work, opened with ``begin``.
+        """``fn`` as one of the scheduler's own units of work, opened by ``begin``.
 
-        On SQLite that is ``BEGIN IMMEDIATE``: the unit takes the database's write lock
-        before its first statement, waiting up to the busy timeout for it, instead of
-        starting as a reader and failing with "database is locked" when it is time to
-        write after another process wrote first. With one writer at a time, a pick is a
-        plain ``UPDATE ... RETURNING`` that no other process can interleave with.
+        On SQLite that is ``BEGIN IMMEDIATE`` (``_begin_immediate``); on MariaDB, READ
+        COMMITTED for the transaction (``_read_committed``).
         """
         if self.begin is None:
             return fn
         return partial(_begun, self.begin, fn)
 
 
-def _begun(begin: str, fn: Callable[[Connection], T], conn: Connection) -> T:
+def _begun(
+    begin: Callable[[Connection], None], fn: Callable[[Connection], T], conn: Connection
+) -> T:
+    begin(conn)
+    return fn(conn)
+
+
+def _begin_immediate(conn: Connection) -> None:
+    """Take SQLite's write lock before the unit's first statement, waiting up to the busy
+    timeout for it, instead of starting as a reader and failing with "database is locked"
+    when it is time to write after another process wrote first. With one writer at a
+    time, a pick is a plain ``UPDATE ... RETURNING`` that no other process can interleave
+    with."""
     if not conn.in_transaction():
         conn.begin()  # runs the engine's ``begin`` hooks now, so we see what they open
     if conn.connection.driver_connection.in_transaction:  # type: ignore[union-attr]
@@ -113,8 +161,20 @@ def _begun(begin: str, fn: Callable[[Connection], T], conn: Connection) -> T:
         # hook emitting BEGIN, or sqlite3's ``autocommit=False``) and nothing ran in it:
         # end it and open ours.
         conn.exec_driver_sql("ROLLBACK")
-    conn.exec_driver_sql(begin)
-    return fn(conn)
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _read_committed(conn: Connection) -> None:
+    """Run the unit at READ COMMITTED, whatever the server's default (REPEATABLE READ,
+    whose gap locks would make concurrent picks and inserts wait for each other and
+    deadlock), for this transaction only: the application's own keep theirs.
+
+    Nothing has run in the unit yet. The transaction is started explicitly, so that a
+    unit on a connection in autocommit mode (``Database.run(autocommit=True)``) is one
+    transaction all the same: a lock taken by its first statement is held until its
+    commit (``_statements.marking``)."""
+    conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+    conn.exec_driver_sql("START TRANSACTION")
 
 
 def _raw_pairs(table: Table, as_text: Callable[[Any], Any]) -> list[Any]:
@@ -130,9 +190,63 @@ def _raw_row_json_object(table: Table) -> ColumnElement[Any]:
     return cast(func.json_build_object(*pairs), Text)
 
 
+def _raw_row_json_text(table: Table) -> ColumnElement[Any]:
+    return func.json_object(*_raw_pairs(table, lambda value: cast(value, Text)))
+
+
 def _raw_row_quoted(table: Table) -> ColumnElement[Any]:
     # quote() writes any value, a blob too, as an SQL literal
     return func.json_object(*_raw_pairs(table, func.quote))
+
+
+def _ignoring_conflicts(insert: Callable[[Table], Any]) -> Callable[[Table], Insert]:
+    def insert_ignoring(table: Table) -> Insert:
+        ignoring: Insert = insert(table).on_conflict_do_nothing()
+        return ignoring
+
+    return insert_ignoring
+
+
+def _insert_ignore(table: Table) -> Insert:
+    return mysql.insert(table).prefix_with("IGNORE")
+
+
+def _on_conflict_update(
+    insert: Insert, overwrite: Overwrite, where: ColumnElement[bool] | None
+) -> Insert:
+    assert isinstance(insert, (postgresql.Insert, sqlite.Insert))
+    key = list(insert.table.primary_key)
+    updating: Insert = insert.on_conflict_do_update(
+        index_elements=key, set_=overwrite(insert.excluded), where=where
+    )
+    return updating
+
+
+def _on_duplicate_key_update(
+    insert: Insert, overwrite: Overwrite, where: ColumnElement[bool] | None
+) -> Insert:
+    assert isinstance(insert, mysql.Insert)
+    values = overwrite(insert.inserted)
+    if where is not None:  # no WHERE there: each value keeps the old one unless it holds
+        table = insert.table
+        values = {name: case((where, value), else_=table.c[name]) for name, value in values.items()}
+    updating: Insert = insert.on_duplicate_key_update(list(values.items()))
+    return updating
+
+
+def _sqlstate_conflict(error: BaseException) -> bool:
+    # serialization_failure, deadlock_detected
+    return getattr(getattr(error, "orig", None), "sqlstate", None) in ("40001", "40P01")
+
+
+def _mysql_conflict(error: BaseException) -> bool:
+    # ER_LOCK_WAIT_TIMEOUT, ER_LOCK_DEADLOCK
+    args: tuple[Any, ...] = getattr(getattr(error, "orig", None), "args", ())
+    return bool(args) and args[0] in (1205, 1213)
+
+
+def _no_conflict(error: BaseException) -> bool:
+    return False  # SQLite: writers take turns, waiting up to the busy timeout
 
 
 def _no_file(url: URL) -> str | None:
@@ -158,15 +272,20 @@ POSTGRESQL = Backend(
     binds_arrays=True,
     rows_from_json=True,
     picks_by_band=True,
-    advisory_locks=True,
+    task_lock="advisory",
     commit_without_waiting=True,
     deletes_into_insert=True,
     shared_clock=True,
+    clock_query="SELECT clock_timestamp()",
     autocommit_statements=True,
     plans_once=True,
     table_storage_settings=True,
     busy_timeout=False,
+    updates_return=True,
+    conflicted=_sqlstate_conflict,
     insert=postgresql.insert,
+    insert_ignoring=_ignoring_conflicts(postgresql.insert),
+    upsert=_on_conflict_update,
     raw_row_json=_raw_row_json_object,
     missing_database_file=_no_file,
 )
@@ -174,7 +293,7 @@ SQLITE = Backend(
     "sqlite",
     supports_notify=False,
     returning_sees_from=False,
-    begin="BEGIN IMMEDIATE",
+    begin=_begin_immediate,
     row_locator="rowid",
     json_storage="text",
     naive_timestamps=True,
@@ -182,19 +301,54 @@ SQLITE = Backend(
     binds_arrays=False,
     rows_from_json=False,
     picks_by_band=False,
-    advisory_locks=False,
+    task_lock="one_writer",
     commit_without_waiting=False,
     deletes_into_insert=False,
     shared_clock=False,
+    clock_query=None,
     autocommit_statements=False,
     plans_once=False,
     table_storage_settings=False,
     busy_timeout=True,
+    updates_return=True,
+    conflicted=_no_conflict,
     insert=sqlite.insert,
+    insert_ignoring=_ignoring_conflicts(sqlite.insert),
+    upsert=_on_conflict_update,
     raw_row_json=_raw_row_quoted,
     missing_database_file=_sqlite_file,
 )
-_BACKENDS = {backend.name: backend for backend in (POSTGRESQL, SQLITE)}
+MARIADB = Backend(
+    "mariadb",
+    supports_notify=False,
+    returning_sees_from=False,
+    begin=_read_committed,
+    row_locator="",
+    json_storage="text",
+    naive_timestamps=True,
+    typed_columns=True,
+    binds_arrays=False,
+    rows_from_json=False,
+    picks_by_band=False,
+    task_lock="record_row",
+    commit_without_waiting=False,
+    deletes_into_insert=False,
+    shared_clock=True,
+    clock_query="SELECT UTC_TIMESTAMP(6)",
+    autocommit_statements=False,
+    plans_once=False,
+    table_storage_settings=False,
+    busy_timeout=False,
+    updates_return=False,
+    conflicted=_mysql_conflict,
+    insert=mysql.insert,
+    insert_ignoring=_insert_ignore,
+    upsert=_on_duplicate_key_update,
+    raw_row_json=_raw_row_json_text,
+    missing_database_file=_no_file,
+)
+#: By SQLAlchemy's dialect name: ``mysql://`` URLs reach MariaDB through the MySQL dialect.
+_BACKENDS = {"postgresql": POSTGRESQL, "sqlite": SQLITE, "mysql": MARIADB, "mariadb": MARIADB}
 
 
 def known_backend(of: Dialect | URL) -> Backend | None:
@@ -217,4 +371,25 @@ def backend_for(dialect: Dialect) -> Backend:
                 f"(for RETURNING); this Python's sqlite3 library is {sqlite3.sqlite_version}"
             )
         return SQLITE
+    if dialect.name in ("mysql", "mariadb"):
+        _check_mariadb(dialect)
+        return MARIADB
     raise NotImplementedError(unsupported(dialect.name))
+
+
+def _check_mariadb(dialect: Dialect) -> None:
+    """Fail on a MySQL server, or a MariaDB older than 10.6 (``SKIP LOCKED``), once the
+    dialect has connected and knows which it talks to."""
+    version = getattr(dialect, "server_version_info", None)
+    if version is None:
+        return  # not connected yet: checked again when the scheduler's engine connects
+    if not getattr(dialect, "is_mariadb", False):
+        raise NotImplementedError(
+            "sqla-scheduler runs on MariaDB, not MySQL: MySQL has no RETURNING clause, "
+            f"which its statements need (this server is MySQL {'.'.join(map(str, version))})"
+        )
+    if tuple(version[:2]) < _MIN_MARIADB:
+        raise NotImplementedError(
+            f"sqla-scheduler needs MariaDB {'.'.join(map(str, _MIN_MARIADB))} or newer "
+            f"(for SKIP LOCKED); this server is {'.'.join(map(str, version[:3]))}"
+        )

@@ -28,7 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 
 from sqla_scheduler._dialects import Backend
-from sqla_scheduler._statements.shapes import Shapes
+from sqla_scheduler._statements.shapes import Shapes, count_where
 from sqla_scheduler.models import history_table
 
 __all__ = ["REQUEUEABLE", "History"]
@@ -113,9 +113,8 @@ class History(Shapes):
         ).where(h.c.id == bindparam("history_id"), h.c.outcome.in_(REQUEUEABLE))
         into_table = ["task_name", "task_instance", "task_data", "execution_time", "priority"]
         self.requeue: Any = (
-            backend.insert(table)
+            backend.insert_ignoring(table)
             .from_select([*into_table, "payload_version"], entry_row)
-            .on_conflict_do_nothing()
             .returning(c.task_name)
         )
 
@@ -126,7 +125,9 @@ class History(Shapes):
             .order_by(h.c.finished_at)
             .limit(bindparam("limit"))
         )
-        self.prune: Delete = delete(h).where(h.c.id.in_(oldest.scalar_subquery()))
+        # through a derived table: MariaDB refuses a LIMIT in an IN subquery
+        oldest_ids = select(oldest.subquery("oldest").c.id)
+        self.prune: Delete = delete(h).where(h.c.id.in_(oldest_ids.scalar_subquery()))
 
         #: For each task name that has entries: how many of them succeeded and how many
         #: failed at or after the bound ``since``, and how many are requeueable (however
@@ -134,9 +135,9 @@ class History(Shapes):
         recent = h.c.finished_at >= bindparam("since", type_=h.c.finished_at.type)
         self.outcome_counts: Select[Any] = select(
             h.c.task_name,
-            func.count().filter(and_(h.c.outcome == "succeeded", recent)).label("succeeded"),
-            func.count().filter(and_(h.c.outcome == "failed", recent)).label("failed"),
-            func.count().filter(h.c.outcome.in_(REQUEUEABLE)).label("requeueable"),
+            count_where(and_(h.c.outcome == "succeeded", recent)).label("succeeded"),
+            count_where(and_(h.c.outcome == "failed", recent)).label("failed"),
+            count_where(h.c.outcome.in_(REQUEUEABLE)).label("requeueable"),
         ).group_by(h.c.task_name)
 
     def _unreadable(self, table: Table, backend: Backend) -> None:

@@ -21,7 +21,7 @@ from sqlalchemy.sql.expression import Executable
 
 from sqla_scheduler._dialects import Backend
 from sqla_scheduler._execution import ExecutionState
-from sqla_scheduler._statements.shapes import Shapes
+from sqla_scheduler._statements.shapes import Shapes, count_where
 
 __all__ = ["Listing"]
 
@@ -36,15 +36,15 @@ class Listing(Shapes):
         due_now = and_(self.unpicked, c.execution_time <= self.time("now"))
         per_state = (
             func.count().label("all"),
-            func.count().filter(self.unpicked).label("scheduled"),
-            func.count().filter(due_now).label("due"),
-            func.count().filter(self.picked).label("running"),
-            func.count().filter(c.consecutive_failures > 0).label("failing"),
+            count_where(self.unpicked).label("scheduled"),
+            count_where(due_now).label("due"),
+            count_where(self.picked).label("running"),
+            count_where(c.consecutive_failures > 0).label("failing"),
         )
         #: How many executions are in each state (``names`` are the registered tasks, the
         #: rest are orphaned), in one pass over the table.
         self.state_counts: Executable = select(
-            *per_state, func.count().filter(not_(registered)).label("orphaned")
+            *per_state, count_where(not_(registered)).label("orphaned")
         )
         #: The same counts for each registered task (``names``) that has rows.
         self.task_counts: Executable = (

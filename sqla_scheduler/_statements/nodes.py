@@ -20,10 +20,9 @@ class Nodes:
         #: Insert the bound row, or overwrite the row of that ``name`` with it: a
         #: scheduler's start and each of its beats are the same statement, and a
         #: scheduler that restarts under its old name replaces the row it left behind.
-        upsert = backend.insert(n)
         written = [column.name for column in n.c if column.name != "name"]
-        self.record: Any = upsert.on_conflict_do_update(
-            index_elements=[n.c.name], set_={name: upsert.excluded[name] for name in written}
+        self.record: Any = backend.upsert(
+            backend.insert(n), lambda new: {name: new[name] for name in written}, None
         )
         #: Delete the row of the bound ``name`` if it is still the one that scheduler
         #: wrote since its ``started_at``: a process that took the name over keeps its row.

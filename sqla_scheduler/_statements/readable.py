@@ -4,9 +4,9 @@ instead of failing them.
 
 The scheduler never writes such values; a person, an older version or a bug can. On
 PostgreSQL only timestamps can be out of Python's range (``timestamptz`` reaches 4713 BC
-and 294276 AD; psycopg reads years 1-9999, in the session's time zone). On SQLite a
-column holds any value of any type, so every column is checked for what the scheduler
-writes there.
+and 294276 AD; psycopg reads years 1-9999, in the session's time zone); MariaDB's reach
+years 1000-9999, checked all the same. On SQLite a column holds any value of any type, so
+every column is checked for what the scheduler writes there.
 """
 
 from __future__ import annotations
@@ -43,22 +43,28 @@ _FRACTION = "." + "[0-9]" * 6
 def readable_columns(table: Table, backend: Backend) -> dict[str, ColumnElement[bool]]:
     """For each column that can hold an unreadable value: the condition that it does not."""
     if backend.typed_columns:
-        return _postgresql(table)
+        return _typed(table, backend)
     return _sqlite(table)
 
 
-def _postgresql(table: Table) -> dict[str, ColumnElement[bool]]:
+def _typed(table: Table, backend: Backend) -> dict[str, ColumnElement[bool]]:
+    """PostgreSQL and MariaDB: timestamps in range (compared with text the server reads
+    as a timestamp, with a zone where they have one), and a trace context an object."""
     c = table.c
+    zone = "" if backend.naive_timestamps else "+00"
     checks: dict[str, ColumnElement[bool]] = {}
     for name in _TIMESTAMPS:
         column = c[name]
         within = and_(
-            type_coerce(column, Text) >= _const(f"{_text(EARLIEST)}+00"),
-            type_coerce(column, Text) <= _const(f"{_text(LATEST)}+00"),
+            type_coerce(column, Text) >= _const(f"{_text(EARLIEST)}{zone}"),
+            type_coerce(column, Text) <= _const(f"{_text(LATEST)}{zone}"),
         )
         checks[name] = within if not column.nullable else or_(column.is_(None), within)
     context = type_coerce(c.trace_context, Text)
-    is_object = func.jsonb_typeof(c.trace_context) == _const("object")
+    if backend.json_storage == "jsonb":
+        is_object = func.jsonb_typeof(c.trace_context) == _const("object")
+    else:  # MariaDB's JSON is text, checked valid JSON on the way in
+        is_object = func.json_type(context) == _const("OBJECT")
     checks["trace_context"] = or_(context.is_(None), is_object)
     return checks
 

@@ -29,7 +29,9 @@ from sqlalchemy import (
 from sqlalchemy.sql.expression import Executable
 
 from sqla_scheduler._dialects import Backend
+from sqla_scheduler._statements.marking import Marking
 from sqla_scheduler._statements.shapes import Shapes
+from sqla_scheduler.models import record_table
 
 __all__ = ["Running"]
 
@@ -45,15 +47,17 @@ class Running(Shapes):
 
         #: Pick up to ``limit`` due executions of ``names`` for ``picker``, none of a
         #: paused task (see ``_pick``).
-        self.pick: Update = self._pick()
-        #: PostgreSQL: wait for the transaction-scoped lock on the bound ``lock_key`` (one
-        #: task's), so that picks of a task with ``max_concurrency`` take turns and each
-        #: counts what the others picked. ``None`` on SQLite, whose writers take turns.
-        self.lock_task: Executable | None = (
-            select(func.pg_advisory_xact_lock(bindparam("lock_key", type_=BigInteger())))
-            if backend.advisory_locks
-            else None
-        )
+        self.pick: Marking = self._pick()
+        #: Wait for the turn of the bound ``lock_key`` (one task's), so that picks of a task
+        #: with ``max_concurrency`` take turns and each counts what the others picked
+        #: (``Backend.task_lock``). ``None`` on SQLite, whose writers take turns.
+        self.lock_task: Executable | None = None
+        if backend.task_lock == "advisory":
+            key = bindparam("lock_key", type_=BigInteger())
+            self.lock_task = select(func.pg_advisory_xact_lock(key))
+        elif backend.task_lock == "record_row":
+            record = record_table(table)
+            self.lock_task = select(record.c.step).with_for_update()
         #: How many executions of the task ``name`` are picked (running or waiting).
         self.count_picked: Select[Any] = select(func.count()).where(
             c.task_name == bindparam("name"), self.picked
@@ -62,9 +66,9 @@ class Running(Shapes):
         #: can be loaded: what the picker waits for between picks (see ``_next_due``).
         self.next_due: Select[Any] = self._next_due()
         #: Mark held executions as started, just before their handlers run (see ``_stamp``).
-        self.mark_started: Update = self._stamp("started_at")
+        self.mark_started: Marking = self._stamp("started_at")
         #: Refresh the heartbeat of held executions (see ``_stamp``).
-        self.heartbeat: Update = self._stamp("last_heartbeat")
+        self.heartbeat: Marking = self._stamp("last_heartbeat")
 
         #: Remove a held execution (success of a one-time task, abandon, undecodable row).
         self.remove: Delete = delete(table).where(self.at_key, seen)
@@ -129,11 +133,12 @@ class Running(Shapes):
         ).where(is_dead)
         #: Revive the dead executions ``keys`` (task, instance, version) found by
         #: ``find_dead``, if they are still dead; returns them as revived.
-        self.revive_found: Update = (
-            update(table)
-            .where(is_dead, *self.held_keys())
-            .values(revived)
-            .returning(*self.loaded_columns)
+        self.revive_found: Marking = Marking.build(
+            table,
+            one_statement=backend.updates_return,
+            where=(is_dead, *self.held_keys()),
+            values=revived,
+            returning=self.loaded_columns,
         )
 
         #: Rows that cannot be loaded among those a pick or revival would act on (due or
@@ -153,7 +158,7 @@ class Running(Shapes):
             .returning(c.task_name, c.task_instance, c.task_data)
         )
 
-    def _pick(self) -> Update:
+    def _pick(self) -> Marking:
         """Pick up to ``limit`` due executions of ``names`` in priority order and mark them
         picked by ``picker``, in one statement. Rows other schedulers hold locked are
         skipped, not waited for (PostgreSQL). Returns the picked rows, in no order.
@@ -168,6 +173,9 @@ class Running(Shapes):
         ``limit`` of them in priority order picked. Rows of other tasks are never read,
         nor future ones, however many there are; one scan for ``= ANY(names)`` would
         step over both. The rows locked and not picked are free when the statement ends.
+
+        On MariaDB (no ``UPDATE ... RETURNING``) the due rows are locked by their key, then
+        marked (``Marking``).
         """
         c = self.table.c
         now = self.time("now")
@@ -192,44 +200,40 @@ class Running(Shapes):
                 .limit(limit)
             )
         else:
+            chosen = [row] if self.backend.updates_return else self.table.primary_key
             due = (
-                select(row)
+                select(*chosen)
                 .where(self.one_of(c.task_name, "names"), self.not_paused(c.task_name), *due_of)
                 .order_by(c.priority.desc(), c.execution_time)
                 .limit(limit)
                 .with_for_update(skip_locked=True)
             )
+        picked = {
+            "picked": True,
+            "picked_by": bindparam("picker"),
+            "last_heartbeat": now,
+            "started_at": None,
+            "version": self.next_version(),
+        }
+        if not self.backend.updates_return:
+            return Marking.build(
+                self.table,
+                one_statement=False,
+                where=(),
+                values=picked,
+                returning=self.loaded_columns,
+                find=due,
+            )
         where = [self.locator_in(row, due)]
         if self.backend.commit_without_waiting:
-            where.append(self._commit_without_waiting())
-        return (
-            update(self.table)
-            .where(*where)
-            .values(
-                picked=True,
-                picked_by=bindparam("picker"),
-                last_heartbeat=now,
-                started_at=None,
-                version=self.next_version(),
-            )
-            .returning(*self.loaded_columns)
+            where.append(_commit_without_waiting())
+        return Marking.build(
+            self.table,
+            one_statement=True,
+            where=where,
+            values=picked,
+            returning=self.loaded_columns,
         )
-
-    @staticmethod
-    def _commit_without_waiting() -> ColumnElement[bool]:
-        """A condition that is always true and makes the statement's own transaction
-        commit without waiting for its WAL to reach disk (``synchronous_commit`` off, for
-        that transaction only: evaluated once, before any row).
-
-        For the pick (and the stamps, ``_stamp``): a pick lost to a server crash leaves
-        its executions unpicked, to be picked again, which is what reviving them after
-        the crash would do; the next commit that waits (the outcome's) makes the pick
-        durable with it. The wait is a flush of the log, most of a millisecond on a small
-        machine's disk, between a
-        NOTIFY and the start of the work.
-        """
-        setting = func.set_config(literal("synchronous_commit"), literal("off"), true())
-        return select(setting).scalar_subquery() == literal("off")
 
     def _next_due(self) -> Select[Any]:
         """``next_due``: on PostgreSQL the first future row of each task and priority in
@@ -291,7 +295,7 @@ class Running(Shapes):
             )
         )
 
-    def _stamp(self, column: str) -> Update:
+    def _stamp(self, column: str) -> Marking:
         """Set ``column`` to ``now`` on the held executions ``keys`` (task, instance,
         version); returns the keys of those still held.
 
@@ -304,12 +308,13 @@ class Running(Shapes):
         c = self.table.c
         where = [self.picked, *self.held_keys()]
         if self.backend.commit_without_waiting:
-            where.append(self._commit_without_waiting())
-        return (
-            update(self.table)
-            .where(*where)
-            .values({column: self.time("now")})
-            .returning(c.task_name, c.task_instance)
+            where.append(_commit_without_waiting())
+        return Marking.build(
+            self.table,
+            one_statement=self.backend.updates_return,
+            where=where,
+            values={column: self.time("now")},
+            returning=(c.task_name, c.task_instance),
         )
 
     def _hand_back(self, **values: Any) -> Update:
@@ -327,3 +332,18 @@ class Running(Shapes):
                 **values,
             )
         )
+
+
+def _commit_without_waiting() -> ColumnElement[bool]:
+    """A condition that is always true and makes the statement's own transaction
+    commit without waiting for its WAL to reach disk (``synchronous_commit`` off, for
+    that transaction only: evaluated once, before any row).
+
+    For the pick (and the stamps, ``_stamp``): a pick lost to a server crash leaves
+    its executions unpicked, to be picked again, which is what reviving them after
+    the crash would do; the next commit that waits (the outcome's) makes the pick
+    durable with it. The wait is a flush of the log, most of a millisecond on a small
+    machine's disk, between a NOTIFY and the start of the work.
+    """
+    setting = func.set_config(literal("synchronous_commit"), literal("off"), true())
+    return select(setting).scalar_subquery() == literal("off")

@@ -14,7 +14,6 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    Update,
     and_,
     bindparam,
     case,
@@ -22,12 +21,12 @@ from sqlalchemy import (
     delete,
     func,
     select,
-    update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql.expression import Executable
 
 from sqla_scheduler._dialects import Backend
+from sqla_scheduler._statements.marking import Marking
 from sqla_scheduler._statements.shapes import Shapes
 from sqla_scheduler._types import PayloadJSON
 
@@ -41,15 +40,12 @@ class Scheduling(Shapes):
     def __init__(self, table: Table, backend: Backend) -> None:
         super().__init__(table, backend)
         c = table.c
-        on_key = [c.task_name, c.task_instance]
 
         #: Insert executions, skipping (task_name, task_instance) pairs that exist; returns
         #: the task name and execution time of each row actually inserted. Run with a list
         #: of parameter sets and SQLAlchemy sends them as multi-row statements.
-        self.insert: Executable = (
-            backend.insert(table)
-            .on_conflict_do_nothing(index_elements=on_key)
-            .returning(c.task_name, c.execution_time)
+        self.insert: Executable = backend.insert_ignoring(table).returning(
+            c.task_name, c.execution_time
         )
         #: Many executions in one statement (PostgreSQL; see ``_insert_many``).
         self.insert_many: Executable | None = (
@@ -61,12 +57,7 @@ class Scheduling(Shapes):
         #: ``Scheduler.schedule``); returns the NOTIFY and the time of each row inserted.
         self.insert_one: Executable | None = None
         if backend.supports_notify:
-            inserted = (
-                self.insert_row()
-                .on_conflict_do_nothing(index_elements=on_key)
-                .returning(c.task_name, c.execution_time)
-                .cte("inserted")
-            )
+            inserted = self.insert_row().returning(c.task_name, c.execution_time).cte("inserted")
             notice = self.notice(inserted.c.task_name, inserted.c.execution_time)
             notify = func.pg_notify(bindparam("channel"), notice)
             # a row per inserted execution: its NOTIFY and its time
@@ -93,15 +84,10 @@ class Scheduling(Shapes):
             for shown in (False, True)
         }
 
-        excluded = backend.insert(table).excluded
-        #: Create a recurring task's row, or update the priority and schedule of an
-        #: unpicked one; its time moves only when a deterministic schedule changed. Its
-        #: payload (and so the version it was written with) stays.
-        self.upsert_recurring: Executable = self.insert_row().on_conflict_do_update(
-            index_elements=on_key,
-            set_={
-                "priority": excluded.priority,
-                "schedule": excluded.schedule,
+        def overwrite(excluded: Any) -> dict[str, Any]:
+            # the time first: it compares the schedule before it is overwritten (MariaDB
+            # assigns in order, each value seeing those before it)
+            return {
                 "execution_time": case(
                     (
                         and_(
@@ -112,9 +98,16 @@ class Scheduling(Shapes):
                     ),
                     else_=c.execution_time,
                 ),
+                "priority": excluded.priority,
+                "schedule": excluded.schedule,
                 "version": self.next_version(),
-            },
-            where=self.unpicked,
+            }
+
+        #: Create a recurring task's row, or update the priority and schedule of an
+        #: unpicked one; its time moves only when a deterministic schedule changed. Its
+        #: payload (and so the version it was written with) stays.
+        self.upsert_recurring: Executable = backend.upsert(
+            self.insert_row(ignoring=False), overwrite, self.unpicked
         )
 
     def cancel(self, *, shown: bool) -> Delete:
@@ -122,7 +115,7 @@ class Scheduling(Shapes):
         ``key_instance``); if ``shown``, only while it is still at ``shown_version``."""
         return self._cancels[shown]
 
-    def reschedule(self, *, new_data: bool, new_schedule: bool = False, shown: bool) -> Update:
+    def reschedule(self, *, new_data: bool, new_schedule: bool = False, shown: bool) -> Marking:
         """Move an unpicked execution to ``new_time``, with the payload ``new_data``
         written at ``new_payload_version`` if ``new_data``, and the schedule text
         ``new_schedule`` if ``new_schedule`` (else untouched); if ``shown``, only while it
@@ -153,9 +146,8 @@ class Scheduling(Shapes):
             .render_derived(with_types=True)
         )
         inserted = (
-            self.backend.insert(self.table)
+            self.backend.insert_ignoring(self.table)
             .from_select([col.name for col in new.c], select(new))
-            .on_conflict_do_nothing(index_elements=[c.task_name, c.task_instance])
             .returning(c.task_name, c.execution_time)
             .cte("inserted")
         )
@@ -183,7 +175,7 @@ class Scheduling(Shapes):
     def _build_cancel(self, *, shown: bool) -> Delete:
         return delete(self.table).where(*self._unpicked_at_key(shown=shown))
 
-    def _build_reschedule(self, *, new_data: bool, new_schedule: bool, shown: bool) -> Update:
+    def _build_reschedule(self, *, new_data: bool, new_schedule: bool, shown: bool) -> Marking:
         c = self.table.c
         values: dict[str, Any] = {
             "execution_time": self.time("new_time"),
@@ -194,9 +186,10 @@ class Scheduling(Shapes):
             values["payload_version"] = bindparam("new_payload_version", type_=SmallInteger())
         if new_schedule:
             values["schedule"] = bindparam("new_schedule", type_=c.schedule.type)
-        return (
-            update(self.table)
-            .where(*self._unpicked_at_key(shown=shown))
-            .values(values)
-            .returning(c.execution_time)
+        return Marking.build(
+            self.table,
+            one_statement=self.backend.updates_return,
+            where=self._unpicked_at_key(shown=shown),
+            values=values,
+            returning=(c.execution_time,),
         )

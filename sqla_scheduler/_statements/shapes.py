@@ -21,6 +21,7 @@ from sqlalchemy import (
     exists,
     false,
     func,
+    literal_column,
     select,
     true,
     tuple_,
@@ -32,9 +33,15 @@ from sqla_scheduler._dialects import Backend, notify_channel
 from sqla_scheduler._statements.readable import readable_columns
 from sqla_scheduler.models import BIGINT_MAX, INT_MAX, paused_table
 
-__all__ = ["Shapes"]
+__all__ = ["Shapes", "count_where"]
 
 _JSON_COLUMNS = ("task_data", "trace_context")
+
+
+def count_where(condition: ColumnElement[bool]) -> ColumnElement[int]:
+    """How many rows ``condition`` holds for: ``count(*) FILTER (WHERE ...)`` as every
+    database writes it (MariaDB has no FILTER)."""
+    return func.count(case((condition, literal_column("1"))))
 
 
 class Shapes:
@@ -173,10 +180,12 @@ class Shapes:
             return row == any_(func.array(rows.scalar_subquery()))
         return row.in_(rows.scalar_subquery())
 
-    def insert_row(self) -> Any:
-        """An INSERT of one execution, its values bound by column name."""
+    def insert_row(self, *, ignoring: bool = True) -> Any:
+        """An INSERT of one execution, its values bound by column name; ``ignoring``, one
+        that inserts nothing when an execution with its key exists."""
         c = self.table.c
-        return self.backend.insert(self.table).values(
+        insert = self.backend.insert_ignoring if ignoring else self.backend.insert
+        return insert(self.table).values(
             task_name=bindparam("task_name"),
             task_instance=bindparam("task_instance"),
             task_data=bindparam("task_data", type_=c.task_data.type),
