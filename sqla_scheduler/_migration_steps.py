@@ -24,7 +24,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.schema import CreateTable, DropTable
 
 from sqla_scheduler._dialects import Backend, known_backend
-from sqla_scheduler._types import UTCDateTime
+from sqla_scheduler._types import TABLE_OPTIONS, TEXT, TIMESTAMP, UTCDateTime
 from sqla_scheduler.models import (
     DEFAULT_TABLE_NAME,
     HISTORY_SUFFIX,
@@ -106,8 +106,10 @@ def _stores_table_settings(op: Op) -> bool:
 
 
 def _keeps_json_as_text(op: Op) -> bool:
+    """SQLite: a column declared ``JSON`` has numeric affinity (``_types._JSONText``).
+    MariaDB's ``JSON`` is text already."""
     backend = _backend(op)
-    return backend is not None and backend.json_storage == "text"
+    return backend is not None and backend.json_storage == "text" and not backend.typed_columns
 
 
 # 1 (5d7c3a1f0b42): the scheduler's table.
@@ -120,20 +122,21 @@ def _create_table_up(op: Op, names: Names) -> None:
         sa.Column("task_name", sa.String(100), nullable=False),
         sa.Column("task_instance", sa.String(255), nullable=False),
         sa.Column("task_data", sa.JSON().with_variant(postgresql.JSONB(), "postgresql")),
-        sa.Column("execution_time", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("execution_time", TIMESTAMP, nullable=False),
         sa.Column("picked", sa.Boolean(), server_default=sa.false(), nullable=False),
         sa.Column("picked_by", sa.String(255)),
-        sa.Column("last_heartbeat", sa.DateTime(timezone=True)),
-        sa.Column("last_success", sa.DateTime(timezone=True)),
-        sa.Column("last_failure", sa.DateTime(timezone=True)),
+        sa.Column("last_heartbeat", TIMESTAMP),
+        sa.Column("last_success", TIMESTAMP),
+        sa.Column("last_failure", TIMESTAMP),
         sa.Column(
             "consecutive_failures", sa.Integer(), server_default=sa.text("0"), nullable=False
         ),
         sa.Column("version", sa.BigInteger(), server_default=sa.text("1"), nullable=False),
         sa.Column("priority", sa.SmallInteger(), server_default=sa.text("0"), nullable=False),
-        sa.Column("schedule", sa.Text()),
+        sa.Column("schedule", TEXT),
         sa.PrimaryKeyConstraint("task_name", "task_instance", name=f"pk_{table}"),
         schema=names.schema,
+        **TABLE_OPTIONS,
     )
     op.create_index(
         f"ix_{table}_due",
@@ -213,7 +216,7 @@ def _trace_context_down(op: Op, names: Names) -> None:
 def _started_at_up(op: Op, names: Names) -> None:
     op.add_column(
         names.table,
-        sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("started_at", TIMESTAMP, nullable=True),
         schema=names.schema,
     )
 
@@ -273,9 +276,7 @@ def _due_by_task_down(op: Op, names: Names) -> None:
 
 
 def _last_error_up(op: Op, names: Names) -> None:
-    op.add_column(
-        names.table, sa.Column("last_error", sa.Text(), nullable=True), schema=names.schema
-    )
+    op.add_column(names.table, sa.Column("last_error", TEXT, nullable=True), schema=names.schema)
 
 
 def _last_error_down(op: Op, names: Names) -> None:
@@ -299,11 +300,12 @@ def _history_and_nodes_up(op: Op, names: Names) -> None:
         sa.Column("finished_at", UTCDateTime(), nullable=False),
         sa.Column("picked_by", sa.String(255), nullable=True),
         sa.Column("attempt", sa.Integer(), server_default=sa.text("1"), nullable=False),
-        sa.Column("error", sa.Text(), nullable=True),
-        sa.Column("task_data", sa.Text(), nullable=True),
+        sa.Column("error", TEXT, nullable=True),
+        sa.Column("task_data", TEXT, nullable=True),
         sa.Column("priority", sa.SmallInteger(), server_default=sa.text("0"), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f(f"pk_{history}")),
         schema=names.schema,
+        **TABLE_OPTIONS,
     )
     op.create_index(f"ix_{history}_finished_at", history, ["finished_at"], schema=names.schema)
     op.create_index(
@@ -321,6 +323,7 @@ def _history_and_nodes_up(op: Op, names: Names) -> None:
         sa.Column("version", sa.String(50), nullable=False),
         sa.PrimaryKeyConstraint("name", name=op.f(f"pk_{nodes}")),
         schema=names.schema,
+        **TABLE_OPTIONS,
     )
 
 
@@ -342,6 +345,7 @@ def _paused_up(op: Op, names: Names) -> None:
         sa.Column("paused_at", UTCDateTime(), nullable=False),
         sa.PrimaryKeyConstraint("task_name", name=op.f(f"pk_{names.paused}")),
         schema=names.schema,
+        **TABLE_OPTIONS,
     )
 
 

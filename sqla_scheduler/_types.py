@@ -8,8 +8,8 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import JSON, DateTime
-from sqlalchemy.dialects import sqlite
+from sqlalchemy import JSON, DateTime, Text
+from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.compiler import compiles
@@ -18,6 +18,9 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 from sqla_scheduler._dialects import known_backend
 
 __all__ = [
+    "TABLE_OPTIONS",
+    "TEXT",
+    "TIMESTAMP",
     "JSONOrNull",
     "JSONPayload",
     "PayloadJSON",
@@ -26,6 +29,22 @@ __all__ = [
     "dumps_payload",
     "load_json",
 ]
+
+_MYSQL = ("mysql", "mariadb")  # SQLAlchemy's two names for the dialects that reach MariaDB
+
+#: A timestamp column: with a time zone where the database has one; to the microsecond on
+#: MariaDB, whose ``DATETIME`` keeps whole seconds unless told.
+TIMESTAMP = DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), *_MYSQL)
+#: A text column of any length: MariaDB's ``TEXT`` holds 64 KB, its ``LONGTEXT`` 4 GB.
+TEXT = Text().with_variant(mysql.LONGTEXT(), *_MYSQL)
+#: Options of each of the scheduler's tables: on MariaDB, text compared byte by byte in
+#: full Unicode (a server's default collation may fold case, which would make ``a`` and
+#: ``A`` one task instance, or lack characters a payload holds).
+TABLE_OPTIONS: dict[str, Any] = {
+    f"{name}_{option}": value
+    for name in _MYSQL
+    for option, value in (("charset", "utf8mb4"), ("collate", "utf8mb4_bin"))
+}
 
 _WHOLE = re.compile(r'"\\u0000(\d+)"')
 
@@ -143,7 +162,7 @@ class UTCDateTime(TypeDecorator[datetime]):
     on the way in: guessing their zone is how scheduled work ends up an hour early.
     """
 
-    impl = DateTime(timezone=True)
+    impl = TIMESTAMP
     cache_ok = True
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:

@@ -26,7 +26,6 @@ from sqlalchemy import (
     SmallInteger,
     String,
     Table,
-    Text,
     false,
     text,
     true,
@@ -38,7 +37,7 @@ from sqla_scheduler._limits import (
     MAX_TABLE_NAME_LENGTH,
     identifier_problem,
 )
-from sqla_scheduler._types import JSONOrNull, JSONPayload, UTCDateTime
+from sqla_scheduler._types import TABLE_OPTIONS, TEXT, JSONOrNull, JSONPayload, UTCDateTime
 
 __all__ = [
     "BIGINT_MAX",
@@ -133,13 +132,14 @@ def scheduled_tasks_table(
         Column("consecutive_failures", Integer(), nullable=False, server_default=text("0")),
         Column("version", BigInteger(), nullable=False, server_default=text("1")),
         Column("priority", SmallInteger(), nullable=False, server_default=text("0")),
-        Column("schedule", Text(), nullable=True),
+        Column("schedule", TEXT, nullable=True),
         Column("trace_context", JSONOrNull, nullable=True),
         Column("started_at", UTCDateTime(), nullable=True),
-        Column("last_error", Text(), nullable=True),
+        Column("last_error", TEXT, nullable=True),
         Column("payload_version", SmallInteger(), nullable=False, server_default=text("1")),
         schema=schema,
         postgresql_with=QUEUE_STORAGE,
+        **TABLE_OPTIONS,
     )
     unpicked = table.c.picked == false()
     picked = table.c.picked == true()
@@ -179,11 +179,12 @@ def _history(target: MetaData, name: str, schema: str | None) -> Table:
         Column("finished_at", UTCDateTime(), nullable=False),
         Column("picked_by", String(255), nullable=True),
         Column("attempt", Integer(), nullable=False, server_default=text("1")),
-        Column("error", Text(), nullable=True),
-        Column("task_data", Text(), nullable=True),
+        Column("error", TEXT, nullable=True),
+        Column("task_data", TEXT, nullable=True),
         Column("priority", SmallInteger(), nullable=False, server_default=text("0")),
         Column("payload_version", SmallInteger(), nullable=False, server_default=text("1")),
         schema=schema,
+        **TABLE_OPTIONS,
     )
     Index(f"ix_{name}_finished_at", table.c.finished_at)
     Index(f"ix_{name}_task", table.c.task_name, table.c.task_instance)
@@ -207,6 +208,7 @@ def _nodes(target: MetaData, name: str, schema: str | None) -> Table:
         Column("version", String(50), nullable=False),
         Column("heartbeat_interval_ms", BigInteger(), nullable=True),
         schema=schema,
+        **TABLE_OPTIONS,
     )
 
 
@@ -218,6 +220,7 @@ def _paused(target: MetaData, name: str, schema: str | None) -> Table:
         Column("task_name", String(MAX_TASK_NAME_LENGTH), primary_key=True),
         Column("paused_at", UTCDateTime(), nullable=False),
         schema=schema,
+        **TABLE_OPTIONS,
     )
 
 
@@ -228,6 +231,7 @@ def _record(target: MetaData, name: str, schema: str | None) -> Table:
         target,
         Column("step", Integer(), primary_key=True, autoincrement=False),
         schema=schema,
+        **TABLE_OPTIONS,
     )
 
 

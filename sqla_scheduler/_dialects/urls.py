@@ -7,17 +7,26 @@ from sqlalchemy.exc import ArgumentError
 
 __all__ = ["SUPPORTED", "UnsupportedDatabaseError", "check_url", "sync_url", "unsupported"]
 
-_ASYNC_TO_SYNC = {"aiosqlite": "pysqlite", "asyncpg": "psycopg", "psycopg_async": "psycopg"}
+_ASYNC_TO_SYNC = {
+    "aiosqlite": "pysqlite",
+    "asyncpg": "psycopg",
+    "psycopg_async": "psycopg",
+    "asyncmy": "pymysql",
+    "aiomysql": "pymysql",
+}
 
 #: The databases the scheduler runs on, by SQLAlchemy's backend name, with an example URL
 #: of each: the one list a URL or an engine is checked against.
 SUPPORTED = {
     "postgresql": ("PostgreSQL", "postgresql+psycopg://user@host/db"),
     "sqlite": ("SQLite", "sqlite:///app.db"),
+    "mariadb": ("MariaDB", "mariadb+pymysql://user@host/db"),
+    # SQLAlchemy's MySQL dialect reaches MariaDB too; a MySQL server is refused on connecting
+    "mysql": ("MariaDB", "mariadb+pymysql://user@host/db"),
 }
 #: The driver a URL without one gets: the one the package depends on (SQLAlchemy 2.0's
 #: default for ``postgresql://`` is psycopg2, which it does not install).
-_DEFAULT_DRIVER = {"postgresql": "psycopg"}
+_DEFAULT_DRIVER = {"postgresql": "psycopg", "mysql": "pymysql", "mariadb": "pymysql"}
 #: Backend names SQLAlchemy does not know that mean a supported one (Heroku's and others'
 #: ``postgres://``), with the name meant.
 _MEANT = {"postgres": "postgresql", "postgis": "postgresql", "sqlite3": "sqlite"}
@@ -29,8 +38,10 @@ class UnsupportedDatabaseError(ArgumentError, NotImplementedError):
 
 
 def unsupported(name: str) -> str:
-    names = [label for label, _ in SUPPORTED.values()]
-    examples = ", ".join(example for _, example in SUPPORTED.values())
+    names = list(dict.fromkeys(label for label, _ in SUPPORTED.values()))
+    examples = ", ".join(
+        dict.fromkeys(example for key, (_, example) in SUPPORTED.items() if key != "mysql")
+    )
     return (
         f"sqla-scheduler supports {', '.join(names[:-1])} and {names[-1]}, not {name!r} "
         f"(URLs such as {examples})"

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import make_url
-from sqlalchemy.dialects import mysql, postgresql, sqlite
+from sqlalchemy.dialects import mssql, mysql, postgresql, sqlite
 
 import sqla_scheduler
 from sqla_scheduler._dialects import known_backend
-from sqla_scheduler._dialects.backends import POSTGRESQL, SQLITE
+from sqla_scheduler._dialects.backends import MARIADB, POSTGRESQL, SQLITE
 
 _PACKAGE = Path(sqla_scheduler.__file__).parent
 _NAMES = {"postgresql", "sqlite", "mysql", "mariadb", "mssql", "oracle"}
@@ -23,8 +23,11 @@ def test_a_dialect_or_a_url_finds_its_backend_and_another_database_none() -> Non
     assert known_backend(sqlite.dialect()) is SQLITE
     assert known_backend(make_url("postgresql+psycopg://u@h/db")) is POSTGRESQL
     assert known_backend(make_url("sqlite:///app.db")) is SQLITE
-    assert known_backend(mysql.dialect()) is None
-    assert known_backend(make_url("mysql+pymysql://u@h/db")) is None
+    assert known_backend(mysql.dialect()) is MARIADB
+    assert known_backend(make_url("mysql+pymysql://u@h/db")) is MARIADB
+    assert known_backend(make_url("mariadb+asyncmy://u@h/db")) is MARIADB
+    assert known_backend(mssql.dialect()) is None
+    assert known_backend(make_url("oracle://u@h/db")) is None
 
 
 @pytest.mark.parametrize(
