@@ -3,8 +3,9 @@
 ``Runner`` builds the services from plain parts (engine, table, tasks, config, clock,
 listeners, interceptors) and runs them: the picker feeds a queue, ``concurrency``
 workers take from it and hand each execution's outcome to the completer, the
-heartbeater, maintenance, the node heartbeater and (on PostgreSQL) the listener run beside
-them. ``run_due`` runs the same per-execution code without the loop, for tests.
+heartbeater, maintenance, the node heartbeater and the listener (PostgreSQL) or the
+due-time prober (the other databases) run beside them. ``run_due`` runs the same
+per-execution code without the loop, for tests.
 
 Stopping: no new picks; running handlers get ``shutdown_max_wait``; whatever is still
 held after that is released for other schedulers, and every outcome is committed. Then,
@@ -37,6 +38,7 @@ from sqla_scheduler._runner.held import HeldSet, PausedTasks
 from sqla_scheduler._runner.maintenance import Maintenance
 from sqla_scheduler._runner.nodes import NodeHeartbeater
 from sqla_scheduler._runner.picker import Picker
+from sqla_scheduler._runner.prober import Prober
 from sqla_scheduler._runner.waker import Listener, Waker
 from sqla_scheduler._runner.workers import Workers
 from sqla_scheduler._store import check_table
@@ -148,7 +150,12 @@ class Runner:
         )
         #: Hears NOTIFY wake-ups: on PostgreSQL, with ``listen`` on; ``None`` otherwise.
         self.listener: Listener | None = None
-        if config.listen and backend_for(engine.dialect).supports_notify:
+        #: Reads the earliest due time once a second where no NOTIFY exists (MariaDB,
+        #: SQLite); ``None`` otherwise.
+        self.prober: Prober | None = None
+        if not backend_for(engine.dialect).supports_notify:
+            self.prober = Prober(db, table, waker, names=names, wants_work=self.picker.wants_work)
+        elif config.listen:
             self.listener = Listener(
                 db,
                 table,
@@ -254,6 +261,8 @@ class Runner:
                 services.start_soon(self.node.run)
                 if self.listener is not None:
                     services.start_soon(self.listener.run)
+                if self.prober is not None:
+                    services.start_soon(self.prober.run)
                 await self.workers.run(
                     self.config.concurrency, until=self._stop, task_status=task_status
                 )

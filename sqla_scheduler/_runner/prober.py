@@ -1,0 +1,82 @@
+"""The due-time probe: how a scheduler on a database without NOTIFY (MariaDB, SQLite
+across processes) learns of work another process committed, within about a second rather
+than at its next poll.
+
+Once a second while the picker would take work, one indexed query reads the earliest
+time among the unpicked executions of this scheduler's tasks that are not paused
+(``_store.next_due`` from the start of time). An earlier time than the picker waits for,
+or one already due, wakes it (``Waker.wake_at``). A busy picker is not probed for: it
+picks again as soon as it has room. Work this process commits wakes it at once without a
+probe (``Loop.wake_on_commit``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection
+from datetime import timedelta
+from functools import partial
+
+import anyio
+from sqlalchemy import Table
+
+from sqla_scheduler import _store
+from sqla_scheduler._bridge import Database
+from sqla_scheduler._checks import EARLIEST
+from sqla_scheduler._runner.waker import Waker
+
+__all__ = ["PROBE_INTERVAL", "Prober"]
+
+log = logging.getLogger("sqla_scheduler")
+
+#: How often an idle scheduler without NOTIFY reads the earliest due time.
+PROBE_INTERVAL = timedelta(seconds=1)
+
+
+class Prober:
+    """Reads the earliest due time every ``interval`` while ``wants_work``, and tells the
+    ``waker`` of one earlier than it knows."""
+
+    def __init__(
+        self,
+        db: Database,
+        table: Table,
+        waker: Waker,
+        *,
+        names: Collection[str],
+        wants_work: Callable[[], bool],
+        interval: timedelta = PROBE_INTERVAL,
+    ) -> None:
+        self.db = db
+        self.table = table
+        self.waker = waker
+        self._names = sorted(names)
+        self._wants_work = wants_work
+        self._interval = interval.total_seconds()
+        #: How many probes ran (for tests and the cost stated in the docs).
+        self.probes = 0
+
+    async def run(self) -> None:
+        """Probe every ``interval`` until cancelled; a failed probe is logged and the next
+        one tried as usual (the picker's poll goes on regardless)."""
+        while True:
+            await anyio.sleep(self._interval)
+            if not self._wants_work():
+                continue
+            try:
+                await self.probe()
+            except Exception:
+                log.warning("reading the earliest due time failed; retrying", exc_info=True)
+
+    async def probe(self) -> None:
+        """One probe: wake the picker for a time earlier than it waits for."""
+        self.probes += 1
+        earliest = await self.db.run(
+            partial(_store.next_due, table=self.table, names=self._names, now=EARLIEST),
+            autocommit=True,
+            lane="prober",
+            read_only=True,
+        )
+        known = self.waker.next_at
+        if earliest is not None and (known is None or earliest < known):
+            self.waker.wake_at(earliest)
