@@ -17,6 +17,7 @@ from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._execution import Execution
 from sqla_scheduler._history_entry import HistoryEntry, HistorySetting, Outcome, keeps
 from sqla_scheduler._statements import History, statements_for
+from sqla_scheduler.models import INT_MAX
 
 __all__ = [
     "Entry",
@@ -49,6 +50,12 @@ class Entry:
     attempt: int = 1
     error: str | None = None
 
+    @property
+    def attempt_kept(self) -> int:
+        """``attempt`` as the column holds it: a count of failures at the column's largest
+        value (``models.INT_MAX``) stays there, and its next attempt is that one too."""
+        return min(self.attempt, INT_MAX)
+
     def values(self) -> dict[str, Any]:
         e = self.execution
         return {
@@ -59,7 +66,7 @@ class Entry:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "picked_by": e.picked_by,
-            "attempt": self.attempt,
+            "attempt": self.attempt_kept,
             "error": self.error,
             "task_data": None,
             "priority": e.priority,
@@ -88,7 +95,7 @@ def move(conn: Connection, table: Table, entry: Entry) -> bool:
         "outcome": entry.outcome,
         "started_at": entry.started_at,
         "finished_at": entry.finished_at,
-        "attempt": entry.attempt,
+        "attempt": entry.attempt_kept,
         "error": entry.error,
     }
     moved = conn.execute(stmts.move, params).first() is not None
