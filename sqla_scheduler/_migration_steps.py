@@ -20,7 +20,7 @@ from typing import TypeAlias
 
 import sqlalchemy as sa
 from alembic.operations import Operations
-from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.schema import CreateTable, DropTable
 
 from sqla_scheduler._dialects import Backend, known_backend
@@ -121,7 +121,13 @@ def _create_table_up(op: Op, names: Names) -> None:
         table,
         sa.Column("task_name", sa.String(100), nullable=False),
         sa.Column("task_instance", sa.String(255), nullable=False),
-        sa.Column("task_data", sa.JSON().with_variant(postgresql.JSONB(), "postgresql")),
+        sa.Column(
+            "task_data",
+            sa.JSON()
+            .with_variant(postgresql.JSONB(), "postgresql")
+            # text: MariaDB's JSON refuses JSON nested past 32 levels (see _types)
+            .with_variant(mysql.LONGTEXT(), "mysql", "mariadb"),
+        ),
         sa.Column("execution_time", TIMESTAMP, nullable=False),
         sa.Column("picked", sa.Boolean(), server_default=sa.false(), nullable=False),
         sa.Column("picked_by", sa.String(255)),

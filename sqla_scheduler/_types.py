@@ -114,6 +114,13 @@ def _declare_text(type_: _JSONText, compiler: Any, **kw: Any) -> str:
     return "TEXT"
 
 
+@compiles(_JSONText, "mysql")
+@compiles(_JSONText, "mariadb")
+def _declare_long_text(type_: _JSONText, compiler: Any, **kw: Any) -> str:
+    # not MariaDB's JSON: its CHECK (json_valid) refuses JSON nested past 32 levels
+    return "LONGTEXT"
+
+
 def _json_storage(dialect: Dialect) -> str | None:
     """How ``dialect``'s database stores JSON (``Backend.json_storage``); ``None`` for a
     database the scheduler does not run on (a statement compiled for another dialect)."""
@@ -122,9 +129,10 @@ def _json_storage(dialect: Dialect) -> str | None:
 
 
 class PayloadJSON(TypeDecorator[Any]):
-    """A payload column: ``jsonb`` on PostgreSQL, JSON text in a ``TEXT`` column on SQLite,
-    written by ``dumps_payload`` whatever serializer the engine has, so that the payload
-    comes back as it was given. Python's ``None`` is JSON ``null``."""
+    """A payload column: ``jsonb`` on PostgreSQL, JSON text in a ``TEXT`` column on SQLite
+    (``LONGTEXT`` on MariaDB), written by ``dumps_payload`` whatever serializer the engine
+    has, so that the payload comes back as it was given. Python's ``None`` is JSON
+    ``null``."""
 
     impl = JSON
     cache_ok = True
