@@ -1,12 +1,14 @@
-"""Shared fixtures: a throwaway PostgreSQL cluster and a fresh database per test.
+"""Shared fixtures: throwaway PostgreSQL and MariaDB servers and a fresh database per test.
 
 Every database test gets a ``db`` harness, parametrized over a sync ``Engine`` and an
-``AsyncEngine``, each on PostgreSQL (psycopg, a database cloned from a migrated template)
-and on SQLite (pysqlite or aiosqlite, a copy of a migrated template file in WAL mode). At
-teardown the harness asserts that no pooled connection was leaked.
+``AsyncEngine``, each on PostgreSQL (psycopg, a database cloned from a migrated template),
+on SQLite (pysqlite or aiosqlite, a copy of a migrated template file in WAL mode) and on
+MariaDB (PyMySQL or asyncmy, a database cloned from a migrated template): the conformance
+suite every database passes. At teardown the harness asserts that no pooled connection
+was leaked.
 
 A test of behaviour only PostgreSQL has is marked ``@pytest.mark.postgres_only("why")``;
-its SQLite cases are reported as skipped with that reason.
+its other databases' cases are reported as skipped with that reason.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 import anyio
 import pytest
-from sqlalchemy import Engine, create_engine, select, text
+from sqlalchemy import Engine, create_engine, make_url, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 from sqlalchemy.orm import Session
 
@@ -29,6 +31,8 @@ from sqla_scheduler import Clock, Scheduler, SchedulerConfig, migrate
 from sqla_scheduler._dialects import sync_url
 from sqla_scheduler._runner import Runner
 from sqla_scheduler.models import table_for
+from tests._mariadb import MariaDBServer
+from tests._mariadb_databases import DatabasePool as MariaDBPool
 from tests._pg_databases import DatabasePool
 from tests._postgres import PostgresCluster
 
@@ -41,6 +45,8 @@ DB_PARAMS = [
     pytest.param(("async", "postgresql"), id="async-postgresql"),
     pytest.param(("sync", "sqlite"), id="sync-sqlite"),
     pytest.param(("async", "sqlite"), id="async-sqlite"),
+    pytest.param(("sync", "mariadb"), id="sync-mariadb"),
+    pytest.param(("async", "mariadb"), id="async-mariadb"),
 ]
 
 
@@ -77,7 +83,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         backend = None
         if callspec is not None:
             backend = callspec.params.get("db", (None, None))[1] or callspec.params.get("backend")
-        if backend == "sqlite":
+        if backend in ("sqlite", "mariadb"):
             item.add_marker(pytest.mark.skip(reason=f"PostgreSQL only: {reason}"))
 
 
@@ -147,6 +153,37 @@ def pg_url(pg_cluster: PostgresCluster, pg_databases: DatabasePool) -> Iterator[
 
 
 @pytest.fixture(scope="session")
+def mariadb_server() -> Iterator[MariaDBServer]:
+    with MariaDBServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def mariadb_databases(mariadb_server: MariaDBServer) -> MariaDBPool:
+    """Clones of a database migrated to head: wiped and reused when a test left the schema
+    alone."""
+    mariadb_server.create_database(TEMPLATE_DB)
+    migrate.upgrade(mariadb_server.url(TEMPLATE_DB))
+    return MariaDBPool(mariadb_server, TEMPLATE_DB)
+
+
+@pytest.fixture
+def mariadb_url(mariadb_server: MariaDBServer, mariadb_databases: MariaDBPool) -> Iterator[str]:
+    """URL (PyMySQL) of a fresh, migrated MariaDB database for this test alone."""
+    name = mariadb_databases.take()
+    try:
+        yield mariadb_server.url(name)
+    finally:
+        mariadb_databases.give_back(name)
+
+
+def async_mariadb_url(url: str) -> str:
+    """The asyncmy URL of the database a PyMySQL ``url`` names."""
+    parsed = make_url(url).set(drivername="mysql+asyncmy")
+    return parsed.difference_update_query(["ssl_disabled"]).render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="session")
 def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A SQLite file migrated to head, in WAL mode, copied for each test."""
     path = tmp_path_factory.mktemp("sqlite-template") / "template.db"
@@ -198,6 +235,15 @@ class Harness:
     @property
     def is_sqlite(self) -> bool:
         return self.backend == "sqlite"
+
+    @property
+    def is_mariadb(self) -> bool:
+        return self.backend in ("mysql", "mariadb")
+
+    @property
+    def notifies(self) -> bool:
+        """Whether other processes hear of new work at once (LISTEN/NOTIFY: PostgreSQL)."""
+        return self.backend == "postgresql"
 
     @staticmethod
     async def resolve(value: Any) -> Any:
@@ -257,6 +303,10 @@ async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Ha
     mode, backend = request.param
     if backend == "postgresql":
         url = request.getfixturevalue("pg_url")
+    elif backend == "mariadb":
+        url = request.getfixturevalue("mariadb_url")
+        if mode == "async":
+            url = async_mariadb_url(url)
     else:
         template = request.getfixturevalue("sqlite_template")
         url = sqlite_file_url(template, tmp_path, "aiosqlite" if mode == "async" else "pysqlite")

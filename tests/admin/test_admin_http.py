@@ -538,14 +538,16 @@ async def test_pages_work_with_100_000_rows(db: Harness, client: httpx.AsyncClie
 async def test_a_row_no_scheduler_can_read_leaves_every_page_working(
     seeded: Harness, client: httpx.AsyncClient
 ) -> None:
-    """A row written by hand with a time psycopg cannot load (issue 13, defect 2) is left
-    out of the listings and its page is a 404; every other row is listed as before."""
+    """A row written by hand with a time the driver cannot load (issue 13, defect 2: a
+    year BC on PostgreSQL, a zero date on MariaDB) is left out of the listings and its
+    page is a 404; every other row is listed as before."""
     before = (await client.get("/api/executions", params={"per_page": 500})).json()
+    bad_time = "0000-00-00 00:00:00" if seeded.is_mariadb else "4000-01-01 00:00:00+00 BC"
     with seeded.sync_engine.begin() as conn:
         conn.execute(insert(table_for()), [row("send-email", "bad-time", NOW)])
         conn.execute(
             sql(
-                "update scheduled_tasks set execution_time = '4000-01-01 00:00:00+00 BC', "
+                f"update scheduled_tasks set execution_time = '{bad_time}', "
                 "consecutive_failures = 1 where task_instance = 'bad-time'"
             )
         )

@@ -18,12 +18,14 @@ mail = one_time("mail")(lambda ctx: None)
 hourly = recurring("hourly", "CRON|0 0 * * * ?")(lambda ctx: None)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A migrated database with a mail execution due tomorrow."""
     if request.param == "sqlite":
         db_url = f"sqlite:///{tmp_path / 'app.db'}"
         migrate.upgrade(db_url)
+    elif request.param == "mariadb":
+        db_url = request.getfixturevalue("mariadb_url")
     else:
         db_url = request.getfixturevalue("pg_url")
     engine = create_engine(db_url)

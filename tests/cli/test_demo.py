@@ -102,12 +102,14 @@ def test_demo_on_sqlite(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_demo_on_postgresql(pg_url: str) -> None:
-    """Slow by nature: the demo runs for its five seconds on PostgreSQL."""
-    done = run("demo", "--database-url", pg_url, "--duration", "5", timeout=60)
+@pytest.mark.parametrize("database", ["pg_url", "mariadb_url"], ids=["postgresql", "mariadb"])
+def test_demo_on_a_database_server(database: str, request: pytest.FixtureRequest) -> None:
+    """Slow by nature: the demo runs for its five seconds on PostgreSQL, then on MariaDB."""
+    url = str(request.getfixturevalue(database))
+    done = run("demo", "--database-url", url, "--duration", "5", timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
-    assert f"database: {pg_url}" in done.stdout
+    assert f"database: {url}" in done.stdout
     check_story(done.stdout)
 
 

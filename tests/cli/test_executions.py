@@ -69,12 +69,14 @@ class Seeded(NamedTuple):
     heartbeat: datetime
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def seeded(request: pytest.FixtureRequest, tmp_path: Path) -> Seeded:
     """A migrated database with :func:`seed`'s executions in it."""
     if request.param == "sqlite":
         db_url = f"sqlite:///{tmp_path / 'app.db'}"
         migrate.upgrade(db_url)
+    elif request.param == "mariadb":
+        db_url = request.getfixturevalue("mariadb_url")
     else:
         db_url = request.getfixturevalue("pg_url")
     engine = create_engine(db_url)
@@ -264,7 +266,11 @@ def test_a_row_no_scheduler_can_read_is_left_out(seeded: Seeded) -> None:
     """A row written by hand that cannot be loaded (issue 13, defects 2 and 3) does not
     stop the listing: the other rows are listed as before."""
     engine = create_engine(seeded.url)
-    bad = "'4000-01-01 00:00:00+00 BC'" if engine.dialect.name == "postgresql" else "'0000-xx'"
+    bad = {
+        "postgresql": "'4000-01-01 00:00:00+00 BC'",
+        "sqlite": "'0000-xx'",
+        "mysql": "'0000-00-00 00:00:00'",
+    }[engine.dialect.name]
     try:
         with engine.begin() as conn:
             conn.execute(

@@ -1,4 +1,4 @@
-"""``sqla-scheduler health`` and the function behind it, ``health.check``, on both databases."""
+"""``sqla-scheduler health`` and the function behind it, ``health.check``, on each database."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from sqlalchemy import Engine, column, create_engine, table, update
 from sqla_scheduler import MissingTableError, metadata, migrate
 from sqla_scheduler.health import Health, check
 from tests._cli import INVOCATIONS, cli_env, invoke, one_error_line, run
+from tests._mariadb import MariaDBServer
 from tests._postgres import PostgresCluster
 
 HEAD = migrate.heads()[0]
@@ -20,13 +21,15 @@ PREVIOUS = str(migrate.script_directory().get_revision(HEAD).down_revision)
 UNREACHABLE = "postgresql+psycopg://nobody@127.0.0.1:1/none"
 
 
-@pytest.fixture(params=["postgresql", "sqlite"])
+@pytest.fixture(params=["postgresql", "sqlite", "mariadb"])
 def new_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], str]]:
     """Makes empty databases (dropped at teardown) and returns their URLs."""
     made: list[str] = []
-    cluster: PostgresCluster | None = (
-        request.getfixturevalue("pg_cluster") if request.param == "postgresql" else None
-    )
+    cluster: PostgresCluster | MariaDBServer | None = None
+    if request.param == "postgresql":
+        cluster = request.getfixturevalue("pg_cluster")
+    elif request.param == "mariadb":
+        cluster = request.getfixturevalue("mariadb_server")
 
     def make() -> str:
         name = f"health_{os.getpid()}_{len(made)}_{id(made)}"

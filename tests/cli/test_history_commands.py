@@ -21,13 +21,15 @@ def _decline(ctx: Any) -> None:
     raise RuntimeError(f"card [bold]declined[/bold] for {ctx.instance_id}")
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A migrated database whose history holds: one abandoned execution (``c1``, with its
     payload), two failed attempts of ``c2``, and an old failure from two days ago."""
     if request.param == "sqlite":
         db_url = f"sqlite:///{tmp_path / 'app.db'}"
         migrate.upgrade(db_url)
+    elif request.param == "mariadb":
+        db_url = request.getfixturevalue("mariadb_url")
     else:
         db_url = request.getfixturevalue("pg_url")
     engine = create_engine(db_url)

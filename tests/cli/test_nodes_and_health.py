@@ -46,11 +46,13 @@ def seed(url: str) -> datetime:
     return started
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A migrated database with no node in it."""
     if request.param == "postgresql":
         return str(request.getfixturevalue("pg_url"))
+    if request.param == "mariadb":
+        return str(request.getfixturevalue("mariadb_url"))
     db_url = f"sqlite:///{tmp_path / 'app.db'}"
     migrate.upgrade(db_url)
     return db_url

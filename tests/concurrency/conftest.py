@@ -129,7 +129,7 @@ class Workers:
             worker.close()
 
 
-@pytest.fixture(params=["postgresql", "sqlite"])
+@pytest.fixture(params=["postgresql", "sqlite", "mariadb"])
 def backend(request: pytest.FixtureRequest) -> str:
     """The database a test that asks for it runs on: each in turn."""
     return str(request.param)
@@ -139,8 +139,11 @@ def backend(request: pytest.FixtureRequest) -> str:
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The database this test's workers share: PostgreSQL, or each of ``backend``'s in
     turn for a test that asks for ``backend`` too."""
-    if "backend" in request.fixturenames and request.getfixturevalue("backend") == "sqlite":
+    backend = request.getfixturevalue("backend") if "backend" in request.fixturenames else None
+    if backend == "sqlite":
         return sqlite_file_url(request.getfixturevalue("sqlite_template"), tmp_path)
+    if backend == "mariadb":
+        return str(request.getfixturevalue("mariadb_url"))
     return str(request.getfixturevalue("pg_url"))
 
 

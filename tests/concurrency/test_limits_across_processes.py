@@ -13,7 +13,7 @@ from tests.concurrency.app import LIMIT
 from tests.concurrency.conftest import Workers, rows, scalar, wait_until
 from tests.faults.conftest import FAST, schedule
 
-SIZES = {"postgresql": (40, 3), "sqlite": (20, 2)}
+SIZES = {"postgresql": (40, 3), "sqlite": (20, 2), "mariadb": (40, 3)}
 
 
 def most_at_once(app_db: Engine, worker: str | None = None) -> int:

@@ -1,5 +1,6 @@
 """A pause holds in every worker process sharing the table, and a resume reaches them all:
-through NOTIFY on PostgreSQL (within the default 10 s poll), at the next poll on SQLite."""
+through NOTIFY on PostgreSQL, through the due-time probe on MariaDB (both within the
+default 10 s poll), at the next poll on SQLite."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from tests.concurrency.app import build_scheduler, engine_of
 from tests.concurrency.conftest import Workers, scalar, wait_until
 from tests.faults.conftest import schedule
 
-#: The workers' poll: the default on PostgreSQL, where NOTIFY must carry the resume.
-POLL_MS = {"postgresql": 10_000, "sqlite": 200}
+#: The workers' poll: the default on PostgreSQL and MariaDB, where NOTIFY or the probe
+#: must carry the resume.
+POLL_MS = {"postgresql": 10_000, "sqlite": 200, "mariadb": 10_000}
 
 
 def _done(app_db: Engine, task: str) -> int:
@@ -43,7 +45,7 @@ def test_a_pause_holds_in_every_process_until_resumed(
         assert scalar(app_db, waiting) == 20
 
         assert operator.resume(app_db, "record") is True
-        # well within the 10 s poll on PostgreSQL: the resume's NOTIFY woke them
+        # well within the 10 s poll: the resume's NOTIFY (PostgreSQL) or the probe woke them
         took = wait_until(
             lambda: _done(app_db, "record") == 20, 8, "the record runs", workers.report
         )

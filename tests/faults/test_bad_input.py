@@ -208,8 +208,9 @@ async def test_a_handler_blocked_forever_blocks_neither_others_nor_stop(db: Harn
         forever.set()
 
 
-@pytest.mark.postgres_only("a snapshot held open matters to PostgreSQL's MVCC")
 async def test_a_session_idle_in_transaction_gets_in_nobodys_way(db: Harness) -> None:
+    if db.is_sqlite:
+        pytest.skip("a snapshot held open matters to MVCC (PostgreSQL, MariaDB)")
     done: list[str] = []
     task = one_time("job")(lambda ctx: done.append(ctx.instance_id))
     scheduler = db.scheduler([task], polling_interval=timedelta(milliseconds=20))

@@ -3,8 +3,9 @@ rows: the good rows all run, exactly once, and picks, revivals, maintenance and 
 go on (issue 13, property tests).
 
 On PostgreSQL a value of the column's own type (a timestamp in 4713 BC, a version at
-bigint's limit, any JSON, JSON nested 3,000 deep); on SQLite, whose columns hold any
-value, anything SQLite stores: integers, reals, text, blobs and NULLs.
+bigint's limit, any JSON, JSON nested 3,000 deep); on MariaDB likewise within its types
+(a zero date, a ``picked`` of 7, any text as the payload); on SQLite, whose columns hold
+any value, anything SQLite stores: integers, reals, text, blobs and NULLs.
 """
 
 from __future__ import annotations
@@ -75,6 +76,23 @@ POSTGRES_VALUES: dict[str, Any] = {
     "bigint": st.integers(-(2**63), 2**63 - 1).map(str),
     "smallint": st.integers(-(2**15), 2**15 - 1).map(str),
 }
+# MariaDB's DATETIME: years 1-9999 (1000-9999 supported), and the zero date its default
+# sql_mode lets a person write
+mariadb_timestamp = st.sampled_from(["0000-00-00 00:00:00"]) | st.builds(
+    lambda year, month, day: f"{year:04d}-{month:02d}-{day:02d} 12:00:00.5",
+    st.sampled_from([1, 2, 999, 1000, 2029, 2030, 9999]) | st.integers(1, 9999),
+    st.integers(1, 12),
+    st.integers(1, 28),
+)
+MARIADB_VALUES: dict[str, Any] = {
+    **POSTGRES_VALUES,
+    # the payload is text there; the trace context JSON that MariaDB's check passes
+    "jsonb": json_text | storable_text,
+    "timestamptz": mariadb_timestamp,
+    "boolean": st.integers(-128, 127).map(str),  # a TINYINT(1)
+    "text": storable_text.map(lambda text: text[:255]),
+}
+MARIADB_TRACE = json_values(max_leaves=8).map(json.dumps)
 sqlite_value = st.one_of(
     st.integers(-(2**63), 2**63 - 1),
     st.floats(allow_nan=False),
@@ -86,22 +104,27 @@ sqlite_value = st.one_of(
 
 
 @st.composite
-def poison(draw: st.DrawFn) -> dict[str, tuple[Any, Any]]:
-    """The spoiled columns of one poison row and their raw values, for PostgreSQL and for
-    SQLite (``None``: NULL)."""
+def poison(draw: st.DrawFn) -> dict[str, dict[str, Any]]:
+    """The spoiled columns of one poison row and their raw values on each database
+    (``None``: NULL)."""
     columns = draw(st.lists(st.sampled_from(sorted(POSTGRES_TYPES)), min_size=1, max_size=3))
-    spoiled: dict[str, tuple[Any, Any]] = {}
+    spoiled: dict[str, dict[str, Any]] = {}
     for column in columns:
-        postgres = POSTGRES_VALUES[POSTGRES_TYPES[column]]
-        sqlite = sqlite_value
-        if column not in NOT_NULL:
-            postgres, sqlite = st.none() | postgres, st.none() | sqlite
-        spoiled[column] = (draw(postgres), draw(sqlite))
+        kind = POSTGRES_TYPES[column]
+        values = {
+            "postgresql": POSTGRES_VALUES[kind],
+            "mariadb": MARIADB_TRACE if column == "trace_context" else MARIADB_VALUES[kind],
+            "sqlite": sqlite_value,
+        }
+        spoiled[column] = {
+            database: draw(value if column in NOT_NULL else st.none() | value)
+            for database, value in values.items()
+        }
     return spoiled
 
 
 def spoil(db: Harness, instance: str, column: str, value: Any) -> None:
-    if db.is_sqlite:
+    if db.is_sqlite or db.is_mariadb:
         sql = f"update scheduled_tasks set {column} = :v where task_instance = :i"
     else:
         cast = POSTGRES_TYPES[column]
@@ -117,7 +140,7 @@ def spoil(db: Harness, instance: str, column: str, value: Any) -> None:
 )
 @given(rows=st.lists(poison(), min_size=1, max_size=4))
 async def test_good_rows_run_beside_random_poison_rows(
-    db: Harness, rows: list[dict[str, tuple[Any, Any]]]
+    db: Harness, rows: list[dict[str, dict[str, Any]]]
 ) -> None:
     with db.sync_engine.begin() as conn:
         conn.execute(delete(db.table))
@@ -130,8 +153,9 @@ async def test_good_rows_run_beside_random_poison_rows(
     instances = [task.instance(i, at=due) for i in GOOD + bad]
     await db.resolve(scheduler.schedule_batch(db.engine, instances))
     for instance, spoiled in zip(bad, rows, strict=True):
-        for column, (postgres, sqlite) in spoiled.items():
-            spoil(db, instance, column, sqlite if db.is_sqlite else postgres)
+        database = "sqlite" if db.is_sqlite else "mariadb" if db.is_mariadb else "postgresql"
+        for column, values in spoiled.items():
+            spoil(db, instance, column, values[database])
 
     await db.resolve(scheduler.executions(db.engine))
     async with services(scheduler) as runner:

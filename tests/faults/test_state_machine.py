@@ -208,18 +208,17 @@ class TableMachine(RuleBasedStateMachine):
         self.seen = rows
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mariadb"])
 @pytest.mark.slow
 def test_the_table_follows_the_state_machine(
     backend: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     """Slow by nature: generated runs of up to 40 steps each against a real database (50 in
     the suite, 500 in the soak)."""
-    url = (
-        request.getfixturevalue("pg_url")
-        if backend == "postgresql"
-        else sqlite_file_url(request.getfixturevalue("sqlite_template"), tmp_path)
-    )
+    if backend == "sqlite":
+        url = sqlite_file_url(request.getfixturevalue("sqlite_template"), tmp_path)
+    else:
+        url = request.getfixturevalue("pg_url" if backend == "postgresql" else "mariadb_url")
     engine = create_engine(url)
     try:
         TableMachine.engine = engine

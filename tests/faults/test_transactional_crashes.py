@@ -16,10 +16,10 @@ from tests.concurrency.conftest import Workers, rows, wait_until
 from tests.faults.conftest import FAST, kill_repeatedly, remaining, schedule
 
 #: Executions, workers and how long to keep killing, per database (SQLite has one writer).
-SIZES = {"postgresql": (1_500, 3, 15.0), "sqlite": (300, 2, 15.0)}
+SIZES = {"postgresql": (1_500, 3, 15.0), "sqlite": (300, 2, 15.0), "mariadb": (1_000, 3, 15.0)}
 #: On SQLite a heartbeat waits for the write lock that a running handler's transaction
 #: holds: under load a live worker's heartbeats can be late by more than FAST's 1.5 s.
-DEAD_AFTER = {"postgresql": FAST, "sqlite": {**FAST, "MISSED_LIMIT": 16}}
+DEAD_AFTER = {"postgresql": FAST, "sqlite": {**FAST, "MISSED_LIMIT": 16}, "mariadb": FAST}
 
 
 @pytest.mark.slow

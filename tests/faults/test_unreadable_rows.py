@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import text, update
 
 from sqla_scheduler import ManualClock, one_time
+from sqla_scheduler.models import INT_MAX
 from tests.conftest import Harness, services, wait_for
 
 pytestmark = pytest.mark.anyio
@@ -47,8 +48,19 @@ POSTGRES_BAD = [
 ]
 
 
+MARIADB_BAD = [
+    ("execution_time", "'0000-00-00 00:00:00'"),  # a zero date, as the default sql_mode allows
+    ("execution_time", "'0001-01-01 00:00:00'"),
+    ("last_heartbeat", "'0000-00-00 00:00:00'"),
+    ("trace_context", "'[1, 2]'"),
+    ("trace_context", "'5'"),
+]
+
+
 def bad_values(db: Harness) -> list[tuple[str, str]]:
-    return SQLITE_BAD if db.is_sqlite else POSTGRES_BAD
+    if db.is_sqlite:
+        return SQLITE_BAD
+    return MARIADB_BAD if db.is_mariadb else POSTGRES_BAD
 
 
 def spoil(db: Harness, instance: str, column: str, value: str) -> None:
@@ -197,10 +209,10 @@ TOO_LONG = "1" + "0" * 5000
 async def test_json_python_cannot_load_affects_its_row_alone(
     db: Harness, clock: ManualClock, raw: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Where the database's own JSON check passes such a payload, the row is picked and
-    moved into history as undecodable, its raw payload kept there and in the log;
-    SQLite's check refuses JSON nested past 1,000 levels, so there the row is left out
-    like any unreadable one. The other rows run either way."""
+    """Where the database's own JSON check passes such a payload (MariaDB's payload column
+    has none), the row is picked and moved into history as undecodable, its raw payload
+    kept there and in the log; SQLite's check refuses JSON nested past 1,000 levels, so
+    there the row is left out like any unreadable one. The other rows run either way."""
     ran: list[str] = []
     task = one_time("job")(lambda ctx: ran.append(ctx.instance_id))
     scheduler = db.scheduler([task], clock)
@@ -209,7 +221,7 @@ async def test_json_python_cannot_load_affects_its_row_alone(
     await db.resolve(scheduler.schedule_batch(db.engine, [task.instance(i, at=at) for i in good]))
     await db.resolve(scheduler.schedule(db.engine, task.instance("bad", at=at)))
     with db.sync_engine.begin() as conn:
-        value = "cast(:raw as jsonb)" if not db.is_sqlite else ":raw"
+        value = ":raw" if db.is_sqlite or db.is_mariadb else "cast(:raw as jsonb)"
         conn.execute(
             text(f"update scheduled_tasks set task_data = {value} where task_instance = 'bad'"),
             {"raw": raw},
@@ -254,3 +266,32 @@ async def test_a_time_in_the_last_millisecond_of_a_second_is_readable(
     assert db.count() == 1, "maintenance took a good row out"
     assert await scheduler.run_due() == 1
     assert ran == ["edge"]
+
+
+@pytest.mark.parametrize("started", [False, True], ids=["start-unrecorded", "started"])
+async def test_a_dead_execution_at_the_most_failures_is_revived_into_history(
+    db: Harness, clock: ManualClock, started: bool
+) -> None:
+    """A failure count at the column's largest value (written by hand, or reached) stays
+    there, and so does the attempt its revival records: the history entry is written
+    rather than failing the revival (the poison-row property found it)."""
+    task = one_time("job")(lambda ctx: None)
+    scheduler = db.scheduler([task], clock, history="all")
+    await db.resolve(scheduler.schedule(db.engine, task.instance("most", at=NOW)))
+    with db.sync_engine.begin() as conn:
+        conn.execute(
+            update(db.table)
+            .where(db.table.c.task_instance == "most")
+            .values(
+                picked=True,
+                picked_by="gone",
+                last_heartbeat=NOW - timedelta(hours=1),
+                started_at=NOW - timedelta(hours=1) if started else None,
+                consecutive_failures=INT_MAX,
+            )
+        )
+    revived = await scheduler.revive_dead_executions()
+    assert [e.instance_id for e in revived] == ["most"]
+    (entry,) = await db.resolve(scheduler.history(db.engine, outcome="dead"))
+    assert (entry.instance_id, entry.attempt) == ("most", INT_MAX)
+    assert db.row("job", "most")["consecutive_failures"] == INT_MAX  # type: ignore[index]

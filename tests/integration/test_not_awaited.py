@@ -19,7 +19,7 @@ from sqlalchemy import Column, Integer, MetaData, Table, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 
 from sqla_scheduler import FixedDelay, ManualClock, NotAwaitedError, Scheduler, one_time, recurring
-from tests.conftest import sqlite_file_url
+from tests.conftest import async_mariadb_url, sqlite_file_url
 
 pytestmark = pytest.mark.anyio
 
@@ -39,11 +39,13 @@ def report(ctx: Any) -> None:
     pass
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AsyncEngine]:
     """An async engine on a migrated database with an ``orders`` table for business writes."""
     if request.param == "postgresql":
         url = request.getfixturevalue("pg_url").replace("+psycopg:", "+psycopg_async:")
+    elif request.param == "mariadb":
+        url = async_mariadb_url(request.getfixturevalue("mariadb_url"))
     else:
         url = sqlite_file_url(request.getfixturevalue("sqlite_template"), tmp_path, "aiosqlite")
     engine = create_async_engine(url)

@@ -18,6 +18,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from sqla_scheduler import Scheduler, SchedulerConfig, one_time, recurring
+from sqla_scheduler._runner.prober import PROBE_INTERVAL
 from tests.conftest import Harness, wait_for
 
 pytestmark = pytest.mark.anyio
@@ -137,9 +138,8 @@ async def test_a_rescheduled_execution_starts_at_its_new_time(db: Harness) -> No
 
 async def test_another_schedulers_later_execution_starts_at_its_time(db: Harness) -> None:
     """Scheduled by a scheduler that does not run (another process, as far as the running
-    one can tell): on PostgreSQL its NOTIFY carries the time."""
-    if db.is_sqlite:
-        pytest.skip("SQLite has no NOTIFY: another process's later work waits for the poll")
+    one can tell): on PostgreSQL its NOTIFY carries the time; elsewhere the due-time probe
+    finds it within a second, before its time."""
     starts, handler = recorder()
     task = one_time("job")(handler)
     scheduler = db.scheduler([task])
@@ -183,3 +183,27 @@ async def test_work_due_while_every_slot_is_busy_starts_when_one_frees(db: Harne
         await wait_for(lambda: len(starts) == 1)
     assert finished, "the slow handler ran first"
     assert_on_time(starts[0][1], finished[0])
+
+
+async def test_another_processs_work_due_now_starts_within_the_probe_interval(
+    db: Harness,
+) -> None:
+    """Without NOTIFY (MariaDB, SQLite) the idle scheduler reads the earliest due time
+    once a second: work committed by another process starts within about a second, not
+    at the 10 s poll (on PostgreSQL the NOTIFY wakes it at once)."""
+    starts, handler = recorder()
+    task = one_time("job")(handler)
+    scheduler = db.scheduler([task])
+    other_engine = create_async_engine(db.url) if db.is_async else create_engine(db.url)
+    client = Scheduler(other_engine, [task], SchedulerConfig(scheduler_name="client"))
+    try:
+        async with scheduler:
+            await wait_for(lambda: scheduler.running)
+            for i in range(3):
+                committed = datetime.now(timezone.utc)
+                await db.resolve(client.schedule(other_engine, task.instance(f"n{i}")))
+                await wait_for(lambda: len(starts) == i + 1, deadline=5)  # noqa: B023
+                lag = starts[i][1] - committed
+                assert lag < PROBE_INTERVAL + timedelta(milliseconds=700), lag
+    finally:
+        await db.resolve(other_engine.dispose())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta, timezone
@@ -158,7 +159,8 @@ async def test_schedule_batch_uses_one_statement_per_chunk(db: Harness, schedule
     inserts: list[str] = []
 
     def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if "INSERT INTO" in statement.upper():  # also the INSERT of a WITH ... INSERT
+        # also the INSERT of a WITH ... INSERT, and MariaDB's INSERT IGNORE INTO
+        if re.search(r"\bINSERT (IGNORE )?INTO\b", statement.upper()):
             inserts.append(statement)
 
     sync_engine = db.engine.sync_engine if isinstance(db.engine, AsyncEngine) else db.engine
@@ -318,7 +320,7 @@ def _next_notification(conn: psycopg.Connection[Any]) -> str:
     raise AssertionError("no notification within 10 s")
 
 
-@pytest.mark.postgres_only("NOTIFY wake-ups exist on PostgreSQL only; SQLite schedulers poll")
+@pytest.mark.postgres_only("NOTIFY wake-ups exist on PostgreSQL only; elsewhere schedulers probe")
 async def test_due_schedule_notifies_on_commit_only(db: Harness, scheduler: Scheduler):
     # Notifications arrive in commit order, so a rolled-back NOTIFY that leaked would be
     # seen before the committed one.
@@ -332,7 +334,7 @@ async def test_due_schedule_notifies_on_commit_only(db: Harness, scheduler: Sche
         assert _next_notification(listener) == "send-email"
 
 
-@pytest.mark.postgres_only("NOTIFY wake-ups exist on PostgreSQL only; SQLite schedulers poll")
+@pytest.mark.postgres_only("NOTIFY wake-ups exist on PostgreSQL only; elsewhere schedulers probe")
 async def test_each_new_execution_notifies_with_its_time(db: Harness, scheduler: Scheduler):
     """Due work notifies with the bare task name; later work with the task and its time
     (issue 14: a listening scheduler waits for that time rather than its poll)."""
@@ -352,7 +354,7 @@ async def test_each_new_execution_notifies_with_its_time(db: Harness, scheduler:
         assert read_notice(_next_notification(listener)) == ("invoice", later)
 
 
-@pytest.mark.postgres_only("NOTIFY wake-ups exist on PostgreSQL only; SQLite schedulers poll")
+@pytest.mark.postgres_only("NOTIFY wake-ups exist on PostgreSQL only; elsewhere schedulers probe")
 async def test_a_batch_notifies_once_per_task_with_its_earliest_time(
     db: Harness, scheduler: Scheduler
 ):

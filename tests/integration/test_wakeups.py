@@ -56,7 +56,7 @@ def scheduler_for(db: Harness, ran: list[str], event: threading.Event, **config:
     return Scheduler(db.engine, [task], SchedulerConfig(**config)), task
 
 
-@pytest.mark.postgres_only("a commit wakes schedulers through NOTIFY; SQLite has none")
+@pytest.mark.postgres_only("a commit wakes schedulers through NOTIFY; the others have none")
 async def test_a_commit_wakes_an_idle_scheduler(db: Harness):
     ran: list[str] = []
     event = threading.Event()
@@ -73,14 +73,15 @@ async def test_a_commit_wakes_an_idle_scheduler(db: Harness):
 
 @pytest.mark.parametrize("listen", [True, False], ids=["listen", "no-listen"])
 async def test_a_commit_in_this_process_wakes_its_own_scheduler(db: Harness, listen: bool):
-    """NOTIFY when the loop listens; otherwise (SQLite, listen=False) the commit itself."""
+    """NOTIFY when the loop listens; otherwise (SQLite, MariaDB, listen=False) the commit
+    itself."""
     ran: list[str] = []
     event = threading.Event()
     scheduler, task = scheduler_for(
         db, ran, event, listen=listen, polling_interval=timedelta(minutes=5)
     )
     async with scheduler:
-        if listen and not db.is_sqlite:
+        if listen and db.notifies:
             await wait_for(lambda: listeners(db) == 1)
         async with db.session() as session:
             await db.resolve(scheduler.schedule(session, task.instance("rolled-back")))
@@ -119,7 +120,7 @@ async def test_listen_can_be_switched_off(db: Harness):
     async with scheduler:
         await db.resolve(scheduler.schedule(db.engine, task.instance("polled")))
         await wait_for(event.is_set, deadline=10)
-        if not db.is_sqlite:  # SQLite never listens; polling is all it has
+        if db.notifies:  # elsewhere no scheduler listens; polling is all there is
             assert listeners(db) == 0
     assert ran == ["polled"]
 
@@ -134,7 +135,7 @@ async def test_a_table_of_another_name_works_end_to_end(db: Harness):
         db, ran, event, table_name="jobs", polling_interval=timedelta(minutes=5)
     )
     async with scheduler:
-        if not db.is_sqlite:
+        if db.notifies:
             await wait_for(lambda: listeners(db) == 1)
         await db.resolve(scheduler.schedule(db.engine, task.instance("in-jobs")))
         await wait_for(event.is_set, deadline=10)  # woken, then picked from "jobs"

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, create_engine
 
+from tests._mariadb import MariaDBServer
 from tests._postgres import PostgresCluster
 
 
-@pytest.fixture(params=["postgresql", "sqlite"])
+@pytest.fixture(params=["postgresql", "sqlite", "mariadb"])
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -23,24 +24,26 @@ def new_database(
 ) -> Iterator[Callable[[], str]]:
     """Makes empty databases of ``backend`` (dropped at teardown) and returns their URLs."""
     made: list[str] = []
-    cluster: PostgresCluster | None = (
-        request.getfixturevalue("pg_cluster") if backend == "postgresql" else None
-    )
+    server: PostgresCluster | MariaDBServer | None = None
+    if backend == "postgresql":
+        server = request.getfixturevalue("pg_cluster")
+    elif backend == "mariadb":
+        server = request.getfixturevalue("mariadb_server")
 
     def make() -> str:
         name = f"mig_{os.getpid()}_{len(made)}_{id(made)}"
         made.append(name)
-        if cluster is None:
+        if server is None:
             return f"sqlite:///{tmp_path / name}.db"
-        cluster.create_database(name)
-        return cluster.url(name)
+        server.create_database(name)
+        return server.url(name)
 
     try:
         yield make
     finally:
-        if cluster is not None:
+        if server is not None:
             for name in made:
-                cluster.drop_database(name)
+                server.drop_database(name)
 
 
 @pytest.fixture

@@ -5,14 +5,20 @@ and ``db upgrade``/``db downgrade`` refuse, in one line, tables an Alembic proje
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 from alembic.operations import Operations
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, inspect, text
+from sqlalchemy import Engine, insert, inspect, text
 
 import sqla_scheduler.alembic as steps
 from sqla_scheduler import metadata, migrate
+from sqla_scheduler.models import table_for
 from tests._cli import invoke
+
+#: The time of the row a move must keep.
+KEPT_AT = datetime(2030, 1, 1, tzinfo=timezone.utc)
 
 LATEST = steps.LATEST
 
@@ -101,10 +107,7 @@ def test_adopt_hands_the_tables_to_the_applications_history(
     with engine.begin() as conn:
         conn.execute(text("drop table scheduled_tasks_schema"))  # as an older version left it
         conn.execute(
-            text(
-                "insert into scheduled_tasks (task_name, task_instance, execution_time)"
-                " values ('kept', 'k1', '2030-01-01 00:00:00+00:00')"
-            )
+            insert(table_for()).values(task_name="kept", task_instance="k1", execution_time=KEPT_AT)
         )
         if way == "branch":
             op = Operations(MigrationContext.configure(conn))

@@ -158,7 +158,8 @@ def test_upgrade_gives_the_branchs_schema_and_again_does_nothing(
         steps.upgrade(op)
         steps.upgrade(op, version=5)  # beyond it already
     event.remove(engine, "before_cursor_execute", seen)
-    writes = [s for s in statements if not s.lstrip().upper().startswith(("SELECT", "PRAGMA"))]
+    reads = ("SELECT", "PRAGMA", "DESCRIBE")  # DESCRIBE: how MariaDB's dialect finds a table
+    writes = [s for s in statements if not s.lstrip().upper().startswith(reads)]
     assert writes == []
     assert schema_of(engine) == branch_schema
 

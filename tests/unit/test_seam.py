@@ -26,7 +26,7 @@ def test_a_dialect_or_a_url_finds_its_backend_and_another_database_none() -> Non
     assert known_backend(mysql.dialect()) is MARIADB
     assert known_backend(make_url("mysql+pymysql://u@h/db")) is MARIADB
     assert known_backend(make_url("mariadb+asyncmy://u@h/db")) is MARIADB
-    assert known_backend(mssql.dialect()) is None
+    assert known_backend(mssql.dialect()) is None  # type: ignore[no-untyped-call]
     assert known_backend(make_url("oracle://u@h/db")) is None
 
 
