@@ -1150,8 +1150,8 @@ def admin(spec: str, host: str, port: int, actions: bool) -> None:
 @click.option(
     "--database-url",
     metavar="URL",
-    help="Where to run it, e.g. a scratch PostgreSQL database (default: a new SQLite file "
-    "in a temporary directory). DATABASE_URL is not read.",
+    help="Where to run it, e.g. a scratch PostgreSQL or MariaDB database (default: a new "
+    "SQLite file in a temporary directory). DATABASE_URL is not read.",
 )
 @click.option(
     "--duration",
