@@ -269,6 +269,10 @@ def check_sessions(
     return sessions
 
 
+def _isolated(level: str, conn: Connection) -> None:
+    conn.execution_options(isolation_level=level)  # in place: the async wrapper's too
+
+
 class Database:
     """Runs units of work on the scheduler's engine, in a transaction each.
 
@@ -298,6 +302,7 @@ class Database:
         self._planning_once: WeakSet[Connection | AsyncConnection] = WeakSet()
         self._unit_of_work = backend.unit_of_work
         self._conflicted = backend.conflicted
+        self._isolation = backend.isolation_level
 
     async def run(
         self,
@@ -315,7 +320,9 @@ class Database:
         connection kept open between calls for a service that runs one unit at a time
         (the picker, the completer), saving a pool checkout per call. On SQLite every unit,
         ``autocommit`` or not, is one ``BEGIN IMMEDIATE`` transaction (``Backend.unit_of_work``),
-        except a ``read_only`` one, which needs no write lock.
+        except a ``read_only`` one, which needs no write lock. On MariaDB every unit is a
+        transaction at READ COMMITTED (``Backend.isolation_level``), set once on each
+        connection taken from the pool (a lane's, once for its life).
 
         ``plan_once`` (with a ``lane``, on PostgreSQL with prepared statements) has the
         lane's connection plan each prepared statement once for all its runs
@@ -390,7 +397,9 @@ class Database:
     ) -> T:
         """``fn(conn)``, committed; a connection fresh from the pool is configured first."""
         if fresh:
-            if autocommit:
+            if self._isolation is not None:
+                conn.execution_options(isolation_level=self._isolation)
+            elif autocommit:
                 conn.execution_options(isolation_level="AUTOCOMMIT")
             if not self._prepared:
                 _disable_prepare(conn.connection.driver_connection)
@@ -440,6 +449,8 @@ class Database:
         transaction holds the write lock from its start (``Backend.unit_of_work``)."""
         conn = await self._connect()
         try:
+            if self._isolation is not None:
+                await self._call(conn, partial(_isolated, self._isolation))
             await self._call(conn, self._unit_of_work(_begin))
             factory: Any = sessions or (
                 AsyncSession if isinstance(conn, AsyncConnection) else Session

@@ -55,6 +55,13 @@ class Backend:
     #: the first statement, or ``None`` when the driver's implicit BEGIN will do (see
     #: ``unit_of_work``).
     begin: Callable[[Connection], None] | None
+    #: The isolation level of the scheduler's own transactions, set on each connection
+    #: it takes from the pool and reset by SQLAlchemy when it goes back, or ``None``
+    #: for the engine's. MariaDB's READ COMMITTED: its default, REPEATABLE READ, takes
+    #: gap locks that make concurrent picks and inserts wait for each other and deadlock.
+    #: A connection at this level is never in autocommit mode: a pick's locks must last
+    #: until its transaction commits (``_statements.marking``).
+    isolation_level: str | None
     #: The system column that addresses a row directly (PostgreSQL's ``ctid``, SQLite's
     #: ``rowid``); valid within a statement that holds the row.
     row_locator: str
@@ -133,8 +140,7 @@ class Backend:
     def unit_of_work(self, fn: Callable[[Connection], T]) -> Callable[[Connection], T]:
         """``fn`` as one of the scheduler's own units of work, opened by ``begin``.
 
-        On SQLite that is ``BEGIN IMMEDIATE`` (``_begin_immediate``); on MariaDB, READ
-        COMMITTED for the transaction (``_read_committed``).
+        On SQLite that is ``BEGIN IMMEDIATE`` (``_begin_immediate``).
         """
         if self.begin is None:
             return fn
@@ -162,19 +168,6 @@ def _begin_immediate(conn: Connection) -> None:
         # end it and open ours.
         conn.exec_driver_sql("ROLLBACK")
     conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-
-def _read_committed(conn: Connection) -> None:
-    """Run the unit at READ COMMITTED, whatever the server's default (REPEATABLE READ,
-    whose gap locks would make concurrent picks and inserts wait for each other and
-    deadlock), for this transaction only: the application's own keep theirs.
-
-    Nothing has run in the unit yet. The transaction is started explicitly, so that a
-    unit on a connection in autocommit mode (``Database.run(autocommit=True)``) is one
-    transaction all the same: a lock taken by its first statement is held until its
-    commit (``_statements.marking``)."""
-    conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
-    conn.exec_driver_sql("START TRANSACTION")
 
 
 def _raw_pairs(table: Table, as_text: Callable[[Any], Any]) -> list[Any]:
@@ -265,6 +258,7 @@ POSTGRESQL = Backend(
     supports_notify=True,
     returning_sees_from=True,
     begin=None,
+    isolation_level=None,
     row_locator="ctid",
     json_storage="jsonb",
     naive_timestamps=False,
@@ -294,6 +288,7 @@ SQLITE = Backend(
     supports_notify=False,
     returning_sees_from=False,
     begin=_begin_immediate,
+    isolation_level=None,
     row_locator="rowid",
     json_storage="text",
     naive_timestamps=True,
@@ -322,7 +317,8 @@ MARIADB = Backend(
     "mariadb",
     supports_notify=False,
     returning_sees_from=False,
-    begin=_read_committed,
+    begin=None,
+    isolation_level="READ COMMITTED",
     row_locator="",
     json_storage="text",
     naive_timestamps=True,

@@ -24,25 +24,30 @@ pytestmark = pytest.mark.anyio
 async def test_the_schedulers_own_units_run_at_read_committed(mariadb_url: str) -> None:
     """Each read of a unit sees what other transactions committed before it (READ
     COMMITTED), where the server's default (REPEATABLE READ) would show the first read's
-    snapshot again; a read-only unit, like the application's own, keeps the default."""
-    engine = create_engine(mariadb_url)
+    snapshot again; the connection goes back to the pool at the default, for the
+    application's own transactions."""
+    engine = create_engine(mariadb_url, pool_size=1, max_overflow=0)
     with engine.begin() as conn:
         conn.execute(text("CREATE TABLE seen (id INT PRIMARY KEY)"))
 
     def counts(conn: Connection) -> tuple[int, int]:
         before = int(conn.scalar(text("SELECT count(*) FROM seen")))
-        with engine.begin() as other:
+        with other_engine.begin() as other:
             other.execute(text("INSERT INTO seen SELECT coalesce(max(id), 0) + 1 FROM seen"))
         return before, int(conn.scalar(text("SELECT count(*) FROM seen")))
 
+    other_engine = create_engine(mariadb_url)
     db = Database(engine)
     try:
         own = await db.run(counts)
-        read_only = await db.run(counts, read_only=True)
-    finally:
+        in_transaction = await db.run(counts, lane="a-lane")
         await db.close()
+        with engine.connect() as app, app.begin():  # the pool's one connection, given back
+            application = counts(app)
+    finally:
         engine.dispose()
-    assert (own, read_only) == ((0, 1), (1, 1))
+        other_engine.dispose()
+    assert (own, in_transaction, application) == ((0, 1), (1, 2), (2, 2))
 
 
 async def test_a_unit_that_waits_too_long_for_a_lock_runs_again(mariadb_url: str) -> None:
@@ -74,7 +79,10 @@ async def test_a_unit_that_waits_too_long_for_a_lock_runs_again(mariadb_url: str
     assert (n, attempts) == (1, [1, 2])
 
 
+@pytest.mark.slow
 async def test_a_unit_losing_every_attempt_fails_with_the_drivers_error(mariadb_url: str) -> None:
+    """Slow by nature: each of the five attempts waits out MariaDB's shortest lock wait
+    timeout, a second."""
     engine = create_engine(mariadb_url)
     with engine.begin() as conn:
         conn.execute(text("CREATE TABLE counter (id INT PRIMARY KEY, n INT NOT NULL)"))
