@@ -20,7 +20,6 @@ library sets what it needs.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import shlex
@@ -29,16 +28,16 @@ import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import Any, Final
 
 import pymysql
 
+from tests import _live_servers
 from tests._postgres import _free_port, _pid_alive, _proc_cmdline, _proc_start_time, _tail
 
 __all__ = [
@@ -143,48 +142,6 @@ def cleanup_stale_servers(base_dir: str | os.PathLike[str] | None = None) -> lis
         shutil.rmtree(root, ignore_errors=True)
         removed.append(root)
     return removed
-
-
-_live_servers: set[MariaDBServer] = set()
-_live_lock = threading.RLock()  # re-entrant: the SIGTERM hook may run inside start()
-_hooks_installed = False
-_previous_sigterm: Any = None
-
-
-def _stop_all_live() -> None:
-    with _live_lock:
-        servers = list(_live_servers)
-    for server in servers:
-        if server._owner_pid == os.getpid():  # never a parent's server from a forked child
-            with contextlib.suppress(Exception):
-                server.stop()
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    _stop_all_live()
-    if callable(_previous_sigterm):
-        _previous_sigterm(signum, frame)  # the PostgreSQL cluster's hook, say
-        return
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGTERM)
-
-
-# The mark _postgres looks for: whichever module hooks second calls the first one's hook.
-_on_sigterm._pg_cluster_hook = True  # type: ignore[attr-defined]
-
-
-def _install_exit_hooks() -> None:
-    global _hooks_installed, _previous_sigterm
-    if _hooks_installed:
-        return
-    _hooks_installed = True
-    atexit.register(_stop_all_live)
-    if threading.current_thread() is not threading.main_thread():
-        return
-    current = signal.getsignal(signal.SIGTERM)
-    if current in (signal.SIG_DFL, None) or getattr(current, "_pg_cluster_hook", False):
-        _previous_sigterm = current
-        signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 class MariaDBServer:
@@ -318,15 +275,13 @@ class MariaDBServer:
         """Initialize a data dir in a new temp dir and start a server on it. Returns self."""
         if self._root is not None:
             raise MariaDBServerError("server already started")
-        _install_exit_hooks()
         with contextlib.suppress(Exception):
             cleanup_stale_servers(self._base_dir)
         mariadbd = ensure_mariadb_installed()
         install_db = _binary("mariadb-install-db") or "mariadb-install-db"
         self._owner_pid = os.getpid()
         self._root = root = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=self._base_dir))
-        with _live_lock:
-            _live_servers.add(self)
+        _live_servers.register(self)
         try:
             (root / _OWNER_FILE).write_text(
                 f"{os.getpid()} {_proc_start_time(os.getpid()) or ''}\n"
@@ -367,8 +322,7 @@ class MariaDBServer:
         finally:
             shutil.rmtree(root, ignore_errors=True)
             self._root = self._port = None
-            with _live_lock:
-                _live_servers.discard(self)
+            _live_servers.unregister(self)
 
     def _run(self, argv: Sequence[str]) -> None:
         try:

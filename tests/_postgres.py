@@ -20,7 +20,6 @@ When running as root the server binaries are run as the ``postgres`` OS user via
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import glob
 import os
@@ -32,17 +31,18 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import Any, Final, Literal
 
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
+
+from tests import _live_servers
 
 __all__ = [
     "DIR_PREFIX",
@@ -311,57 +311,6 @@ def cleanup_stale_clusters(base_dir: str | os.PathLike[str] | None = None) -> li
 
 
 # --------------------------------------------------------------------------------------
-# Process-exit backstops
-# --------------------------------------------------------------------------------------
-
-_live_clusters: set[PostgresCluster] = set()
-_live_lock = threading.RLock()  # re-entrant: the SIGTERM hook may run inside start()
-_hooks_installed = False
-_previous_sigterm: Any = None
-
-
-def _stop_all_live() -> None:
-    with _live_lock:
-        clusters = list(_live_clusters)
-    for cluster in clusters:
-        # Never stop a parent's cluster from a forked child process.
-        if cluster._owner_pid == os.getpid():
-            with contextlib.suppress(Exception):
-                cluster.stop()
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    _stop_all_live()
-    previous = _previous_sigterm
-    if callable(previous):
-        # Another copy of this module (imported under a second name) hooked first.
-        previous(signum, frame)
-        return
-    # Restore the default disposition and die by SIGTERM, as if we had never hooked it.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGTERM)
-
-
-_on_sigterm._pg_cluster_hook = True  # type: ignore[attr-defined]
-
-
-def _install_exit_hooks() -> None:
-    global _hooks_installed, _previous_sigterm
-    if _hooks_installed:
-        return
-    _hooks_installed = True
-    atexit.register(_stop_all_live)
-    # SIGTERM (e.g. from `timeout`, CI cancellation) skips atexit by default. Only hook it
-    # when we can (main thread) and nobody else has a Python-level handler installed.
-    if threading.current_thread() is not threading.main_thread():
-        return
-    current = signal.getsignal(signal.SIGTERM)
-    if current in (signal.SIG_DFL, None) or getattr(current, "_pg_cluster_hook", False):
-        _previous_sigterm = current
-        signal.signal(signal.SIGTERM, _on_sigterm)
-
-
-# --------------------------------------------------------------------------------------
 # The cluster
 # --------------------------------------------------------------------------------------
 
@@ -570,15 +519,13 @@ class PostgresCluster:
         """initdb a fresh cluster in a new temp dir and start it. Returns self."""
         if self._root is not None:
             raise PostgresClusterError("cluster already started")
-        _install_exit_hooks()
         with contextlib.suppress(Exception):
             cleanup_stale_clusters(self._base_dir)
         bin_dir = self.bin_dir  # resolve (maybe install) before creating anything
         self._owner_pid = os.getpid()
         root = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=self._base_dir))
         self._root = root
-        with _live_lock:
-            _live_clusters.add(self)
+        _live_servers.register(self)
         try:
             (root / _OWNER_FILE).write_text(
                 f"{os.getpid()} {_proc_start_time(os.getpid()) or ''}\n"
@@ -676,8 +623,7 @@ class PostgresCluster:
             shutil.rmtree(root, ignore_errors=True)
             self._root = None
             self._port = None
-            with _live_lock:
-                _live_clusters.discard(self)
+            _live_servers.unregister(self)
 
     def __enter__(self) -> PostgresCluster:
         return self.start()
