@@ -20,11 +20,18 @@ from typing import TypeAlias
 
 import sqlalchemy as sa
 from alembic.operations import Operations
-from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.schema import CreateTable, DropTable
 
 from sqla_scheduler._dialects import Backend, known_backend
-from sqla_scheduler._types import TABLE_OPTIONS, TEXT, TIMESTAMP, UTCDateTime
+from sqla_scheduler._dialects.columns import (
+    BIG_ID,
+    JSON_COLUMN,
+    PAYLOAD_COLUMN,
+    TABLE_OPTIONS,
+    TEXT,
+    TIMESTAMP,
+)
+from sqla_scheduler._types import UTCDateTime
 from sqla_scheduler.models import (
     DEFAULT_TABLE_NAME,
     HISTORY_SUFFIX,
@@ -106,7 +113,7 @@ def _stores_table_settings(op: Op) -> bool:
 
 
 def _keeps_json_as_text(op: Op) -> bool:
-    """SQLite: a column declared ``JSON`` has numeric affinity (``_types._JSONText``).
+    """SQLite: a column declared ``JSON`` has numeric affinity (``_dialects.columns.JSONText``).
     MariaDB's ``JSON`` is text already."""
     backend = _backend(op)
     return backend is not None and backend.json_storage == "text" and not backend.typed_columns
@@ -121,13 +128,7 @@ def _create_table_up(op: Op, names: Names) -> None:
         table,
         sa.Column("task_name", sa.String(100), nullable=False),
         sa.Column("task_instance", sa.String(255), nullable=False),
-        sa.Column(
-            "task_data",
-            sa.JSON()
-            .with_variant(postgresql.JSONB(), "postgresql")
-            # text: MariaDB's JSON refuses JSON nested past 32 levels (see _types)
-            .with_variant(mysql.LONGTEXT(), "mysql", "mariadb"),
-        ),
+        sa.Column("task_data", PAYLOAD_COLUMN),
         sa.Column("execution_time", TIMESTAMP, nullable=False),
         sa.Column("picked", sa.Boolean(), server_default=sa.false(), nullable=False),
         sa.Column("picked_by", sa.String(255)),
@@ -204,7 +205,7 @@ def _trace_context_up(op: Op, names: Names) -> None:
         names.table,
         sa.Column(
             "trace_context",
-            sa.JSON().with_variant(postgresql.JSONB(), "postgresql"),
+            JSON_COLUMN,
             nullable=True,
         ),
         schema=names.schema,
@@ -297,7 +298,7 @@ def _history_and_nodes_up(op: Op, names: Names) -> None:
     history, nodes = names.history, names.nodes
     op.create_table(
         history,
-        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
+        sa.Column("id", BIG_ID, nullable=False),
         sa.Column("task_name", sa.String(100), nullable=False),
         sa.Column("task_instance", sa.String(255), nullable=False),
         sa.Column("outcome", sa.String(20), nullable=False),

@@ -8,14 +8,20 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Text
-from sqlalchemy.dialects import mysql, sqlite
+from sqlalchemy import JSON
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
-from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from sqla_scheduler._dialects import known_backend
+from sqla_scheduler._dialects.columns import (
+    JSON_OR_NULL,
+    TABLE_OPTIONS,
+    TEXT,
+    TIMESTAMP,
+    JSONText,
+    jsonb_binder,
+)
 
 __all__ = [
     "TABLE_OPTIONS",
@@ -29,22 +35,6 @@ __all__ = [
     "dumps_payload",
     "load_json",
 ]
-
-_MYSQL = ("mysql", "mariadb")  # SQLAlchemy's two names for the dialects that reach MariaDB
-
-#: A timestamp column: with a time zone where the database has one; to the microsecond on
-#: MariaDB, whose ``DATETIME`` keeps whole seconds unless told.
-TIMESTAMP = DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), *_MYSQL)
-#: A text column of any length: MariaDB's ``TEXT`` holds 64 KB, its ``LONGTEXT`` 4 GB.
-TEXT = Text().with_variant(mysql.LONGTEXT(), *_MYSQL)
-#: Options of each of the scheduler's tables: on MariaDB, text compared byte by byte in
-#: full Unicode (a server's default collation may fold case, which would make ``a`` and
-#: ``A`` one task instance, or lack characters a payload holds).
-TABLE_OPTIONS: dict[str, Any] = {
-    f"{name}_{option}": value
-    for name in _MYSQL
-    for option, value in (("charset", "utf8mb4"), ("collate", "utf8mb4_bin"))
-}
 
 _WHOLE = re.compile(r'"\\u0000(\d+)"')
 
@@ -104,23 +94,6 @@ def load_json(raw: Any) -> Any:
         return UnreadableJSON(raw)
 
 
-class _JSONText(sqlite.JSON):
-    """SQLite's JSON declared ``TEXT``: a column declared ``JSON`` has numeric affinity,
-    and SQLite would store a top-level number's text as an integer or a real."""
-
-
-@compiles(_JSONText, "sqlite")
-def _declare_text(type_: _JSONText, compiler: Any, **kw: Any) -> str:
-    return "TEXT"
-
-
-@compiles(_JSONText, "mysql")
-@compiles(_JSONText, "mariadb")
-def _declare_long_text(type_: _JSONText, compiler: Any, **kw: Any) -> str:
-    # not MariaDB's JSON: its CHECK (json_valid) refuses JSON nested past 32 levels
-    return "LONGTEXT"
-
-
 def _json_storage(dialect: Dialect) -> str | None:
     """How ``dialect``'s database stores JSON (``Backend.json_storage``); ``None`` for a
     database the scheduler does not run on (a statement compiled for another dialect)."""
@@ -142,14 +115,12 @@ class PayloadJSON(TypeDecorator[Any]):
         if storage == "jsonb":
             return dialect.type_descriptor(JSONB())
         if storage == "text":
-            return _JSONText()  # as is: the dialect would adapt it to its own JSON
+            return JSONText()  # as is: the dialect would adapt it to its own JSON
         return dialect.type_descriptor(JSON())
 
     def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
-        if _json_storage(dialect) == "jsonb" and dialect.driver == "psycopg":
-            from psycopg.types.json import Jsonb
-
-            return lambda value: Jsonb(value, dumps=dumps_payload)
+        if _json_storage(dialect) == "jsonb":
+            return jsonb_binder(dialect, dumps_payload) or dumps_payload
         return dumps_payload
 
 
@@ -157,9 +128,7 @@ class PayloadJSON(TypeDecorator[Any]):
 JSONPayload: TypeEngine[Any] = PayloadJSON()
 #: The same, storing Python's ``None`` as SQL ``NULL`` (not JSON ``null``), for a column
 #: that is absent more often than not.
-JSONOrNull: TypeEngine[Any] = JSON(none_as_null=True).with_variant(
-    JSONB(none_as_null=True), "postgresql"
-)
+JSONOrNull: TypeEngine[Any] = JSON_OR_NULL
 
 
 class UTCDateTime(TypeDecorator[datetime]):

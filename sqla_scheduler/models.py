@@ -32,12 +32,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped
 
+from sqla_scheduler._dialects.columns import BIG_ID, TABLE_OPTIONS, TEXT
 from sqla_scheduler._limits import (
     MAX_SCHEMA_NAME_LENGTH,
     MAX_TABLE_NAME_LENGTH,
     identifier_problem,
 )
-from sqla_scheduler._types import TABLE_OPTIONS, TEXT, JSONOrNull, JSONPayload, UTCDateTime
+from sqla_scheduler._types import JSONOrNull, JSONPayload, UTCDateTime
 
 __all__ = [
     "BIGINT_MAX",
@@ -170,7 +171,7 @@ def _history(target: MetaData, name: str, schema: str | None) -> Table:
     table = Table(
         name,
         target,
-        Column("id", BigInteger().with_variant(Integer(), "sqlite"), primary_key=True),
+        Column("id", BIG_ID, primary_key=True),
         Column("task_name", String(MAX_TASK_NAME_LENGTH), nullable=False),
         Column("task_instance", String(MAX_INSTANCE_ID_LENGTH), nullable=False),
         Column("outcome", String(20), nullable=False),

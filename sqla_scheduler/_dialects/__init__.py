@@ -6,12 +6,15 @@ database it talks to:
 - ``backends``: a ``Backend`` per database, with capabilities named for what they mean
   (whether ``NOTIFY`` exists, what RETURNING can see, how JSON and timestamps are stored,
   whether lists bind as arrays, ...) and, where the SQL itself differs, one strategy per
-  operation (which INSERT construct gives ``ON CONFLICT DO NOTHING``, how a raw row
-  becomes JSON, how the scheduler's own transactions begin). ``backend_for`` finds an
-  engine's, failing on a database the scheduler does not run on. (``SKIP LOCKED`` needs no
+  operation (which INSERT skips an existing key, how an upsert is written, how a raw row
+  becomes JSON, how the scheduler's own transactions begin, which errors are a lost
+  conflict worth running again). ``backend_for`` finds an engine's, failing on a
+  database the scheduler does not run on (MySQL: no ``RETURNING``). (``SKIP LOCKED`` needs no
   flag: SQLAlchemy's SQLite compiler leaves ``FOR UPDATE`` out.)
 - ``urls``: which databases are supported at all, checked on a URL (``check_url``) before
   any driver is imported.
+- ``columns``: how each database declares the scheduler's columns and tables (the types
+  and table options that differ by database), for the models and the migration steps.
 - ``notices``: the channel name wake-ups use and the payloads sent on it.
 """
 

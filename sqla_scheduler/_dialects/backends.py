@@ -63,8 +63,9 @@ class Backend:
     #: until its transaction commits (``_statements.marking``).
     isolation_level: str | None
     #: The system column that addresses a row directly (PostgreSQL's ``ctid``, SQLite's
-    #: ``rowid``); valid within a statement that holds the row.
-    row_locator: str
+    #: ``rowid``); valid within a statement that holds the row. ``None`` on MariaDB,
+    #: where picks lock and mark rows by their key.
+    row_locator: str | None
     #: How JSON is stored: ``jsonb`` (read as text through a CAST), or ``text``, JSON
     #: kept as text in a ``TEXT`` column (read as it is).
     json_storage: Literal["jsonb", "text"]
@@ -319,7 +320,7 @@ MARIADB = Backend(
     returning_sees_from=False,
     begin=None,
     isolation_level="READ COMMITTED",
-    row_locator="",
+    row_locator=None,
     json_storage="text",
     naive_timestamps=True,
     typed_columns=True,

@@ -179,7 +179,8 @@ class Running(Shapes):
         """
         c = self.table.c
         now = self.time("now")
-        row: Any = literal_column(self.backend.row_locator)
+        locator = self.backend.row_locator
+        row: Any = literal_column(locator) if locator is not None else None
         due_of = (self.unpicked, c.execution_time <= now, self.loadable)
         limit: BindParameter[int] = bindparam("limit")
         due: Select[Any]
@@ -200,7 +201,7 @@ class Running(Shapes):
                 .limit(limit)
             )
         else:
-            chosen = [row] if self.backend.updates_return else self.table.primary_key
+            chosen = self.table.primary_key if row is None else [row]
             due = (
                 select(*chosen)
                 .where(self.one_of(c.task_name, "names"), self.not_paused(c.task_name), *due_of)
@@ -215,7 +216,7 @@ class Running(Shapes):
             "started_at": None,
             "version": self.next_version(),
         }
-        if not self.backend.updates_return:
+        if row is None:
             return Marking.build(
                 self.table,
                 one_statement=False,
