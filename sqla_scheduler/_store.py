@@ -7,6 +7,7 @@ Sync callers run these directly; async callers reach them through SQLAlchemy's
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, replace
@@ -523,6 +524,8 @@ def _key_lists(stmts: Shapes, keys: Sequence[tuple[str, str, int]]) -> dict[str,
             "instances": [k[1] for k in keys],
             "versions": [k[2] for k in keys],
         }
+    if stmts.backend.json_rows is not None:
+        return {"keys": json.dumps([list(k) for k in keys])}
     return {"keys": list(keys)}
 
 
@@ -608,7 +611,8 @@ def complete(
     removed: set[Key] = set()
     if removes:
         keys = [(e.task_name, e.instance_id, e.version) for e in removes]
-        removed = {(n, i) for n, i in conn.execute(stmts.remove_many, _key_lists(stmts, keys))}
+        rows = stmts.remove_many.run(conn, _key_lists(stmts, keys))
+        removed = {(row.task_name, row.task_instance) for row in rows}
     hand_back = {"succeed": stmts.succeed, "fail": stmts.fail, "release": stmts.release}
     recorded: list[bool] = []
     entries: list[_history_store.Entry] = []

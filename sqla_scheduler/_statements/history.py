@@ -85,10 +85,11 @@ class History(Shapes):
             self.move = insert(h).from_select(into, rows).returning(h.c.id)
             self.remove_moved = None
         else:
-            # Two statements in one transaction: SQLite's writer holds the database
-            # between them, so the row deleted is the row copied.
+            # Two statements in one transaction: the row copied is locked (MariaDB; SQLite's
+            # writer holds the whole database) until it is deleted.
             rows = select(*(c[name] for name in moved), self._as_text(c.task_data), *entry.values())
-            self.move = insert(h).from_select(into, rows.where(*held)).returning(h.c.id)
+            locked = rows.where(*held).with_for_update()
+            self.move = insert(h).from_select(into, locked).returning(h.c.id)
             self.remove_moved = delete(table).where(*held)
 
         #: Take the row at the bound key out of the table into history as ``undecodable``
@@ -174,7 +175,7 @@ class History(Shapes):
             self.quarantine = insert(h).from_select(list(values), rows).returning(h.c.id)
             self.remove_quarantined = None
         else:
-            rows = select(*values.values()).where(*bad)
+            rows = select(*values.values()).where(*bad).with_for_update()  # as in ``move``
             self.quarantine = insert(h).from_select(list(values), rows).returning(h.c.id)
             self.remove_quarantined = delete(table).where(*bad)
 

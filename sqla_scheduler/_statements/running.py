@@ -73,8 +73,11 @@ class Running(Shapes):
         #: Remove a held execution (success of a one-time task, abandon, undecodable row).
         self.remove: Delete = delete(table).where(self.at_key, seen)
         #: Remove held executions ``keys`` (task, instance, version); returns those removed.
-        self.remove_many: Executable = (
-            delete(table).where(*self.held_keys()).returning(c.task_name, c.task_instance)
+        self.remove_many: Marking = Marking.removal(
+            table,
+            one_statement=backend.json_rows is None,
+            where=self.held_keys(),
+            json_rows=backend.json_rows,
         )
 
         #: Hand back a held execution to run at ``new_time`` after a success, with the
@@ -139,6 +142,7 @@ class Running(Shapes):
             where=(is_dead, *self.held_keys()),
             values=revived,
             returning=self.loaded_columns,
+            json_rows=backend.json_rows,
         )
 
         #: Rows that cannot be loaded among those a pick or revival would act on (due or
@@ -224,6 +228,7 @@ class Running(Shapes):
                 values=picked,
                 returning=self.loaded_columns,
                 find=due,
+                json_rows=self.backend.json_rows,
             )
         where = [self.locator_in(row, due)]
         if self.backend.commit_without_waiting:
@@ -316,6 +321,7 @@ class Running(Shapes):
             where=where,
             values={column: self.time("now")},
             returning=(c.task_name, c.task_instance),
+            json_rows=self.backend.json_rows,
         )
 
     def _hand_back(self, **values: Any) -> Update:

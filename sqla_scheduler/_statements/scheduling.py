@@ -192,4 +192,5 @@ class Scheduling(Shapes):
             where=self._unpicked_at_key(shown=shown),
             values=values,
             returning=(c.execution_time,),
+            json_rows=self.backend.json_rows,
         )

@@ -44,6 +44,11 @@ def count_where(condition: ColumnElement[bool]) -> ColumnElement[int]:
     return func.count(case((condition, literal_column("1"))))
 
 
+def held_columns(c: Any) -> tuple[Any, ...]:
+    """The columns of a held execution's key: task, instance and the version held."""
+    return (c.task_name, c.task_instance, c.version)
+
+
 class Shapes:
     """One table on one kind of database, and the pieces its statements are built from.
 
@@ -148,9 +153,13 @@ class Shapes:
 
     def held_keys(self) -> tuple[ColumnElement[bool], ...]:
         """Rows whose (task, instance, version) is among the bound keys: the parallel lists
-        ``names``, ``instances`` and ``versions`` on PostgreSQL, one list of tuples ``keys``
-        elsewhere (``_store`` binds them either way)."""
+        ``names``, ``instances`` and ``versions`` on PostgreSQL, one JSON array ``keys`` on
+        MariaDB (``Backend.json_rows``), one list of tuples ``keys`` on SQLite (``_store``
+        binds them each way)."""
         c = self.table.c
+        if self.backend.json_rows is not None:
+            held = self.backend.json_rows("keys", held_columns(c))
+            return tuple(column == held.c[column.name] for column in held_columns(c))
         if self.backend.binds_arrays:
             keys = (
                 func.unnest(
