@@ -148,7 +148,7 @@ class Running(Shapes):
         #: Rows that cannot be loaded among those a pick or revival would act on (due or
         #: picked), at most ``limit``: their keys and, for each check in ``readable``,
         #: whether the row passes it (``ok_<column>``).
-        self.find_unreadable: Executable = self._find_unreadable()
+        self.find_unreadable: Executable = _find_unreadable(self)
 
         #: Delete unpicked rows of task names not in ``names`` due before ``threshold``.
         self.delete_orphans: Executable = (
@@ -260,18 +260,6 @@ class Running(Shapes):
         )
         return select(func.min(first.c.execution_time)).select_from(band.join(first, true()))
 
-    def _find_unreadable(self) -> Executable:
-        c = self.table.c
-        columns: list[Any] = [c.task_name, c.task_instance]
-        columns += [check.label(f"ok_{name}") for name, check in self.readable.items()]
-        bad = self.loadable.is_not(true())  # a check on a malformed value may be NULL
-        due = select(*columns).where(self.unpicked, c.execution_time <= self.time("now"), bad)
-        held = select(*columns).where(self.picked, bad)
-        branches = [due, held]
-        if "picked" in self.readable:  # SQLite: neither picked nor unpicked (a scan)
-            branches.append(select(*columns).where(self.readable["picked"].is_not(true())))
-        return union_all(*branches).limit(bindparam("limit"))
-
     def _revive(self, is_dead: Any, revived: dict[str, Any]) -> Update:
         """``revived`` applied to the rows ``is_dead`` (skipping those another scheduler
         holds locked), returning the rows as they were found: who had picked them, when
@@ -354,3 +342,18 @@ def _commit_without_waiting() -> ColumnElement[bool]:
     """
     setting = func.set_config(literal("synchronous_commit"), literal("off"), true())
     return select(setting).scalar_subquery() == literal("off")
+
+
+def _find_unreadable(shapes: Shapes) -> Executable:
+    """Rows that cannot be loaded among those a pick or revival would act on (see
+    ``Running.find_unreadable``)."""
+    c = shapes.table.c
+    columns: list[Any] = [c.task_name, c.task_instance]
+    columns += [check.label(f"ok_{name}") for name, check in shapes.readable.items()]
+    bad = shapes.loadable.is_not(true())  # a check on a malformed value may be NULL
+    due = select(*columns).where(shapes.unpicked, c.execution_time <= shapes.time("now"), bad)
+    held = select(*columns).where(shapes.picked, bad)
+    branches = [due, held]
+    if "picked" in shapes.readable:  # SQLite: neither picked nor unpicked (a scan)
+        branches.append(select(*columns).where(shapes.readable["picked"].is_not(true())))
+    return union_all(*branches).limit(bindparam("limit"))
