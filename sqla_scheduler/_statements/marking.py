@@ -9,13 +9,15 @@ when the update would), update (or delete) them by that key, and read them back 
 updated. The lock keeps them as found until the transaction ends, so the statements act on
 the rows one statement would have.
 
-The keys go from the first statement to the others as one JSON parameter joined as rows
-(``Backend.json_rows``), or as an IN list of tuples.
+The keys go from the first statement to the others as an IN list of tuples, or, on
+MariaDB (``Backend.json_rows``), one task's instances at a time as an IN list of scalars:
+MariaDB plans an IN list of tuples in time quadratic in its length, and a join with the
+keys as rows may read a small table first, locking every row it reads. There a ``find``
+that joins the keys as rows (``Shapes.held_keys``) reads them first (``STRAIGHT_JOIN``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,8 +40,11 @@ from sqlalchemy import (
 
 __all__ = ["Marking"]
 
-#: The bound list of the locked rows' keys in ``mark`` and ``read``.
+#: The bound list of the locked rows' keys in ``mark`` and ``read``: tuples, or one task's
+#: name and instances.
 _MARKED = "marked"
+_NAME = "marked_name"
+_INSTANCES = "marked_instances"
 
 JSONRows = Callable[[str, Sequence[Column[Any]]], Any]
 
@@ -53,8 +58,9 @@ class Marking:
     find: Select[Any] | None = None
     mark: Update | Delete | None = None
     read: Select[Any] | None = None
-    #: Whether the keys are bound to ``mark`` and ``read`` as one JSON array.
-    keys_as_json: bool = False
+    #: Whether ``mark`` and ``read`` run once for each task name among the keys, with its
+    #: instances as a list of scalars.
+    by_task: bool = False
 
     @classmethod
     def build(
@@ -80,12 +86,12 @@ class Marking:
         where = list(where)
         if one_statement:
             return cls(one=update(table).where(*where).values(values).returning(*returning))
-        marked = _marked(table, json_rows)
+        marked = _marked(table, by_task=json_rows is not None)
         return cls(
-            find=find if find is not None else _find(table, where, skip_locked),
+            find=find if find is not None else _find(table, where, skip_locked, json_rows),
             mark=update(table).where(*marked).values(values),
             read=select(*returning).where(*marked),
-            keys_as_json=json_rows is not None,
+            by_task=json_rows is not None,
         )
 
     @classmethod
@@ -104,9 +110,9 @@ class Marking:
         if one_statement:
             return cls(one=delete(table).where(*where).returning(*table.primary_key))
         return cls(
-            find=_find(table, where, skip_locked=False),
-            mark=delete(table).where(*_marked(table, json_rows)),
-            keys_as_json=json_rows is not None,
+            find=_find(table, where, False, json_rows),
+            mark=delete(table).where(*_marked(table, by_task=json_rows is not None)),
+            by_task=json_rows is not None,
         )
 
     def run(self, conn: Connection, params: Mapping[str, Any]) -> Sequence[Row[Any]]:
@@ -119,22 +125,41 @@ class Marking:
         found = conn.execute(self.find, params).all()
         if not found:
             return []
-        keys = [tuple(row) for row in found]
-        marked = {**params, _MARKED: json.dumps(keys) if self.keys_as_json else keys}
-        conn.execute(self.mark, marked)
-        if self.read is None:
-            return found
-        return conn.execute(self.read, marked).all()
+        if self.by_task:
+            instances: dict[str, list[str]] = {}
+            for name, instance in found:
+                instances.setdefault(name, []).append(instance)
+            batches = [
+                {**params, _NAME: name, _INSTANCES: each} for name, each in instances.items()
+            ]
+        else:
+            batches = [{**params, _MARKED: [tuple(row) for row in found]}]
+        changed: list[Row[Any]] = []
+        for marked in batches:
+            conn.execute(self.mark, marked)
+            if self.read is not None:
+                changed += conn.execute(self.read, marked).all()
+        return found if self.read is None else changed
 
 
-def _find(table: Table, where: list[ColumnElement[bool]], skip_locked: bool) -> Select[Any]:
-    return select(*table.primary_key).where(*where).with_for_update(skip_locked=skip_locked)
+def _find(
+    table: Table, where: list[ColumnElement[bool]], skip_locked: bool, json_rows: JSONRows | None
+) -> Select[Any]:
+    """The keys of the rows ``where`` selects, locked. Where the keys a statement is given
+    are rows to join (``json_rows``), those rows are read first, and the table by its key
+    for each: read first, a small table would be scanned and every row of it locked."""
+    find = select(*table.primary_key).where(*where)
+    if json_rows is not None:
+        given = [f for f in find.get_final_froms() if f is not table]
+        find = find.select_from(*given, table).prefix_with("STRAIGHT_JOIN")
+    return find.with_for_update(skip_locked=skip_locked)
 
 
-def _marked(table: Table, json_rows: JSONRows | None) -> tuple[ColumnElement[bool], ...]:
-    """The rows whose keys are bound as ``marked``."""
+def _marked(table: Table, *, by_task: bool) -> tuple[ColumnElement[bool], ...]:
+    """The rows whose keys are bound: as ``marked``, a list of tuples; ``by_task``, one task
+    name ``marked_name`` and a list of its instances ``marked_instances``."""
     key = list(table.primary_key)
-    if json_rows is None:
+    if not by_task:
         return (tuple_(*key).in_(bindparam(_MARKED, expanding=True)),)
-    rows = json_rows(_MARKED, key)
-    return tuple(column == rows.c[column.name] for column in key)
+    name, instance = key
+    return name == bindparam(_NAME), instance.in_(bindparam(_INSTANCES, expanding=True))
