@@ -147,11 +147,16 @@ def _find(
 ) -> Select[Any]:
     """The keys of the rows ``where`` selects, locked. Where the keys a statement is given
     are rows to join (``json_rows``), those rows are read first, and the table by its key
-    for each: read first, a small table would be scanned and every row of it locked."""
+    for each: read first, or scanned into a join buffer, a small table would have every
+    row of it locked."""
     find = select(*table.primary_key).where(*where)
     if json_rows is not None:
         given = [f for f in find.get_final_froms() if f is not table]
-        find = find.select_from(*given, table).prefix_with("STRAIGHT_JOIN")
+        find = (
+            find.select_from(*given, table)
+            .prefix_with("STRAIGHT_JOIN")
+            .with_hint(table, "FORCE INDEX (PRIMARY)")
+        )
     return find.with_for_update(skip_locked=skip_locked)
 
 
