@@ -1,41 +1,28 @@
-"""The raw-SQL floors: what PostgreSQL itself does for the work the library does, measured
-with plain psycopg on one connection, in the same run, for the library's figures to be
-compared with.
+"""The raw-SQL floors: what the database itself does for the work the library does,
+measured with the plain driver (psycopg; PyMySQL on MariaDB) on one connection, in the
+same run, for the library's figures to be compared with.
 
 (a) drain: pick due rows ``FOR UPDATE SKIP LOCKED`` and delete them, a batch per
 transaction; (b) one ``INSERT`` per transaction; (c) ``executemany`` of a batch per
 transaction. (The floors of one ``schedule`` call are measured interleaved with it, in
-``single``.)
+``scheduling``.) The SQL is each database's (``bench.databases``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 
-import psycopg
-from psycopg.types.json import Jsonb
-
-from bench.harness import INSERT_SQL, TASK_NAME, Bench, due_rows, utc_now
+from bench.harness import Bench
 from bench.results import Figure, ScenarioError
-
-PICK_SQL = (
-    "SELECT task_name, task_instance FROM scheduled_tasks"
-    " WHERE picked = false AND execution_time <= now()"
-    " ORDER BY priority DESC, execution_time LIMIT %s FOR UPDATE SKIP LOCKED"
-)
-DELETE_SQL = (
-    "DELETE FROM scheduled_tasks WHERE (task_name, task_instance) IN"
-    " (SELECT * FROM unnest(%s::varchar[], %s::varchar[]))"
-)
 
 
 def floor_drain(bench: Bench) -> Figure:
     n, pick = bench.counts.drain_rows, bench.counts.drain_pick
     db = bench.new_db("floor_drain")
+    server = bench.server
     with bench.connect(db) as conn:
         with conn.cursor() as cur:
-            cur.executemany(INSERT_SQL, due_rows("d", n))
+            cur.executemany(server.insert_sql, bench.rows("d", n))
         conn.commit()
         if bench.count(conn) != n:
             raise ScenarioError("floor drain: rows not inserted")
@@ -44,18 +31,16 @@ def floor_drain(bench: Bench) -> Figure:
         t0 = time.perf_counter()
         with conn.cursor() as cur:
             while True:
-                cur.execute(PICK_SQL, (pick,))
+                cur.execute(server.pick_sql, (pick,))
                 keys = cur.fetchall()
                 if not keys:
                     conn.commit()
                     break
-                cur.execute(DELETE_SQL, ([k[0] for k in keys], [k[1] for k in keys]))
+                server.delete_keys(cur, keys)
                 conn.commit()
                 done += len(keys)
         elapsed = time.perf_counter() - t0
-        with contextlib.suppress(psycopg.Error):
-            conn.execute("SELECT pg_stat_force_next_flush()")
-            conn.commit()
+        server.flush_stats(conn)
     if done != n:
         raise ScenarioError(f"floor drain removed {done} rows, expected {n}")
     bench.read_table_stats(db, "floor (a): raw drain, 1 connection", n)
@@ -73,14 +58,14 @@ def floor_drain(bench: Bench) -> Figure:
 def floor_single(bench: Bench) -> Figure:
     n = bench.counts.single_txns
     db = bench.new_db("floor_single")
+    rows = bench.rows("s", n)
     with bench.connect(db) as conn:
-        conn.execute("SELECT 1")
+        bench.count(conn)  # the connection is ready before the clock starts
         conn.commit()
         t0 = time.perf_counter()
-        now = utc_now()
         with conn.cursor() as cur:
-            for i in range(n):
-                cur.execute(INSERT_SQL, (TASK_NAME, f"s{i:07d}", Jsonb(None), now, 0))
+            for row in rows:
+                cur.execute(bench.server.insert_sql, row)
                 conn.commit()
         elapsed = time.perf_counter() - t0
         if bench.count(conn) != n:
@@ -100,12 +85,12 @@ def floor_batch(bench: Bench) -> Figure:
     txns, size = bench.counts.batch_txns, bench.counts.batch_size
     db = bench.new_db("floor_batch")
     with bench.connect(db) as conn:
-        conn.execute("SELECT 1")
+        bench.count(conn)
         conn.commit()
         t0 = time.perf_counter()
         with conn.cursor() as cur:
             for j in range(txns):
-                cur.executemany(INSERT_SQL, due_rows(f"b{j:03d}-", size))
+                cur.executemany(bench.server.insert_sql, bench.rows(f"b{j:03d}-", size))
                 conn.commit()
         elapsed = time.perf_counter() - t0
         if bench.count(conn) != txns * size:

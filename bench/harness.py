@@ -1,37 +1,55 @@
-"""What every scenario of one benchmark run shares: the cluster, a fresh database per
-scenario copied from a migrated, analyzed template, connections and engines to it, and the
-figures, table statistics, problems and errors the run records (``Bench``).
+"""What every scenario of one benchmark run shares: the database server (``Database``) and
+its lifetime (``serving``), a fresh database per scenario copied from a migrated template,
+connections and engines to it, and the figures, table statistics, problems, errors and
+skipped scenarios the run records (``Bench``).
 
-Also the no-op task both sides agree on (``TASK_NAME``, the one ``bench/worker.py`` runs)
-and the raw ``INSERT`` of due rows that the template and the raw floors use.
+Also the no-op task both sides agree on (``TASK_NAME``, the one ``bench/worker.py`` runs).
 """
 
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
+from types import FrameType
 from typing import Any
 
-import psycopg
-from psycopg.types.json import Jsonb
 from sqlalchemy import Engine, create_engine
 
+from bench.databases import TASK_NAME, Database, PostgreSQL, RawConnection
 from bench.results import Counts, Figure, TableStats
-from sqla_scheduler import ExecutionContext, OneTimeTask, migrate, one_time
-from tests._postgres import PostgresCluster
+from bench.workers import stop_all
+from sqla_scheduler import ExecutionContext, OneTimeTask, one_time
 
-TASK_NAME = "noop"  # the task bench/worker.py runs
-TEMPLATE_DB = "bench_template"
+__all__ = ["TASK_NAME", "Bench", "Terminated", "serving", "utc_now"]
 
-INSERT_SQL = (
-    "INSERT INTO scheduled_tasks"
-    " (task_name, task_instance, task_data, execution_time, priority, schedule)"
-    " VALUES (%s, %s, %s, %s, %s, NULL) ON CONFLICT DO NOTHING"
-)
+
+class Terminated(BaseException):
+    """SIGTERM arrived: unwind so the workers and the server are stopped."""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise Terminated(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def serving(server: Database) -> Iterator[None]:
+    """``server`` started, then stopped with every worker process still running, also on
+    failure, Ctrl-C or SIGTERM."""
+    # Our own handler first: the server modules then leave SIGTERM alone, and a SIGTERM
+    # unwinds through the finally blocks that stop workers and server.
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    print(f"[bench] starting a durable {server.title} server ...", file=sys.stderr, flush=True)
+    server.start()
+    try:
+        yield
+    finally:
+        stop_all(5)
+        server.stop()
 
 
 def utc_now() -> datetime:
@@ -42,16 +60,11 @@ def _noop(ctx: ExecutionContext[Any]) -> None:
     """Never run here: the bench only schedules; workers run their own ``noop``."""
 
 
-def due_rows(prefix: str, n: int) -> list[tuple[Any, ...]]:
-    now = utc_now()
-    return [(TASK_NAME, f"{prefix}{i:07d}", Jsonb(None), now, 0) for i in range(n)]
-
-
 class Bench:
-    """One run: its cluster and databases, and what the scenarios record."""
+    """One run: its database server and databases, and what the scenarios record."""
 
-    def __init__(self, cluster: PostgresCluster, counts: Counts, polling_interval: float) -> None:
-        self.cluster = cluster
+    def __init__(self, server: Database, counts: Counts, polling_interval: float) -> None:
+        self.server = server
         self.counts = counts
         self.polling_interval = polling_interval
         self.task: OneTimeTask[Any] = one_time(TASK_NAME)(_noop)
@@ -68,81 +81,56 @@ class Bench:
     # --- databases ---------------------------------------------------------------
 
     def prepare_template(self) -> None:
-        """A migrated database with planner statistics, as a table in service has.
-
-        A table that was never analyzed leaves PostgreSQL guessing that a few rows match,
-        so it sorts every due row on each pick instead of reading the due index in order
-        (the raw floor's pick of 400 rows would too). Autovacuum analyzes a table in
-        service within a minute of a change; here ANALYZE runs once on 100 rows, which
-        are then deleted.
-        """
-        self.cluster.create_database(TEMPLATE_DB)
-        migrate.upgrade(self.cluster.url(TEMPLATE_DB))
-        with self.connect(TEMPLATE_DB, autocommit=True) as conn:
-            with conn.cursor() as cur:
-                cur.executemany(INSERT_SQL, due_rows("warm", 100))
-            conn.execute("ANALYZE scheduled_tasks")
-            conn.execute("DELETE FROM scheduled_tasks")
+        self.server.create_template()
 
     def new_db(self, label: str) -> str:
         self._db_seq += 1
-        name = f"b{self._db_seq:02d}_{label}"
-        self.cluster.create_database(name, template=TEMPLATE_DB)
-        return name
+        return self.server.copy_template(f"b{self._db_seq:02d}_{label}")
 
-    def connect(self, db: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:
-        return psycopg.connect(self.cluster.dsn(db), autocommit=autocommit, connect_timeout=10)
+    @property
+    def postgres(self) -> PostgreSQL:
+        """The server, for the scenarios that run on PostgreSQL only."""
+        assert isinstance(self.server, PostgreSQL), self.server.name
+        return self.server
+
+    def url(self, db: str, *, use_async: bool = False) -> str:
+        return self.server.url(db, use_async=use_async)
+
+    def connect(self, db: str, *, autocommit: bool = False) -> RawConnection:
+        return self.server.connect(db, autocommit=autocommit)
 
     def engine(self, db: str) -> Engine:
-        return create_engine(self.cluster.url(db))
+        return create_engine(self.url(db))
 
-    def count(self, conn: psycopg.Connection[Any]) -> int:
-        row = conn.execute("SELECT count(*) FROM scheduled_tasks").fetchone()
+    def rows(self, prefix: str, n: int) -> list[tuple[Any, ...]]:
+        """``n`` due rows of the bench's task for the raw ``INSERT``."""
+        return self.server.rows(prefix, n)
+
+    def _scalar(self, conn: RawConnection, query: str, *params: Any) -> int:
+        with conn.cursor() as cur:
+            cur.execute(query, params or None)
+            row = cur.fetchone()
         assert row is not None
         return int(row[0])
 
-    def count_due(self, conn: psycopg.Connection[Any]) -> int:
+    def count(self, conn: RawConnection) -> int:
+        return self._scalar(conn, "SELECT count(*) FROM scheduled_tasks")
+
+    def count_due(self, conn: RawConnection) -> int:
         """The rows a drain drains (the bench's task, instances ``d...``), whatever else
         is there: a range of the primary key."""
-        row = conn.execute(
+        return self._scalar(
+            conn,
             "SELECT count(*) FROM scheduled_tasks"
             " WHERE task_name = %s AND task_instance >= 'd' AND task_instance < 'e'",
-            (TASK_NAME,),
-        ).fetchone()
-        assert row is not None
-        return int(row[0])
+            TASK_NAME,
+        )
 
     def read_table_stats(self, db: str, run: str, expected_deletes: int) -> None:
-        """Dead tuples once every backend that touched the table has reported its stats.
-
-        Backends report at exit (the workers are gone by now) or every second or so while
-        busy; poll, bounded, until the deletes the run made are all counted.
-        """
-        query = (
-            "SELECT n_dead_tup, n_live_tup, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del,"
-            " autovacuum_count FROM pg_stat_user_tables WHERE relname = 'scheduled_tasks'"
-        )
-        with self.connect(db, autocommit=True) as conn:
-            with contextlib.suppress(psycopg.Error):
-                conn.execute("SELECT pg_stat_force_next_flush()")
-            deadline = time.monotonic() + 5.0
-            row: tuple[Any, ...] | None = None
-            settled = False
-            while True:
-                conn.execute("SELECT pg_stat_clear_snapshot()")
-                row = conn.execute(query).fetchone()
-                if row is not None and row[5] is not None and row[5] >= expected_deletes:
-                    settled = True
-                    break
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.1)
-        v: list[int | None] = (
-            [None if x is None else int(x) for x in row] if row is not None else [None] * 7
-        )
-        self.table_stats.append(
-            TableStats(run, v[0], v[1], v[2], v[3], v[4], v[5], v[6], settled=settled)
-        )
+        """The table's statistics after a drain, where the database keeps them."""
+        stats = self.server.table_stats(db, run, expected_deletes)
+        if stats is not None:
+            self.table_stats.append(stats)
 
     # --- recording ---------------------------------------------------------------
 
@@ -167,3 +155,9 @@ class Bench:
             file=sys.stderr,
             flush=True,
         )
+
+    def skip(self, key: str, label: str, unit: str, reason: str) -> None:
+        """A scenario that does not run on this database: a row saying why."""
+        print(f"[bench] {label}: skipped ({reason})", file=sys.stderr, flush=True)
+        note = f"skipped on {self.server.title}: {reason}"
+        self.add(Figure(key, label, None, unit, notes=note, extra={"skipped": reason}))

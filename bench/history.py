@@ -35,7 +35,7 @@ def history_drains(bench: Bench) -> dict[str, Figure]:
                 floor_key="drain_history_none",
                 extra=["--history", setting],
             )
-            with bench.connect(db, autocommit=True) as conn:
+            with bench.postgres.connect(db, autocommit=True) as conn:
                 conn.execute("VACUUM")
             if key not in best or (figure.value or 0) > (best[key].value or 0):
                 best[key] = figure

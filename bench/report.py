@@ -46,11 +46,16 @@ FLOOR_SHORT = {
 }
 
 
+#: The rows after which the table draws a line.
+SECTION_ENDS = ("floor_batch", "drain_async_2", "latency_p99", "same_process_p99", "scale_next_due")
+
+
 def render(console: Console, bench: Bench, meta: dict[str, Any]) -> None:
     table = Table(
         title=(
             f"sqla-scheduler benchmark ({'quick' if meta['quick'] else 'full'} run, "
-            f"PostgreSQL {meta['postgres']}, fsync on, {meta['cpus']} CPUs)"
+            f"{meta['server']} {meta['server_version']}, {meta['durability']}, "
+            f"{meta['cpus']} CPUs)"
         ),
         title_justify="left",
     )
@@ -74,21 +79,11 @@ def render(console: Console, bench: Bench, meta: dict[str, Any]) -> None:
         table.add_row(
             fig.label, _fmt(fig.value, fig.unit), floor, ratio, fig.target, met, fig.notes
         )
-        if key in ("floor_batch", "drain_async_2", "latency_p99", "scale_next_due"):
+        if key in SECTION_ENDS:
             table.add_section()
     console.print(table)
-
-    stats = Table(
-        title="scheduled_tasks after each drain (pg_stat_user_tables)", title_justify="left"
-    )
-    for name in ("Run", "n_dead_tup", "n_tup_upd", "n_tup_hot_upd", "n_tup_del", "autovacuums"):
-        stats.add_column(name, justify="left" if name == "Run" else "right")
-    for st in bench.table_stats:
-        cells = [st.n_dead_tup, st.n_tup_upd, st.n_tup_hot_upd, st.n_tup_del, st.autovacuum_count]
-        run = st.run if st.settled else f"{st.run} (stats not settled)"
-        stats.add_row(run, *("-" if c is None else f"{c:,}" for c in cells))
-    console.print(stats)
-
+    if bench.table_stats:
+        _render_stats(console, bench)
     for when, plans in bench.plans.items():
         console.print(f"[bold]Plans {when}[/] (EXPLAIN ANALYZE, node lines)")
         for name, lines in plans.items():
@@ -103,6 +98,19 @@ def render(console: Console, bench: Bench, meta: dict[str, Any]) -> None:
         console.print("[bold]Problems seen[/]")
         for line in bench.errors + bench.problems:
             console.print(f"  - {line}", markup=False, highlight=False)
+
+
+def _render_stats(console: Console, bench: Bench) -> None:
+    stats = Table(
+        title="scheduled_tasks after each drain (pg_stat_user_tables)", title_justify="left"
+    )
+    for name in ("Run", "n_dead_tup", "n_tup_upd", "n_tup_hot_upd", "n_tup_del", "autovacuums"):
+        stats.add_column(name, justify="left" if name == "Run" else "right")
+    for st in bench.table_stats:
+        cells = [st.n_dead_tup, st.n_tup_upd, st.n_tup_hot_upd, st.n_tup_del, st.autovacuum_count]
+        run = st.run if st.settled else f"{st.run} (stats not settled)"
+        stats.add_row(run, *("-" if c is None else f"{c:,}" for c in cells))
+    console.print(stats)
 
 
 def write_json(path: Path, bench: Bench, meta: dict[str, Any]) -> None:

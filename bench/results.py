@@ -20,10 +20,20 @@ class Counts:
     batch_size: int = 1_000
     latency_runs: int = 200
     latency_gap: float = 0.020
+    #: Commit-to-start latency where the due-time probe finds the work (no NOTIFY): rounds,
+    #: and about how far apart.
+    probe_latency_runs: int = 100
+    probe_gap: float = 0.200
 
     @classmethod
     def quick(cls) -> Counts:
-        return cls(drain_rows=2_000, single_txns=200, batch_txns=4, latency_runs=30)
+        return cls(
+            drain_rows=2_000,
+            single_txns=200,
+            batch_txns=4,
+            latency_runs=30,
+            probe_latency_runs=15,
+        )
 
 
 @dataclass

@@ -1,39 +1,38 @@
 """sqla-scheduler benchmark: every figure beside its raw-SQL floor, measured in the same run.
 
-Starts its own durable (fsync on) PostgreSQL cluster, runs the scenarios below against a
-fresh database each, prints one table, and stops the cluster (and every worker process it
-started) at the end, also on failure or Ctrl-C::
+Starts its own durable throwaway server (PostgreSQL with fsync on, or MariaDB flushing its
+log at each commit), runs the scenarios below against a fresh database each, prints one
+table, and stops the server (and every worker process it started) at the end, also on
+failure or Ctrl-C::
 
-    python bench/run.py            # full run (a few minutes)
-    python bench/run.py --quick    # smaller counts, for a smoke test
+    python bench/run.py                      # full run on PostgreSQL (a few minutes)
+    python bench/run.py --database mariadb   # on MariaDB; --database all: both, in turn
+    python bench/run.py --quick              # smaller counts, for a smoke test
     python bench/run.py --json out.json
 
-Scenarios: raw psycopg floors (drain, one INSERT per commit, executemany per commit); drain
-of due no-op executions by worker processes (``bench/worker.py``); commit-to-start latency
-of an idle worker; ``Scheduler.schedule`` one per transaction; ``Scheduler.schedule_batch``.
-See ``bench/README.md``.
+Scenarios: raw floors (drain, one INSERT per commit, executemany per commit); drain of due
+no-op executions by worker processes (``bench/worker.py``); commit-to-start latency of an
+idle worker and of a scheduler in the scheduling process; ``Scheduler.schedule`` one per
+transaction; ``Scheduler.schedule_batch``. See ``bench/README.md``.
 
-This module is the entry point only (arguments, the cluster and its cleanup). The parts
-live beside it: ``suite`` (which scenarios run, their floors and targets), ``floors``
-(raw SQL), ``scenarios`` (the library's), ``harness`` (what they share), ``workers``
-(the ``worker.py`` processes), ``results`` (settings and figures), ``report`` (tables, JSON).
+This module is the entry point only (arguments, the server and its cleanup). The parts
+live beside it: ``suite`` (which scenarios run, their floors and targets), ``databases``
+(each server, and the raw SQL that differs), ``floors`` (raw SQL), ``scenarios`` (the
+library's), ``harness`` (what they share), ``workers`` (the ``worker.py`` processes),
+``results`` (settings and figures), ``report`` (tables, JSON).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import importlib.metadata
 import os
 import platform
-import signal
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
-from types import FrameType
 
-import psycopg
 import sqlalchemy
 from rich.console import Console
 
@@ -41,35 +40,28 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.harness import Bench, utc_now  # noqa: E402
+from bench.databases import DATABASES, database  # noqa: E402
+from bench.harness import Bench, serving, utc_now  # noqa: E402
 from bench.report import git_revision, load_average, render, source_fingerprint, write_json  # noqa: E402
 from bench.results import Counts  # noqa: E402
 from bench.suite import SCENARIOS, run_all  # noqa: E402
-from bench.workers import stop_all  # noqa: E402
-from tests._postgres import PostgresCluster  # noqa: E402
 
 
-class _Terminated(BaseException):
-    """SIGTERM arrived: unwind so the workers and the cluster are stopped."""
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    raise _Terminated(f"signal {signum}")
-
-
-@contextlib.contextmanager
-def _cleanup(cluster: PostgresCluster) -> Iterator[None]:
-    try:
-        yield
-    finally:
-        stop_all(5)
-        cluster.stop()
-
-
-def main(argv: list[str] | None = None) -> int:
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="sqla-scheduler benchmark")
+    parser.add_argument(
+        "--database",
+        choices=(*DATABASES, "all"),
+        default="postgresql",
+        help="the server to measure (default postgresql); all: each in turn, a table each",
+    )
     parser.add_argument("--quick", action="store_true", help="smaller counts (smoke test)")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also write figures as JSON")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        metavar="PATH",
+        help="also write figures as JSON (with --database all: out.json -> out.<database>.json)",
+    )
     parser.add_argument(
         "--polling-interval",
         type=float,
@@ -88,28 +80,24 @@ def main(argv: list[str] | None = None) -> int:
             f"(one of: {', '.join(SCENARIOS)})"
         ),
     )
-    args = parser.parse_args(argv)
-    counts = Counts.quick() if args.quick else Counts()
-    console = Console(width=None if sys.stdout.isatty() else 200)
+    return parser.parse_args(argv)
 
-    # Our own handler first: the cluster module then leaves SIGTERM alone, and a SIGTERM
-    # unwinds through the finally blocks that stop workers and cluster.
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    cluster = PostgresCluster(durable=True)
+
+def _json_path(path: Path, name: str, several: bool) -> Path:
+    return path.with_name(f"{path.stem}.{name}{path.suffix or '.json'}") if several else path
+
+
+def _measure(name: str, args: argparse.Namespace, console: Console, several: bool) -> int:
+    """Run the suite on a new server of database ``name``, print its table; the number of
+    scenarios that failed."""
+    counts = Counts.quick() if args.quick else Counts()
+    server = database(name)
     started = time.monotonic()
     load_before = load_average()
     revision, fingerprint = git_revision(), source_fingerprint()
-    print("[bench] starting a durable PostgreSQL cluster ...", file=sys.stderr, flush=True)
-    cluster.start()
-    with _cleanup(cluster):
-        with cluster.connect() as conn:
-            row = conn.execute("SHOW server_version").fetchone()
-            fsync = conn.execute("SHOW fsync").fetchone()
-        assert row is not None
-        assert fsync is not None
-        if fsync[0] != "on":
-            raise SystemExit("the benchmark cluster must run with fsync on")
-        bench = Bench(cluster, counts, args.polling_interval)
+    with serving(server):
+        version, durability = server.describe()
+        bench = Bench(server, counts, args.polling_interval)
         run_all(bench, args.only)
         if source_fingerprint() != fingerprint:
             bench.problems.append(
@@ -119,11 +107,14 @@ def main(argv: list[str] | None = None) -> int:
             )
         meta = {
             "quick": args.quick,
-            "postgres": row[0].split()[0],
+            "database": server.name,
+            "server": server.title,
+            "server_version": version,
+            "durability": durability,
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "sqlalchemy": sqlalchemy.__version__,
-            "psycopg": psycopg.__version__,
+            "drivers": {d: importlib.metadata.version(d) for d in server.drivers},
             "revision": revision,
             "sources_sha1": fingerprint,
             "polling_interval_s": args.polling_interval,
@@ -141,9 +132,20 @@ def main(argv: list[str] | None = None) -> int:
             highlight=False,
         )
         if args.json:
-            write_json(args.json, bench, meta)
-            console.print(f"figures written to {args.json}", highlight=False)
-    return 1 if bench.errors else 0
+            path = _json_path(args.json, name, several)
+            write_json(path, bench, meta)
+            console.print(f"figures written to {path}", highlight=False)
+    return len(bench.errors)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    names = list(DATABASES) if args.database == "all" else [args.database]
+    errors = 0
+    for name in names:
+        errors += _measure(name, args, console, several=len(names) > 1)
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":

@@ -16,8 +16,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Connection
-from sqlalchemy.sql.expression import Executable
+from sqlalchemy import Connection, Select, Update
 
 from bench.harness import TASK_NAME, Bench, utc_now
 from bench.results import Figure, ScenarioError
@@ -62,7 +61,7 @@ def scale(bench: Bench) -> list[Figure]:
         if label == "big":
             bench.plans["before the drain, 1,000,000 future + 100,000 orphans"] = _plans(bench, db)
             bench.index_sizes["before the drain"] = _index_sizes(bench, db)
-    with bench.connect(big, autocommit=True) as conn:  # the drain schedules its own
+    with bench.postgres.connect(big, autocommit=True) as conn:  # the drain schedules its own
         conn.execute("DELETE FROM scheduled_tasks WHERE task_instance LIKE 'd%'")
         conn.execute("VACUUM scheduled_tasks")  # as autovacuum would, within a minute
     figure = drain(
@@ -98,27 +97,28 @@ def scale(bench: Bench) -> list[Figure]:
 
 
 def _fill(bench: Bench, db: str) -> None:
-    with bench.connect(db, autocommit=True) as conn:
+    with bench.postgres.connect(db, autocommit=True) as conn:
         for statement in _FILL:
             conn.execute(statement)
         conn.execute("VACUUM ANALYZE scheduled_tasks")
 
 
 def _add_due(bench: Bench, db: str, n: int) -> None:
-    with bench.connect(db, autocommit=True) as conn:
+    with bench.postgres.connect(db, autocommit=True) as conn:
         conn.execute(_DUE % n)
         conn.execute("ANALYZE scheduled_tasks")
         if bench.count_due(conn) != n:
             raise ScenarioError("scale: due rows not inserted")
 
 
-def _picker_statements(conn: Connection) -> dict[str, tuple[Executable, dict[str, Any]]]:
+def _picker_statements(conn: Connection) -> dict[str, tuple[Select[Any] | Update, dict[str, Any]]]:
     running = _statements(conn, table_for()).running
+    assert running.pick.one is not None  # one UPDATE ... RETURNING on PostgreSQL
     now = utc_now()
     names = [TASK_NAME]
     return {
         "pick": (
-            running.pick,
+            running.pick.one,
             {"names": names, "now": now, "limit": PICK_LIMIT, "picker": "bench"},
         ),
         "next_due": (running.next_due, {"names": names, "now": now}),
@@ -169,5 +169,5 @@ def _is_node(line: str) -> bool:
 
 
 def _index_sizes(bench: Bench, db: str) -> dict[str, int]:
-    with bench.connect(db, autocommit=True) as conn:
+    with bench.postgres.connect(db, autocommit=True) as conn:
         return {name: int(size) for name, size in conn.execute(_INDEX_SIZES)}

@@ -1,24 +1,28 @@
 """The library's scenarios: due executions drained by ``bench/worker.py`` processes,
-commit-to-start latency and due-time lag of an idle worker, and ``Scheduler.schedule``
-and ``Scheduler.schedule_batch`` timed on a fresh database each.
+commit-to-start latency and due-time lag of an idle worker, commit-to-start latency of a
+scheduler in the scheduling process itself, and ``Scheduler.schedule`` and
+``Scheduler.schedule_batch`` timed on a fresh database each.
 """
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
-from psycopg.types.json import Jsonb
+import anyio
 from sqlalchemy import Engine
+from sqlalchemy.ext.asyncio import create_async_engine
 
-from bench.harness import INSERT_SQL, TASK_NAME, Bench, utc_now
+from bench.harness import TASK_NAME, Bench
 from bench.raw_listener import CHANNEL as RAW_CHANNEL
 from bench.results import Figure, ScenarioError
 from bench.workers import WORKER_SCRIPT, Worker, stop_workers
-from sqla_scheduler import Scheduler
+from sqla_scheduler import ExecutionContext, Scheduler, SchedulerConfig, one_time
 
 RAW_LISTENER = Path(__file__).resolve().parent / "raw_listener.py"
 
@@ -43,7 +47,7 @@ def drain(
     bench's task are counted)."""
     n = rows or bench.counts.drain_rows
     db = db or bench.new_db(key)
-    url = bench.cluster.url(db)
+    url = bench.url(db, use_async=handler == "async")
     workers: list[Worker] = []
     engine = bench.engine(db)
     problems: list[str] = []
@@ -141,7 +145,7 @@ def _starts_after(
     db = bench.new_db(name)
     engine = bench.engine(db)
     worker = Worker(
-        bench.cluster.url(db),
+        bench.url(db, use_async=True),
         f"{name}-w0",
         "async",
         polling_interval=bench.polling_interval,
@@ -204,17 +208,29 @@ def _percentiles(
     return figures
 
 
-def _paced(bench: Bench, commit: Callable[[str], None]) -> dict[str, float]:
-    """``commit`` the instances ``l00000``, ``l00001``... one at a time, one every
-    ``latency_gap``; return when each commit returned (epoch seconds, by instance)."""
-    n, gap = bench.counts.latency_runs, bench.counts.latency_gap
+def _paced(
+    bench: Bench,
+    commit: Callable[[str], None],
+    *,
+    runs: int | None = None,
+    gap: float | None = None,
+    jitter: float = 0.0,
+) -> dict[str, float]:
+    """``commit`` the instances ``l00000``, ``l00001``... one at a time, ``runs`` of them
+    (default ``latency_runs``), one every ``gap`` (default ``latency_gap``), each gap
+    stretched or shrunk by up to ``jitter`` of it at random (seeded: the same in every
+    run); return when each commit returned (epoch seconds, by instance)."""
+    n = bench.counts.latency_runs if runs is None else runs
+    gap = bench.counts.latency_gap if gap is None else gap
+    rng = random.Random(31)
     commits: dict[str, float] = {}
-    begin = time.perf_counter()
+    due = time.perf_counter()
     for i in range(n):
         key = f"l{i:05d}"
         commit(key)
         commits[key] = time.time()
-        pause = begin + (i + 1) * gap - time.perf_counter()
+        due += gap * rng.uniform(1 - jitter, 1 + jitter)
+        pause = due - time.perf_counter()
         if pause > 0:
             time.sleep(pause)
     return commits
@@ -231,9 +247,10 @@ def floor_latency(bench: Bench) -> list[Figure]:
             assert raw is not None
 
             def commit(key: str) -> None:
-                with raw.cursor() as cur:
-                    cur.execute(INSERT_SQL, (TASK_NAME, key, Jsonb(None), utc_now(), 0))
-                    cur.execute("SELECT pg_notify(%s, '')", (RAW_CHANNEL,))
+                cur = raw.cursor()
+                cur.execute(bench.server.insert_sql, bench.server.row(key))
+                cur.execute("SELECT pg_notify(%s, '')", (RAW_CHANNEL,))
+                cur.close()
                 raw.commit()
 
             return _paced(bench, commit)
@@ -244,17 +261,76 @@ def floor_latency(bench: Bench) -> list[Figure]:
 
 
 def latency(bench: Bench) -> list[Figure]:
-    """From each commit to its execution's start, due executions scheduled one at a time."""
+    """From each commit to its execution's start, due executions scheduled one at a time
+    by this process for an idle worker process.
+
+    With NOTIFY the commit wakes the worker: 20 ms apart. Without it (MariaDB) the
+    worker's due-time probe, once a second, finds the work: ``probe_latency_runs``
+    commits about 200 ms apart (each gap 150 to 250 ms, so that the commits fall at every
+    point of the probe's second, not at five)."""
+    counts = bench.counts
 
     def schedule(client: Scheduler, engine: Engine) -> dict[str, float]:
         def commit(key: str) -> None:
             if not client.schedule(engine, bench.task.instance(key)):
                 raise ScenarioError(f"schedule of {key} inserted nothing")
 
-        return _paced(bench, commit)
+        if bench.server.notifies:
+            return _paced(bench, commit)
+        return _paced(
+            bench, commit, runs=counts.probe_latency_runs, gap=counts.probe_gap, jitter=0.25
+        )
 
     delays = _starts_after(bench, "latency", schedule)
-    return _percentiles(bench, "latency", "commit-to-start latency", delays, {50: 1.2, 99: 3.0})
+    if bench.server.notifies:
+        return _percentiles(bench, "latency", "commit-to-start latency", delays, {50: 1.2, 99: 3.0})
+    label = "commit-to-start latency, other process (due-time probe)"
+    return _percentiles(bench, "latency", label, delays, {99: 1000.0})
+
+
+def same_process(bench: Bench) -> list[Figure]:
+    """From each commit to its execution's start, with the scheduler running in the
+    process that schedules, on an ``AsyncEngine`` (the default configuration but for
+    ``--polling-interval``): the commit wakes it, no NOTIFY nor probe needed.
+    ``latency_runs`` rounds, ``latency_gap`` apart, each waiting for its start."""
+    n, gap = bench.counts.latency_runs, bench.counts.latency_gap
+    db = bench.new_db("same_process")
+    commits: dict[str, float] = {}
+    starts: dict[str, float] = {}
+    started: dict[str, anyio.Event] = {}
+
+    async def noop(ctx: ExecutionContext[Any]) -> None:
+        starts[ctx.instance_id] = time.perf_counter()
+        started[ctx.instance_id].set()
+
+    task = one_time(TASK_NAME)(noop)
+    config = SchedulerConfig(polling_interval=timedelta(seconds=bench.polling_interval))
+
+    async def rounds() -> None:
+        engine = create_async_engine(bench.url(db, use_async=True))
+        try:
+            async with Scheduler(engine, [task], config) as scheduler:
+                async with engine.connect():
+                    pass  # open the pool's connection before the clock starts
+                await anyio.sleep(0.5)  # let the first (empty) poll finish
+                due = time.perf_counter()
+                for i in range(n):
+                    key = f"p{i:05d}"
+                    started[key] = anyio.Event()
+                    if not await scheduler.schedule(engine, task.instance(key)):
+                        raise ScenarioError(f"schedule of {key} inserted nothing")
+                    commits[key] = time.perf_counter()
+                    with anyio.fail_after(bench.polling_interval + 10):
+                        await started[key].wait()
+                    due += gap
+                    await anyio.sleep(max(0.0, due - time.perf_counter()))
+        finally:
+            await engine.dispose()
+
+    anyio.run(rounds)
+    delays = sorted((starts[k] - commits[k]) * 1000.0 for k in commits)
+    label = "commit-to-start latency, same process"
+    return _percentiles(bench, "same_process", label, delays, {99: 10.0})
 
 
 def due_lag(bench: Bench) -> list[Figure]:
@@ -275,8 +351,10 @@ def due_lag(bench: Bench) -> list[Figure]:
         return due
 
     delays = _starts_after(bench, "due_lag", schedule)
+    # Without NOTIFY the worker hears of them from its probe, up to a second later.
+    target = 10.0 if bench.server.notifies else 1000.0
     return _percentiles(
-        bench, "due_lag", "due-time lag, one-time (other process)", delays, {99: 10.0}
+        bench, "due_lag", "due-time lag, one-time (other process)", delays, {99: target}
     )
 
 

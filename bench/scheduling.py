@@ -16,12 +16,10 @@ import time
 from collections.abc import Iterator
 from typing import Any, Literal
 
-import psycopg
-from psycopg.types.json import Jsonb
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.orm import Session
 
-from bench.harness import INSERT_SQL, TASK_NAME, Bench, due_rows, utc_now
+from bench.harness import Bench
 from bench.results import Figure, ScenarioError
 from sqla_scheduler import Scheduler
 
@@ -67,8 +65,8 @@ class _Sides:
         )
 
 
-def _raw_insert(cur: psycopg.Cursor[Any], instance_id: str) -> None:
-    cur.execute(INSERT_SQL, (TASK_NAME, instance_id, Jsonb(None), utc_now(), 0))
+def _raw_insert(bench: Bench, cur: Any, instance_id: str) -> None:
+    cur.execute(bench.server.insert_sql, bench.server.row(instance_id))
 
 
 def _check_rows(bench: Bench, db: str, expected: int) -> None:
@@ -89,7 +87,7 @@ def schedule_engine(bench: Bench) -> Figure:
             for r in range(ROUNDS):
                 with sides.timed("raw"):
                     for i in range(per):
-                        _raw_insert(cur, f"r{r}-{i:06d}")
+                        _raw_insert(bench, cur, f"r{r}-{i:06d}")
                         raw.commit()
                 with sides.timed("library"):
                     for i in range(per):
@@ -115,7 +113,7 @@ def schedule_async(bench: Bench) -> Figure:
     sides = _Sides()
 
     async def rounds() -> None:
-        engine = create_async_engine(bench.cluster.url(db))
+        engine = create_async_engine(bench.url(db, use_async=True))
         try:
             client = Scheduler(engine, [bench.task])
             async with engine.connect():
@@ -124,7 +122,7 @@ def schedule_async(bench: Bench) -> Figure:
                 for r in range(ROUNDS):
                     with sides.timed("raw"):
                         for i in range(per):
-                            _raw_insert(cur, f"r{r}-{i:06d}")
+                            _raw_insert(bench, cur, f"r{r}-{i:06d}")
                             raw.commit()
                     with sides.timed("library"):
                         for i in range(per):
@@ -157,7 +155,7 @@ def schedule_session(bench: Bench) -> Figure:
             for r in range(ROUNDS):
                 with sides.timed("raw"):
                     for i in range(per):
-                        _raw_insert(cur, f"r{r}-{i:06d}")
+                        _raw_insert(bench, cur, f"r{r}-{i:06d}")
                     raw.commit()
                 with sides.timed("library"), Session(engine) as session, session.begin():
                     for i in range(per):
@@ -187,7 +185,7 @@ def schedule_batch(bench: Bench) -> Figure:
         with engine.connect(), bench.connect(db) as raw, raw.cursor() as cur:
             for r in range(txns):
                 with sides.timed("raw"):
-                    cur.executemany(INSERT_SQL, due_rows(f"r{r:03d}-", size))
+                    cur.executemany(bench.server.insert_sql, bench.rows(f"r{r:03d}-", size))
                     raw.commit()
                 with sides.timed("library"):
                     batch = [bench.task.instance(f"b{r:03d}-{i:07d}") for i in range(size)]

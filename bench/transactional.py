@@ -3,7 +3,7 @@
 outcome) beside the batched drain (``drain_async_1``) and a raw floor of one transaction
 per row.
 
-- ``floor_row_tx`` (d): raw psycopg on one connection, ``drain_rows / 10`` due rows, each
+- ``floor_row_tx`` (d): the raw driver on one connection, ``drain_rows / 10`` due rows, each
   in a transaction of its own: an ``UPDATE`` that marks it picked, a ``DELETE`` of it and
   a commit, which is the least a per-execution transaction does.
 - ``drain_transactional``: as many due executions of the no-op task with
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import time
 
-from bench.harness import INSERT_SQL, TASK_NAME, Bench, due_rows
+from bench.harness import TASK_NAME, Bench
 from bench.results import Figure, ScenarioError
 from bench.scenarios import drain
 
 UPDATE_SQL = (
-    "UPDATE scheduled_tasks SET picked = true, picked_by = 'floor', last_heartbeat = now(),"
+    "UPDATE scheduled_tasks SET picked = true, picked_by = 'floor', last_heartbeat = {now},"
     " version = version + 1 WHERE task_name = %s AND task_instance = %s"
 )
 DELETE_ONE_SQL = "DELETE FROM scheduled_tasks WHERE task_name = %s AND task_instance = %s"
@@ -35,14 +35,15 @@ def floor_row_tx(bench: Bench) -> Figure:
     n = rows(bench)
     db = bench.new_db("floor_row_tx")
     keys = [(TASK_NAME, f"t{i:07d}") for i in range(n)]
+    update = UPDATE_SQL.format(now=bench.server.now_sql)
     with bench.connect(db) as conn:
         with conn.cursor() as cur:
-            cur.executemany(INSERT_SQL, due_rows("t", n))
+            cur.executemany(bench.server.insert_sql, bench.rows("t", n))
         conn.commit()
         t0 = time.perf_counter()
         with conn.cursor() as cur:
             for key in keys:
-                cur.execute(UPDATE_SQL, key)
+                cur.execute(update, key)
                 cur.execute(DELETE_ONE_SQL, key)
                 conn.commit()
         elapsed = time.perf_counter() - t0
