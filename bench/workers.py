@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import signal
 import subprocess
 import sys
@@ -75,9 +76,13 @@ class Worker:
         self.starts_lock = threading.Lock()
         self.stderr: deque[str] = deque(maxlen=200)
         self.stderr_lines = 0
+        # The package of this checkout, as the benchmark itself imports it: a script's
+        # path starts at its own directory, which would leave the installed one to import.
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
         self.proc = subprocess.Popen(
             argv,
             cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": path},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
