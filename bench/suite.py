@@ -71,6 +71,10 @@ POSTGRESQL_ONLY = {
     "scale": "PostgreSQL's SQL (generate_series, VACUUM, EXPLAIN ANALYZE, pg_relation_size)",
     "history": "VACUUM between the drains (PostgreSQL's; not ported)",
     "floor_latency": "LISTEN/NOTIFY, which MariaDB lacks (its probe's lag is the latency row)",
+    "resume": (
+        "rounds 40 ms apart expect a NOTIFY: the probe finds a resumed task within a second,"
+        " after later rounds paused it again"
+    ),
 }
 #: Each figure's least ratio to its floor, by database.
 RATIO_TARGETS = {
