@@ -16,7 +16,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Select, Update
+from sqlalchemy import Connection, Delete, Select, Update
 
 from bench.harness import TASK_NAME, Bench, utc_now
 from bench.results import Figure, ScenarioError
@@ -111,7 +111,11 @@ def _add_due(bench: Bench, db: str, n: int) -> None:
             raise ScenarioError("scale: due rows not inserted")
 
 
-def _picker_statements(conn: Connection) -> dict[str, tuple[Select[Any] | Update, dict[str, Any]]]:
+#: A statement the picker runs, and its parameters.
+Statement = tuple[Select[Any] | Update | Delete, dict[str, Any]]
+
+
+def _picker_statements(conn: Connection) -> dict[str, Statement]:
     running = _statements(conn, table_for()).running
     assert running.pick.one is not None  # one UPDATE ... RETURNING on PostgreSQL
     now = utc_now()
