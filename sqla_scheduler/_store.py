@@ -11,7 +11,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from sqlalchemy import Connection, RowMapping, Table, inspect
@@ -29,6 +29,7 @@ from sqla_scheduler._execution import (
 from sqla_scheduler._history_entry import HistorySetting, Outcome, keeps
 from sqla_scheduler._statements import Scheduling, Statements, statements_for
 from sqla_scheduler._statements.shapes import Shapes
+from sqla_scheduler._types import dumps_payload
 from sqla_scheduler.exceptions import MissingTableError
 from sqla_scheduler.schedules import parse_schedule
 
@@ -172,18 +173,39 @@ def _insert_chunk(
         }
         for i in instances
     ]
-    if len(values) == 1 and stmts.insert_one is not None:
+    if len(values) > 1 and stmts.insert_rows is not None:
+        as_json = json.dumps([_array_row(v) for v in values])
+        inserted = conn.execute(stmts.insert_rows, {"rows": as_json}).all()
+    elif len(values) == 1 and stmts.insert_one is not None:
         params = {**values[0], "now": now, "channel": stmts.channel}
         sent = conn.execute(stmts.insert_one, params).all()
         if sent and on_inserted is not None:
             on_inserted(min(execution_time for _, execution_time in sent))
         return len(sent)
-    # Only SQLite gets here (PostgreSQL's statements above send their own NOTIFYs), and it
-    # has no NOTIFY to send: ``on_inserted`` is its wake-up.
-    inserted = conn.execute(stmts.insert, values).all()
+    else:
+        inserted = conn.execute(stmts.insert, values).all()
+    # Only SQLite and MariaDB get here (PostgreSQL's statements above send their own
+    # NOTIFYs), and they have no NOTIFY to send: ``on_inserted`` is their wake-up.
     if inserted and on_inserted is not None:
         on_inserted(min(execution_time for _, execution_time in inserted))
     return len(inserted)
+
+
+def _array_row(values: Mapping[str, Any]) -> list[Any]:
+    """One row of ``insert_rows``' JSON (``JSON_ROW``): the payload and the trace context
+    as their JSON text, the time as naive UTC text."""
+    at: datetime = values["execution_time"]
+    context = values["trace_context"]
+    return [
+        values["task_name"],
+        values["task_instance"],
+        dumps_payload(values["task_data"]),
+        at.astimezone(timezone.utc).replace(tzinfo=None).isoformat(sep=" "),
+        values["priority"],
+        values["schedule"],
+        None if context is None else json.dumps(context),
+        values["payload_version"],
+    ]
 
 
 def _json_row(

@@ -17,7 +17,6 @@ from sqlalchemy import (
     Column,
     Connection,
     Insert,
-    String,
     Table,
     Text,
     bindparam,
@@ -245,7 +244,9 @@ def _json_table(name: str, columns: Sequence[Column[Any]]) -> Any:
     specs = []
     for i, column in enumerate(columns):
         kind = column.type.compile(dialect=mysql.dialect())
-        if isinstance(column.type, String):
+        if kind == "JSON":  # as text: a JSON column reads JSON null as 'null', a string quoted
+            kind = "LONGTEXT"
+        if kind.startswith("VARCHAR") or kind.endswith("TEXT"):
             kind += " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
         specs.append(f"{column.name} {kind} PATH '$[{i}]'")
     rows: ColumnElement[Any] = literal_column(f"'$[*]' COLUMNS ({', '.join(specs)})")
