@@ -9,6 +9,8 @@ before it, and well within the poll that used to decide it.
 from __future__ import annotations
 
 import itertools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -38,6 +40,20 @@ def recorder() -> tuple[list[tuple[str, datetime]], Any]:
         starts.append((ctx.instance_id, datetime.now(timezone.utc)))
 
     return starts, handler
+
+
+@asynccontextmanager
+async def another_process(db: Harness, task: Any) -> AsyncIterator[tuple[Scheduler, Any]]:
+    """A scheduler that does not run, on an engine of its own: another process, as far as
+    a running scheduler can tell (no commit of it wakes that one)."""
+    other_engine = create_async_engine(db.url) if db.is_async else create_engine(db.url)
+    try:
+        yield (
+            Scheduler(other_engine, [task], SchedulerConfig(scheduler_name="client")),
+            other_engine,
+        )
+    finally:
+        await db.resolve(other_engine.dispose())
 
 
 def assert_on_time(start: datetime, due: datetime) -> None:
@@ -143,21 +159,16 @@ async def test_another_schedulers_later_execution_starts_at_its_time(db: Harness
     starts, handler = recorder()
     task = one_time("job")(handler)
     scheduler = db.scheduler([task])
-    other_engine = create_async_engine(db.url) if db.is_async else create_engine(db.url)
-    client = Scheduler(other_engine, [task], SchedulerConfig(scheduler_name="client"))
-    try:
-        async with scheduler:
-            await wait_for(lambda: scheduler.running)
-            one = client.clock.now() + AHEAD
-            await db.resolve(client.schedule(other_engine, task.instance("one", at=one)))
-            await wait_for(lambda: len(starts) == 1)
-            base = client.clock.now()
-            due = {f"b{i}": base + AHEAD + timedelta(milliseconds=150 * i) for i in range(3)}
-            batch = [task.instance(i, at=at) for i, at in due.items()]
-            await db.resolve(client.schedule_batch(other_engine, batch))
-            await wait_for(lambda: len(starts) == 4)
-    finally:
-        await db.resolve(other_engine.dispose())
+    async with another_process(db, task) as (client, other_engine), scheduler:
+        await wait_for(lambda: scheduler.running)
+        one = client.clock.now() + AHEAD
+        await db.resolve(client.schedule(other_engine, task.instance("one", at=one)))
+        await wait_for(lambda: len(starts) == 1)
+        base = client.clock.now()
+        due = {f"b{i}": base + AHEAD + timedelta(milliseconds=150 * i) for i in range(3)}
+        batch = [task.instance(i, at=at) for i, at in due.items()]
+        await db.resolve(client.schedule_batch(other_engine, batch))
+        await wait_for(lambda: len(starts) == 4)
     assert_on_time(starts[0][1], one)
     for instance, start in starts[1:]:
         assert_on_time(start, due[instance])
@@ -194,16 +205,11 @@ async def test_another_processs_work_due_now_starts_within_the_probe_interval(
     starts, handler = recorder()
     task = one_time("job")(handler)
     scheduler = db.scheduler([task])
-    other_engine = create_async_engine(db.url) if db.is_async else create_engine(db.url)
-    client = Scheduler(other_engine, [task], SchedulerConfig(scheduler_name="client"))
-    try:
-        async with scheduler:
-            await wait_for(lambda: scheduler.running)
-            for i in range(3):
-                committed = datetime.now(timezone.utc)
-                await db.resolve(client.schedule(other_engine, task.instance(f"n{i}")))
-                await wait_for(lambda: len(starts) == i + 1, deadline=5)  # noqa: B023
-                lag = starts[i][1] - committed
-                assert lag < PROBE_INTERVAL + timedelta(milliseconds=700), lag
-    finally:
-        await db.resolve(other_engine.dispose())
+    async with another_process(db, task) as (client, other_engine), scheduler:
+        await wait_for(lambda: scheduler.running)
+        for i in range(3):
+            committed = datetime.now(timezone.utc)
+            await db.resolve(client.schedule(other_engine, task.instance(f"n{i}")))
+            await wait_for(lambda: len(starts) == i + 1, deadline=5)  # noqa: B023
+            lag = starts[i][1] - committed
+            assert lag < PROBE_INTERVAL + timedelta(milliseconds=700), lag
