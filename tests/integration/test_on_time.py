@@ -9,6 +9,7 @@ before it, and well within the poll that used to decide it.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta, timezone
@@ -16,8 +17,8 @@ from typing import Any
 
 import anyio
 import pytest
-from sqlalchemy import create_engine
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy import create_engine, event
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from sqla_scheduler import Scheduler, SchedulerConfig, one_time, recurring
 from sqla_scheduler._runner.prober import PROBE_INTERVAL
@@ -213,3 +214,25 @@ async def test_another_processs_work_due_now_starts_within_the_probe_interval(
             await wait_for(lambda: len(starts) == i + 1, deadline=5)  # noqa: B023
             lag = starts[i][1] - committed
             assert lag < PROBE_INTERVAL + timedelta(milliseconds=700), lag
+
+
+async def test_an_idle_scheduler_probes_once_a_second_at_most(db: Harness) -> None:
+    """The probe's cost, as the docs state it: one query a second while idle, no more."""
+    if db.notifies:
+        pytest.skip("PostgreSQL's schedulers listen for NOTIFY and do not probe")
+    probes: list[float] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT MIN("):  # ``Running.next_due``
+            probes.append(time.monotonic())
+
+    sync_engine = db.engine.sync_engine if isinstance(db.engine, AsyncEngine) else db.engine
+    event.listen(sync_engine, "before_cursor_execute", seen)
+    task = one_time("job")(lambda ctx: None)
+    scheduler = db.scheduler([task])  # the default 10 s poll: no pick in the meantime
+    async with scheduler:
+        await wait_for(lambda: scheduler.running)
+        await wait_for(lambda: len(probes) >= 3, deadline=10)
+    # the first may be the picker's own look at the table as it starts
+    gaps = [later - earlier for earlier, later in itertools.pairwise(probes[1:3])]
+    assert all(0.9 <= gap < 3.0 for gap in gaps), gaps  # seconds: once a second
