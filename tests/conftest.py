@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import os
 import shutil
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +196,40 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     finally:
         engine.dispose()  # the last connection to close checkpoints the WAL into the file
     return path
+
+
+@contextmanager
+def empty_databases(
+    request: pytest.FixtureRequest, backend: str, directory: Path, *, sqlite_file: bool = False
+) -> Iterator[Callable[[], str]]:
+    """A maker of empty databases of ``backend`` (``postgresql``, ``mariadb`` or
+    ``sqlite``), each dropped on leaving; it returns their URLs. A SQLite database is a
+    file in ``directory``, made empty on the spot if ``sqlite_file``, else left for the
+    first connection to create."""
+    made: list[str] = []
+    server: PostgresCluster | MariaDBServer | None = None
+    if backend == "postgresql":
+        server = request.getfixturevalue("pg_cluster")
+    elif backend == "mariadb":
+        server = request.getfixturevalue("mariadb_server")
+
+    def make() -> str:
+        name = f"empty_{os.getpid()}_{len(made)}_{id(made)}"
+        made.append(name)
+        if server is None:
+            url = f"sqlite:///{directory / name}.db"
+            if sqlite_file:
+                create_engine(url).connect().close()
+            return url
+        server.create_database(name)
+        return server.url(name)
+
+    try:
+        yield make
+    finally:
+        if server is not None:
+            for name in made:
+                server.drop_database(name)
 
 
 def sqlite_file_url(template: Path, directory: Path, driver: str = "pysqlite") -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -12,8 +11,7 @@ from sqlalchemy import Engine, column, create_engine, table, update
 from sqla_scheduler import MissingTableError, metadata, migrate
 from sqla_scheduler.health import Health, check
 from tests._cli import INVOCATIONS, cli_env, invoke, one_error_line, run
-from tests._mariadb import MariaDBServer
-from tests._postgres import PostgresCluster
+from tests.conftest import empty_databases
 
 HEAD = migrate.heads()[0]
 #: The revision before the head: a schema one migration behind.
@@ -23,30 +21,10 @@ UNREACHABLE = "postgresql+psycopg://nobody@127.0.0.1:1/none"
 
 @pytest.fixture(params=["postgresql", "sqlite", "mariadb"])
 def new_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], str]]:
-    """Makes empty databases (dropped at teardown) and returns their URLs."""
-    made: list[str] = []
-    cluster: PostgresCluster | MariaDBServer | None = None
-    if request.param == "postgresql":
-        cluster = request.getfixturevalue("pg_cluster")
-    elif request.param == "mariadb":
-        cluster = request.getfixturevalue("mariadb_server")
-
-    def make() -> str:
-        name = f"health_{os.getpid()}_{len(made)}_{id(made)}"
-        made.append(name)
-        if cluster is None:
-            url = f"sqlite:///{tmp_path / name}.db"
-            create_engine(url).connect().close()  # an empty file, there to be found
-            return url
-        cluster.create_database(name)
-        return cluster.url(name)
-
-    try:
+    """Makes empty databases (dropped at teardown) and returns their URLs; an empty SQLite
+    file is there to be found."""
+    with empty_databases(request, request.param, tmp_path, sqlite_file=True) as make:
         yield make
-    finally:
-        if cluster is not None:
-            for name in made:
-                cluster.drop_database(name)
 
 
 def _with(url: str, change: Callable[[Engine], None]) -> str:

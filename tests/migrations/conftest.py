@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, create_engine
 
-from tests._mariadb import MariaDBServer
-from tests._postgres import PostgresCluster
+from tests.conftest import empty_databases
 
 
 @pytest.fixture(params=["postgresql", "sqlite", "mariadb"])
@@ -23,27 +21,8 @@ def new_database(
     request: pytest.FixtureRequest, backend: str, tmp_path: Path
 ) -> Iterator[Callable[[], str]]:
     """Makes empty databases of ``backend`` (dropped at teardown) and returns their URLs."""
-    made: list[str] = []
-    server: PostgresCluster | MariaDBServer | None = None
-    if backend == "postgresql":
-        server = request.getfixturevalue("pg_cluster")
-    elif backend == "mariadb":
-        server = request.getfixturevalue("mariadb_server")
-
-    def make() -> str:
-        name = f"mig_{os.getpid()}_{len(made)}_{id(made)}"
-        made.append(name)
-        if server is None:
-            return f"sqlite:///{tmp_path / name}.db"
-        server.create_database(name)
-        return server.url(name)
-
-    try:
+    with empty_databases(request, backend, tmp_path) as make:
         yield make
-    finally:
-        if server is not None:
-            for name in made:
-                server.drop_database(name)
 
 
 @pytest.fixture
