@@ -341,14 +341,14 @@ class Database:
             fn = self._unit_of_work(fn)
         plan_once = plan_once and lane is not None and self._plans_once
         unit = partial(self._unit, fn, autocommit, plan_once)
-        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        for attempt in range(1, CONFLICT_ATTEMPTS):
             try:
                 return await self._run_once(unit, lane, plan_once)
             except DBAPIError as exc:
-                if attempt == CONFLICT_ATTEMPTS or not self._conflicted(exc):
+                if not self._conflicted(exc):
                     raise
             await anyio.sleep(random.uniform(0, 0.002 * attempt))
-        raise AssertionError("unreachable")  # pragma: no cover
+        return await self._run_once(unit, lane, plan_once)  # the last: whatever it raises
 
     async def _run_once(
         self, unit: Callable[[bool, Connection], T], lane: str | None, plan_once: bool
