@@ -29,7 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engin
 from sqlalchemy.orm import Session
 
 from sqla_scheduler import Clock, Scheduler, SchedulerConfig, migrate
-from sqla_scheduler._dialects import sync_url
+from sqla_scheduler._dialects import backend_for, sync_url
 from sqla_scheduler._runner import Runner
 from sqla_scheduler.models import table_for
 from tests._mariadb import MariaDBServer
@@ -278,7 +278,7 @@ class Harness:
     @property
     def notifies(self) -> bool:
         """Whether other processes hear of new work at once (LISTEN/NOTIFY: PostgreSQL)."""
-        return self.backend == "postgresql"
+        return backend_for(self.sync_engine.dialect).supports_notify
 
     @staticmethod
     async def resolve(value: Any) -> Any:
