@@ -160,52 +160,74 @@ def _insert_chunk(
         if earliest is not None and on_inserted is not None:
             on_inserted(earliest)
         return int(inserted)
-    values = [
-        {
-            "task_name": i.task_name,
-            "task_instance": i.instance_id,
-            "task_data": i.data,
-            "execution_time": i.execution_time or now,
-            "priority": i.priority,
-            "schedule": i.schedule,
-            "trace_context": trace_context,
-            "payload_version": i.payload_version,
-        }
-        for i in instances
-    ]
-    if len(values) > 1 and stmts.insert_rows is not None:
-        as_json = json.dumps([_array_row(v) for v in values])
-        inserted = conn.execute(stmts.insert_rows, {"rows": as_json}).all()
-    elif len(values) == 1 and stmts.insert_one is not None:
-        params = {**values[0], "now": now, "channel": stmts.channel}
-        sent = conn.execute(stmts.insert_one, params).all()
+    if len(instances) == 1 and stmts.insert_one is not None:
+        params = {**_values(instances[0], now, trace_context), "now": now}
+        sent = conn.execute(stmts.insert_one, {**params, "channel": stmts.channel}).all()
         if sent and on_inserted is not None:
             on_inserted(min(execution_time for _, execution_time in sent))
         return len(sent)
+    if len(instances) > 1 and stmts.insert_rows is not None:
+        as_json = _array_rows(instances, now, trace_context)
+        result = conn.execute(stmts.insert_rows, {"rows": as_json})
     else:
-        inserted = conn.execute(stmts.insert, values).all()
+        result = conn.execute(stmts.insert, [_values(i, now, trace_context) for i in instances])
     # Only SQLite and MariaDB get here (PostgreSQL's statements above send their own
     # NOTIFYs), and they have no NOTIFY to send: ``on_inserted`` is their wake-up.
-    if inserted and on_inserted is not None:
-        on_inserted(min(execution_time for _, execution_time in inserted))
-    return len(inserted)
+    if stmts.backend.inserts_return:
+        times = [execution_time for _, execution_time in result]
+        inserted = len(times)
+    else:  # counted; the wake-up is for the earliest time asked (early is harmless)
+        inserted = result.rowcount
+        times = [i.execution_time or now for i in instances] if inserted else []
+    if times and on_inserted is not None:
+        on_inserted(min(times))
+    return inserted
 
 
-def _array_row(values: Mapping[str, Any]) -> list[Any]:
-    """One row of ``insert_rows``' JSON (``JSON_ROW``): the payload and the trace context
-    as their JSON text, the time as naive UTC text."""
-    at: datetime = values["execution_time"]
-    context = values["trace_context"]
-    return [
-        values["task_name"],
-        values["task_instance"],
-        dumps_payload(values["task_data"]),
-        at.astimezone(timezone.utc).replace(tzinfo=None).isoformat(sep=" "),
-        values["priority"],
-        values["schedule"],
-        None if context is None else json.dumps(context),
-        values["payload_version"],
-    ]
+def _values(
+    instance: TaskInstance[Any], now: datetime, trace_context: Mapping[str, str] | None
+) -> dict[str, Any]:
+    """The values of one inserted row, by column name."""
+    return {
+        "task_name": instance.task_name,
+        "task_instance": instance.instance_id,
+        "task_data": instance.data,
+        "execution_time": instance.execution_time or now,
+        "priority": instance.priority,
+        "schedule": instance.schedule,
+        "trace_context": trace_context,
+        "payload_version": instance.payload_version,
+    }
+
+
+def _array_rows(
+    instances: Sequence[TaskInstance[Any]],
+    now: datetime,
+    trace_context: Mapping[str, str] | None,
+) -> str:
+    """``insert_rows``' JSON: an array per execution, its values in ``JSON_ROW`` order,
+    the payload and the trace context as their JSON text, the time as naive UTC text."""
+    context = None if trace_context is None else json.dumps(trace_context)
+    last_at, last_text = None, ""
+    rows = []
+    for i in instances:
+        at = i.execution_time or now
+        if at is not last_at:  # a batch mostly shares one time: written once
+            last_at = at
+            last_text = at.astimezone(timezone.utc).replace(tzinfo=None).isoformat(sep=" ")
+        rows.append(
+            [
+                i.task_name,
+                i.instance_id,
+                dumps_payload(i.data),
+                last_text,
+                i.priority,
+                i.schedule,
+                context,
+                i.payload_version,
+            ]
+        )
+    return json.dumps(rows)
 
 
 def _json_row(

@@ -47,6 +47,8 @@ def dumps_payload(value: Any) -> str:
     ``100000000000000000000``, an int to whoever reads it. A float with a positive
     exponent (every one of them a whole number) is written out in full with ``.0``.
     """
+    if value is None:
+        return "null"
     text = json.dumps(value)
     if "e+" not in text:  # the common case: nothing to rewrite, one pass
         return text

@@ -53,28 +53,28 @@ class Scheduling(Shapes):
         super().__init__(table, backend)
         c = table.c
 
+        inserted = (c.task_name, c.execution_time) if backend.inserts_return else ()
         #: Insert executions, skipping (task_name, task_instance) pairs that exist; returns
-        #: the task name and execution time of each row actually inserted. Run with a list
-        #: of parameter sets and SQLAlchemy sends them as multi-row statements.
-        self.insert: Executable = backend.insert_ignoring(table).returning(
-            c.task_name, c.execution_time
-        )
+        #: the task name and execution time of each row actually inserted where
+        #: ``Backend.inserts_return`` (else its row count counts them). Run with a list of
+        #: parameter sets and SQLAlchemy sends them as multi-row statements.
+        self.insert: Executable = backend.insert_ignoring(table).returning(*inserted)
         #: Many executions in one statement (PostgreSQL; see ``_insert_many``).
         self.insert_many: Executable | None = (
             self._insert_many() if backend.rows_from_json else None
         )
         #: Many executions in one statement, from the JSON array ``rows`` of one array per
         #: execution, its values in ``JSON_ROW`` order, the payload and the trace context
-        #: as their JSON text (MariaDB, ``Backend.json_rows``); returns the task name and
-        #: execution time of each row inserted. One statement text whatever the batch
-        #: size, and one parameter where an INSERT of many rows binds eight per row.
+        #: as their JSON text (MariaDB, ``Backend.json_rows``); returns what ``insert``
+        #: does. One statement text whatever the batch size, and one parameter where an
+        #: INSERT of many rows binds eight per row.
         self.insert_rows: Executable | None = None
         if backend.json_rows is not None:
             new = backend.json_rows("rows", [c[name] for name in JSON_ROW])
             self.insert_rows = (
                 backend.insert_ignoring(table)
                 .from_select(list(JSON_ROW), select(*(new.c[name] for name in JSON_ROW)))
-                .returning(c.task_name, c.execution_time)
+                .returning(*inserted)
             )
 
         #: One execution inserted and its NOTIFY sent (see ``Shapes.notice``), in one
