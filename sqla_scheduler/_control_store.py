@@ -23,12 +23,12 @@ def pause(conn: Connection, table: Table, task_name: str, now: datetime) -> bool
     hold."""
     paused_tasks = paused_table(table)
     backend = backend_for(conn.dialect)
-    statement = (
-        backend.insert_ignoring(paused_tasks)
-        .values(task_name=task_name, paused_at=now)
-        .returning(paused_tasks.c.task_name)
-    )
-    if conn.execute(statement).first() is None:
+    statement = backend.insert_ignoring(paused_tasks).values(task_name=task_name, paused_at=now)
+    if backend.inserts_return:  # psycopg's row count of an INSERT can be -1 (unknown)
+        inserted = conn.execute(statement.returning(paused_tasks.c.task_name)).first() is not None
+    else:  # counted: MySQL has no RETURNING
+        inserted = conn.execute(statement).rowcount > 0
+    if not inserted:
         return False
     _notify(conn, table, notice_of_pause(task_name, True))
     return True
@@ -38,12 +38,8 @@ def resume(conn: Connection, table: Table, task_name: str) -> bool:
     """Resume ``task_name``; ``False`` when it was not paused. The running schedulers hear
     of it, and wake for its due executions, when the transaction commits (PostgreSQL)."""
     paused_tasks = paused_table(table)
-    statement = (
-        delete(paused_tasks)
-        .where(paused_tasks.c.task_name == task_name)
-        .returning(paused_tasks.c.task_name)
-    )
-    if conn.execute(statement).first() is None:
+    statement = delete(paused_tasks).where(paused_tasks.c.task_name == task_name)
+    if conn.execute(statement).rowcount == 0:
         return False
     _notify(conn, table, notice_of_pause(task_name, False))
     return True

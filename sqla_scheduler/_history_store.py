@@ -6,7 +6,7 @@ written in the same transaction as the outcome it records.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -98,10 +98,7 @@ def move(conn: Connection, table: Table, entry: Entry) -> bool:
         "attempt": entry.attempt_kept,
         "error": entry.error,
     }
-    moved = conn.execute(stmts.move, params).first() is not None
-    if moved and stmts.remove_moved is not None:
-        conn.execute(stmts.remove_moved, params)
-    return moved
+    return _into_history(conn, stmts.move, stmts.remove_moved, params)
 
 
 def quarantine(
@@ -117,10 +114,21 @@ def quarantine(
         "finished_at": now,
         "error": error,
     }
-    moved = conn.execute(stmts.quarantine, params).first() is not None
-    if moved and stmts.remove_quarantined is not None:
-        conn.execute(stmts.remove_quarantined, params)
-    return moved
+    return _into_history(conn, stmts.quarantine, stmts.remove_quarantined, params)
+
+
+def _into_history(
+    conn: Connection, copy: Any, remove: Any | None, params: Mapping[str, Any]
+) -> bool:
+    """Whether ``copy`` wrote an entry: one statement that also deletes the row and
+    returns the entry's id, or (with ``remove``) a copy counted by its row count, then
+    the row's deletion."""
+    if remove is None:
+        return conn.execute(copy, params).first() is not None
+    if conn.execute(copy, params).rowcount == 0:
+        return False
+    conn.execute(remove, params)
+    return True
 
 
 def list_entries(
@@ -217,12 +225,18 @@ def requeue(
     The entry stays: history records what happened, and the requeued execution adds its
     own entries as it runs.
     """
-    every = statements_for(table, backend_for(conn.dialect))
-    name = conn.execute(every.history.requeue, {"history_id": history_id, "now": now}).scalar()
-    if name is None:
+    backend = backend_for(conn.dialect)
+    every = statements_for(table, backend)
+    result = conn.execute(every.history.requeue, {"history_id": history_id, "now": now})
+    if backend.inserts_return:
+        name = result.scalar()
+        inserted = name is not None
+    else:  # counted (MySQL has no RETURNING); no NOTIFY to name it in either
+        name, inserted = None, result.rowcount > 0
+    if not inserted:
         return False
     notify = every.scheduling.notify
-    if notify is not None:  # due now: wake the schedulers on commit (PostgreSQL)
+    if notify is not None and name is not None:  # wake the schedulers on commit (PostgreSQL)
         conn.execute(notify, {"channel": every.scheduling.channel, "payload": name})
     if on_inserted is not None:
         on_inserted(now)

@@ -838,8 +838,8 @@ def delete_orphans(
 ) -> list[tuple[str, str, Any]]:
     """Delete unpicked rows of unknown tasks due before ``threshold``; return what went."""
     stmts = _statements(conn, table).running
-    rows = conn.execute(stmts.delete_orphans, {"names": list(known), "threshold": threshold})
-    return [(name, instance, data) for name, instance, data in rows]
+    rows = stmts.delete_orphans.run(conn, {"names": list(known), "threshold": threshold})
+    return [(row.task_name, row.task_instance, row.task_data) for row in rows]
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import os
+import re
 import shutil
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -24,7 +25,7 @@ from typing import Any
 
 import anyio
 import pytest
-from sqlalchemy import Engine, create_engine, make_url, select, text
+from sqlalchemy import Engine, create_engine, event, make_url, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 from sqlalchemy.orm import Session
 
@@ -121,6 +122,32 @@ async def wait_for(condition: Callable[[], bool], deadline: float = 20) -> None:
     with anyio.fail_after(deadline):
         while not condition():  # noqa: ASYNC110 - the condition is a database query
             await anyio.sleep(0.01)
+
+
+#: What MariaDB was sent with a RETURNING clause in the running test, by any engine of
+#: this process: nothing may be, so that every statement MariaDB runs here is one MySQL,
+#: which has no RETURNING, can run too (MySQL itself is not in the tests). SQLAlchemy's
+#: own implicit RETURNING of a new key (Alembic's version row) it leaves out on MySQL.
+_returning_on_mysql: list[str] = []
+_RETURNING = re.compile(r"\bRETURNING\b", re.IGNORECASE)
+
+
+@event.listens_for(Engine, "before_cursor_execute")
+def _note_returning(
+    conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool
+) -> None:
+    if getattr(getattr(context, "compiled", None), "implicit_returning", None):
+        return
+    if conn.dialect.name == "mysql" and _RETURNING.search(statement):
+        _returning_on_mysql.append(statement)
+
+
+@pytest.fixture(autouse=True)
+def _nothing_mysql_cannot_run() -> Iterator[None]:
+    yield
+    sent = list(_returning_on_mysql)
+    _returning_on_mysql.clear()
+    assert not sent, f"sent MariaDB a RETURNING, which MySQL has not: {sent[0][:300]}"
 
 
 @pytest.fixture(scope="session")

@@ -9,8 +9,8 @@ database it talks to:
   operation (which INSERT skips an existing key, how an upsert is written, how a raw row
   becomes JSON, how the scheduler's own transactions begin, which errors are a lost
   conflict worth running again). ``backend_for`` finds an engine's, failing on a
-  database the scheduler does not run on (MySQL: no ``RETURNING``). (``SKIP LOCKED`` needs no
-  flag: SQLAlchemy's SQLite compiler leaves ``FOR UPDATE`` out.)
+  database the scheduler does not run on, or a server too old (no ``SKIP LOCKED``).
+  (``SKIP LOCKED`` needs no flag: SQLAlchemy's SQLite compiler leaves ``FOR UPDATE`` out.)
 - ``urls``: which databases are supported at all, checked on a URL (``check_url``) before
   any driver is imported.
 - ``columns``: how each database declares the scheduler's columns and tables (the types

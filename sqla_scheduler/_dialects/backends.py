@@ -39,6 +39,7 @@ T = TypeVar("T")
 
 _MIN_SQLITE = (3, 35, 0)
 _MIN_MARIADB = (10, 6)
+_MIN_MYSQL = (8, 0)
 
 #: The values an upsert writes over an existing row, given the columns of the row it
 #: would have inserted (``excluded``), by column name.
@@ -121,14 +122,15 @@ class Backend:
     #: Writers wait for the database's one write lock by a per-connection busy timeout
     #: (``sqla_scheduler.sqlite.configure``).
     busy_timeout: bool
-    #: ``UPDATE ... RETURNING`` exists. Without it (MariaDB) an update whose rows the
+    #: ``UPDATE ... RETURNING`` exists. Without it (MariaDB, MySQL) an update whose rows the
     #: caller reads back locks them first, then updates and reads them by key, in one
     #: transaction (``_statements.marking``).
     updates_return: bool
-    #: The INSERTs of ``Scheduler.schedule`` return the rows they inserted (PostgreSQL,
-    #: SQLite). Otherwise the driver's row count says how many were, and the scheduler's
-    #: own wake-up takes the earliest time asked for: MySQL has no RETURNING, and on
-    #: MariaDB reading the rows back costs a third of a batch's time.
+    #: The scheduler's INSERTs return the rows they inserted (PostgreSQL, SQLite: psycopg
+    #: can give -1, unknown, as an INSERT's row count). Otherwise the driver's row count
+    #: says how many were, and the scheduler's own wake-up takes the earliest time asked
+    #: for: MySQL has no RETURNING, and on MariaDB reading a batch's rows back costs a
+    #: third of its time.
     inserts_return: bool
 
     #: ``conflicted(error)``: the driver's ``error`` says the transaction lost a conflict
@@ -382,7 +384,8 @@ MARIADB = Backend(
     raw_row_json=_raw_row_json_text,
     missing_database_file=_no_file,
 )
-#: By SQLAlchemy's dialect name: ``mysql://`` URLs reach MariaDB through the MySQL dialect.
+#: By SQLAlchemy's dialect name: ``mysql://`` URLs reach MariaDB through the MySQL dialect,
+#: and MySQL 8 runs MariaDB's statements (none of them has a RETURNING clause).
 _BACKENDS = {"postgresql": POSTGRESQL, "sqlite": SQLITE, "mysql": MARIADB, "mariadb": MARIADB}
 
 
@@ -407,24 +410,24 @@ def backend_for(dialect: Dialect) -> Backend:
             )
         return SQLITE
     if dialect.name in ("mysql", "mariadb"):
-        _check_mariadb(dialect)
+        _check_mysql_server(dialect)
         return MARIADB
     raise NotImplementedError(unsupported(dialect.name))
 
 
-def _check_mariadb(dialect: Dialect) -> None:
-    """Fail on a MySQL server, or a MariaDB older than 10.6 (``SKIP LOCKED``), once the
-    dialect has connected and knows which it talks to."""
+def _check_mysql_server(dialect: Dialect) -> None:
+    """Fail on a MariaDB older than 10.6 or a MySQL older than 8.0 (``SKIP LOCKED``,
+    ``JSON_TABLE``), once the dialect has connected and knows which it talks to."""
     version = getattr(dialect, "server_version_info", None)
     if version is None:
         return  # not connected yet: checked again when the scheduler's engine connects
-    if not getattr(dialect, "is_mariadb", False):
+    name, least = (
+        ("MariaDB", _MIN_MARIADB)
+        if getattr(dialect, "is_mariadb", False)
+        else ("MySQL", _MIN_MYSQL)
+    )
+    if tuple(version[:2]) < least:
         raise NotImplementedError(
-            "sqla-scheduler runs on MariaDB, not MySQL: MySQL has no RETURNING clause, "
-            f"which its statements need (this server is MySQL {'.'.join(map(str, version))})"
-        )
-    if tuple(version[:2]) < _MIN_MARIADB:
-        raise NotImplementedError(
-            f"sqla-scheduler needs MariaDB {'.'.join(map(str, _MIN_MARIADB))} or newer "
-            f"(for SKIP LOCKED); this server is {'.'.join(map(str, version[:3]))}"
+            f"sqla-scheduler needs {name} {'.'.join(map(str, least))} or newer (for SKIP "
+            f"LOCKED); this server is {name} {'.'.join(map(str, version[:3]))}"
         )

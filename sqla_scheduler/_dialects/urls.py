@@ -21,8 +21,7 @@ SUPPORTED = {
     "postgresql": ("PostgreSQL", "postgresql+psycopg://user@host/db"),
     "sqlite": ("SQLite", "sqlite:///app.db"),
     "mariadb": ("MariaDB", "mariadb+pymysql://user@host/db"),
-    # SQLAlchemy's MySQL dialect reaches MariaDB too; a MySQL server is refused on connecting
-    "mysql": ("MariaDB", "mariadb+pymysql://user@host/db"),
+    "mysql": ("MySQL", "mysql+pymysql://user@host/db"),
 }
 #: The driver a URL without one gets: the one the package depends on (SQLAlchemy 2.0's
 #: default for ``postgresql://`` is psycopg2, which it does not install).

@@ -67,9 +67,10 @@ class History(Shapes):
         into = [*moved, "task_data", *entry]
         held = (self.at_key, c.version == bindparam("seen_version"))
         #: Move the held execution at the bound key and ``seen_version`` into history,
-        #: with the bound ``outcome``, times, ``attempt`` and ``error``; returns the
-        #: entry's id (a row count of an INSERT fed by a data-modifying CTE is not
-        #: reliable across drivers).
+        #: with the bound ``outcome``, times, ``attempt`` and ``error``. In one statement
+        #: it returns the entry's id (a row count of an INSERT fed by a data-modifying CTE
+        #: is not reliable across drivers); as a copy then ``remove_moved``, its row count
+        #: says whether it copied (MySQL has no RETURNING).
         self.move: Any
         #: SQLite: delete the row ``move`` copied (PostgreSQL's ``move`` deletes it too).
         self.remove_moved: Delete | None
@@ -89,13 +90,13 @@ class History(Shapes):
             # writer holds the whole database) until it is deleted.
             rows = select(*(c[name] for name in moved), self._as_text(c.task_data), *entry.values())
             locked = rows.where(*held).with_for_update()
-            self.move = insert(h).from_select(into, locked).returning(h.c.id)
+            self.move = insert(h).from_select(into, locked)
             self.remove_moved = delete(table).where(*held)
 
         #: Take the row at the bound key out of the table into history as ``undecodable``
         #: when the scheduler cannot load it (see ``Shapes.readable``): what can be read
         #: goes into its columns, and the raw value of every column, as the database
-        #: writes it, follows the bound ``error`` text. Returns the entry's id.
+        #: writes it, follows the bound ``error`` text. Returned and counted as ``move``.
         self.quarantine: Any
         #: SQLite: delete the row ``quarantine`` copied.
         self.remove_quarantined: Delete | None
@@ -103,7 +104,8 @@ class History(Shapes):
 
         #: Schedule the payload of the requeueable entry ``history_id`` again, due at
         #: ``now``, as the version it was written with, unless an execution with its key
-        #: exists; returns its task name.
+        #: exists; returns its task name where ``Backend.inserts_return`` (else its row
+        #: count says whether it inserted).
         entry_row = select(
             h.c.task_name,
             h.c.task_instance,
@@ -116,7 +118,7 @@ class History(Shapes):
         self.requeue: Any = (
             backend.insert_ignoring(table)
             .from_select([*into_table, "payload_version"], entry_row)
-            .returning(c.task_name)
+            .returning(*((c.task_name,) if backend.inserts_return else ()))
         )
 
         #: Delete up to ``limit`` entries that finished before ``threshold``, oldest first.
@@ -176,7 +178,7 @@ class History(Shapes):
             self.remove_quarantined = None
         else:
             rows = select(*values.values()).where(*bad).with_for_update()  # as in ``move``
-            self.quarantine = insert(h).from_select(list(values), rows).returning(h.c.id)
+            self.quarantine = insert(h).from_select(list(values), rows)
             self.remove_quarantined = delete(table).where(*bad)
 
     def _as_payload(self, text: ColumnElement[Any]) -> ColumnElement[Any]:

@@ -2,8 +2,9 @@
 ``UPDATE ... RETURNING``.
 
 Where the database has it (PostgreSQL, SQLite) that is one statement. MariaDB has
-RETURNING for INSERT and DELETE only, and none for a DELETE that joins another table, so
-there the same change is up to three statements in the caller's transaction: lock the
+RETURNING for INSERT and DELETE only, and none for a DELETE that joins another table;
+MySQL has none at all. There the same change is up to three statements in the caller's
+transaction: lock the
 rows by their key (``SELECT ... FOR UPDATE``, skipping rows another transaction holds
 when the update would), update (or delete) them by that key, and read them back as
 updated. The lock keeps them as found until the transaction ends, so the statements act on
@@ -52,12 +53,14 @@ JSONRows = Callable[[str, Sequence[Column[Any]]], Any]
 @dataclass(frozen=True, slots=True)
 class Marking:
     """``one`` (``UPDATE``/``DELETE ... RETURNING``), or ``find``, ``mark`` and ``read``
-    (none for a DELETE: the rows found are the rows deleted)."""
+    (for a DELETE, none when the keys found are all it returns)."""
 
     one: Update | Delete | None = None
     find: Select[Any] | None = None
     mark: Update | Delete | None = None
     read: Select[Any] | None = None
+    #: ``read`` runs before ``mark``: a removal reads the rows it is about to delete.
+    read_first: bool = False
     #: Whether ``mark`` and ``read`` run once for each task name among the keys, with its
     #: instances as a list of scalars.
     by_task: bool = False
@@ -101,17 +104,22 @@ class Marking:
         *,
         one_statement: bool,
         where: Iterable[ColumnElement[bool]],
+        returning: Sequence[ColumnElement[Any]] = (),
         json_rows: JSONRows | None = None,
     ) -> Marking:
-        """The deletion of the rows ``where`` selects, returning their keys: one
-        ``DELETE ... RETURNING`` where ``one_statement``, else the rows locked, then
-        deleted by their keys (a DELETE that joins the keys has no RETURNING)."""
+        """The deletion of the rows ``where`` selects, returning ``returning`` (default
+        their keys): one ``DELETE ... RETURNING`` where ``one_statement``, else the rows
+        locked, read, then deleted by their keys (a DELETE that joins the keys has no
+        RETURNING, and MySQL none at all)."""
         where = list(where)
         if one_statement:
-            return cls(one=delete(table).where(*where).returning(*table.primary_key))
+            return cls(one=delete(table).where(*where).returning(*returning or table.primary_key))
+        marked = _marked(table, by_task=json_rows is not None)
         return cls(
             find=_find(table, where, False, json_rows),
-            mark=delete(table).where(*_marked(table, by_task=json_rows is not None)),
+            mark=delete(table).where(*marked),
+            read=select(*returning).where(*marked) if returning else None,
+            read_first=True,
             by_task=json_rows is not None,
         )
 
@@ -136,8 +144,10 @@ class Marking:
             batches = [{**params, _MARKED: [tuple(row) for row in found]}]
         changed: list[Row[Any]] = []
         for marked in batches:
+            if self.read is not None and self.read_first:
+                changed += conn.execute(self.read, marked).all()
             conn.execute(self.mark, marked)
-            if self.read is not None:
+            if self.read is not None and not self.read_first:
                 changed += conn.execute(self.read, marked).all()
         return found if self.read is None else changed
 

@@ -150,16 +150,18 @@ class Running(Shapes):
         #: whether the row passes it (``ok_<column>``).
         self.find_unreadable: Executable = _find_unreadable(self)
 
-        #: Delete unpicked rows of task names not in ``names`` due before ``threshold``.
-        self.delete_orphans: Executable = (
-            delete(table)
-            .where(
+        #: Delete unpicked rows of task names not in ``names`` due before ``threshold``;
+        #: returns their task names, instances and payloads.
+        self.delete_orphans: Marking = Marking.removal(
+            table,
+            one_statement=backend.updates_return,
+            where=(
                 self.unpicked,
                 c.task_name.not_in(bindparam("names", expanding=True)),
                 c.execution_time < self.time("threshold"),
                 self.loadable,
-            )
-            .returning(c.task_name, c.task_instance, c.task_data)
+            ),
+            returning=(c.task_name, c.task_instance, c.task_data),
         )
 
     def _pick(self) -> Marking:

@@ -32,7 +32,12 @@ def test_failures_exit_with_one_line(pg_cluster: PostgresCluster, tmp_path: Path
         # a bad URL, from --url or DATABASE_URL
         (("db", "upgrade", "--url", "nonsense://x"), {}, 2, "bad database URL nonsense://x"),
         (("db", "current"), {"DATABASE_URL": "not a url"}, 2, "bad database URL"),
-        (("executions", "--url", "nonsense://x"), {}, 2, "supports PostgreSQL, SQLite and"),
+        (
+            ("executions", "--url", "nonsense://x"),
+            {},
+            2,
+            "supports PostgreSQL, SQLite, MariaDB and",
+        ),
         (("executions", "--url", "oracle://u@localhost/db"), {}, 2, "not 'oracle'"),
         (("executions", "--url", "postgresql+pg8000://u@localhost/db"), {}, 1, "database driver"),
         (("demo", "--database-url", "nonsense://x"), {}, 2, "bad database URL"),

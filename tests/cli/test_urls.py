@@ -47,7 +47,7 @@ def test_an_unsupported_database_is_bad_usage_naming_the_supported_ones(url: str
         line = one_error_line(result.stderr)
         assert result.returncode == 2, (command, result.stderr)
         assert f"bad database URL {url}" in line, line
-        assert "supports PostgreSQL, SQLite and MariaDB" in line, line
+        assert "supports PostgreSQL, SQLite, MariaDB and MySQL" in line, line
         assert "driver" not in line, line
 
 

@@ -134,13 +134,15 @@ async def test_times_keep_the_microsecond_in_utc_whatever_the_sessions_zone(
 @pytest.mark.parametrize(
     ("version", "is_mariadb", "refused"),
     [
-        ((8, 0, 36), False, "runs on MariaDB, not MySQL"),
+        ((5, 7, 44), False, "needs MySQL 8.0 or newer"),
+        ((8, 0, 36), False, None),
+        ((8, 4, 3), False, None),
         ((10, 5, 9), True, "needs MariaDB 10.6 or newer"),
         ((10, 6, 0), True, None),
         ((11, 4, 2), True, None),
     ],
 )
-def test_a_mysql_server_or_an_old_mariadb_is_refused_by_name(
+def test_an_old_mysql_or_mariadb_is_refused_by_name(
     version: tuple[int, ...], is_mariadb: bool, refused: str | None
 ) -> None:
     """As the dialect knows its server once connected (its version and whether it is
