@@ -16,6 +16,7 @@ engine (SQLAlchemy's ``AsyncEngine`` runs on asyncio only).
 from __future__ import annotations
 
 import inspect
+import logging
 import random
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
@@ -29,7 +30,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 import sniffio
-from sqlalchemy import Connection, Engine, Table
+from sqlalchemy import URL, Connection, Engine, Table
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
@@ -67,6 +68,7 @@ __all__ = [
     "named",
 ]
 
+log = logging.getLogger("sqla_scheduler")
 T = TypeVar("T")
 
 #: Where a sync caller's work happens: its session, connection, or an engine.
@@ -302,6 +304,7 @@ class Database:
         self._planning_once: WeakSet[Connection | AsyncConnection] = WeakSet()
         self._unit_of_work = backend.unit_of_work
         self._conflicted = backend.conflicted
+        self._prepared_lost = backend.prepared_lost
         self._isolation = backend.isolation_level
 
     async def run(
@@ -339,20 +342,41 @@ class Database:
         """
         if not read_only:
             fn = self._unit_of_work(fn)
-        plan_once = plan_once and lane is not None and self._plans_once
-        unit = partial(self._unit, fn, autocommit, plan_once)
+        planned = plan_once and lane is not None
         for attempt in range(1, CONFLICT_ATTEMPTS):
             try:
-                return await self._run_once(unit, lane, plan_once)
+                return await self._run_once(fn, autocommit, lane, planned and self._plans_once)
             except DBAPIError as exc:
+                if self._prepared_lost(exc):
+                    self._stop_preparing(exc)
+                    continue  # on a fresh connection, which prepares nothing
                 if not self._conflicted(exc):
                     raise
             await anyio.sleep(random.uniform(0, 0.002 * attempt))
-        return await self._run_once(unit, lane, plan_once)  # the last: whatever it raises
+        # the last: whatever it raises
+        return await self._run_once(fn, autocommit, lane, planned and self._plans_once)
+
+    def _stop_preparing(self, error: DBAPIError) -> None:
+        """Prepare nothing more on the scheduler's connections, saying so once: the server
+        lost or already had a statement the driver prepared, which happens when a pooler
+        in transaction mode shares server connections between clients."""
+        if not self._prepared:
+            return
+        self._prepared = self._plans_once = False
+        log.warning(
+            "PostgreSQL refused a prepared statement of the scheduler's (%s): a connection "
+            "pooler in transaction mode (PgBouncer before 1.21 or without "
+            "max_prepared_statements) shares server connections between clients. The "
+            "scheduler's connections prepare nothing from now on; set "
+            "prepared_statements=False (SQLA_SCHEDULER_PREPARED_STATEMENTS=false) to start "
+            "that way",
+            str(error.orig).strip().splitlines()[0],
+        )
 
     async def _run_once(
-        self, unit: Callable[[bool, Connection], T], lane: str | None, plan_once: bool
+        self, fn: Callable[[Connection], T], autocommit: bool, lane: str | None, plan_once: bool
     ) -> T:
+        unit = partial(self._unit, fn, autocommit, plan_once)
         conn = self._lanes.pop(lane, None) if lane is not None else None
         fresh = conn is None
         if conn is None:
@@ -449,6 +473,8 @@ class Database:
         transaction holds the write lock from its start (``Backend.unit_of_work``)."""
         conn = await self._connect()
         try:
+            if not self._prepared:
+                await self._call(conn, lambda c: _disable_prepare(c.connection.driver_connection))
             if self._isolation is not None:
                 await self._call(conn, partial(_isolated, self._isolation))
             await self._call(conn, self._unit_of_work(_begin))
@@ -488,10 +514,16 @@ class Database:
                 await transaction.commit()
         return True
 
-    def connect_args(self) -> dict[str, Any]:
-        """Keyword arguments for a raw psycopg connection to the engine's database."""
+    @property
+    def url(self) -> URL:
+        """The engine's URL."""
+        return self.engine.url
+
+    def connect_args(self, url: URL | None = None) -> dict[str, Any]:
+        """Keyword arguments for a raw psycopg connection to the engine's database, or to
+        the one ``url`` names (of the same database system)."""
         engine = self.engine.sync_engine if isinstance(self.engine, AsyncEngine) else self.engine
-        args, kwargs = engine.dialect.create_connect_args(engine.url)
+        args, kwargs = engine.dialect.create_connect_args(engine.url if url is None else url)
         kwargs = dict(kwargs)
         kwargs.pop("context", None)
         if args:

@@ -123,8 +123,15 @@ class SchedulerConfig:
     """How often a running scheduler records in the nodes table that it is alive (1ms to
     1d); it counts as alive for three intervals."""
     listen: bool = True
-    """Whether to use PostgreSQL ``LISTEN``/``NOTIFY`` wake-ups (off behind poolers that
-    cannot carry them, such as PgBouncer in transaction mode)."""
+    """Whether to use PostgreSQL ``LISTEN``/``NOTIFY`` wake-ups. Behind a connection
+    pooler in transaction mode (PgBouncer, RDS Proxy), which cannot carry LISTEN, the
+    scheduler finds out, says so once and reads the earliest due time once a second
+    instead; ``listen_url`` keeps the wake-ups."""
+    listen_url: str | None = field(default=None, repr=False)
+    """A PostgreSQL URL for the one connection that LISTENs, when the engine's goes
+    through a pooler in transaction mode: a direct connection to the same database, so that
+    wake-ups within milliseconds hold while every other statement goes through the
+    pooler. ``None``: the engine's URL."""
     prepared_statements: bool = True
     """Whether the scheduler's connections may use server-side prepared statements (turn
     off behind PgBouncer in transaction mode)."""
@@ -605,6 +612,14 @@ def _no_limit(value: Any) -> None:
     """Any value of the right type will do."""
 
 
+def _listen_url(value: str) -> None:
+    from sqla_scheduler._dialects import listen_url_problem  # SQLAlchemy, when one is given
+
+    problem = listen_url_problem(value)
+    if problem is not None:
+        raise _Invalid(problem)
+
+
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ZERO = timedelta(0)
 _MS = timedelta(milliseconds=1)
@@ -637,6 +652,7 @@ _RULES: dict[str, _Rule] = {
     "history_retention": _Rule(_DURATION, _between(_MS, _LONGEST)),
     "node_heartbeat_interval": _Rule(_DURATION, _between(_MS, _DAY)),
     "listen": _Rule(_BOOL, _no_limit),
+    "listen_url": _Rule(_optional(_STR, frozenset({""})), _listen_url),
     "prepared_statements": _Rule(_BOOL, _no_limit),
     "pick_lower_fraction": _Rule(_FLOAT, _between(0.0, 10.0, above=True)),
     "pick_upper_fraction": _Rule(_FLOAT, _between(0.0, 10.0, above=True)),

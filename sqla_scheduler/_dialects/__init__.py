@@ -18,11 +18,18 @@ database it talks to:
 - ``notices``: the channel name wake-ups use and the payloads sent on it.
 """
 
-from sqla_scheduler._dialects.backends import Backend, backend_for, known_backend
+from sqla_scheduler._dialects.backends import (
+    Backend,
+    backend_for,
+    known_backend,
+    listen_url_problem,
+)
 from sqla_scheduler._dialects.notices import (
+    notice_of_check,
     notice_of_later,
     notice_of_pause,
     notify_channel,
+    read_check_notice,
     read_notice,
     read_pause_notice,
 )
@@ -34,9 +41,12 @@ __all__ = [
     "backend_for",
     "check_url",
     "known_backend",
+    "listen_url_problem",
+    "notice_of_check",
     "notice_of_later",
     "notice_of_pause",
     "notify_channel",
+    "read_check_notice",
     "read_notice",
     "read_pause_notice",
     "sync_url",

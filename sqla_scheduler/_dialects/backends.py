@@ -29,11 +29,20 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.sql.elements import ColumnElement
 
-from sqla_scheduler._dialects.urls import unsupported
+from sqla_scheduler._dialects.urls import sync_url, unsupported
 
-__all__ = ["MARIADB", "POSTGRESQL", "SQLITE", "Backend", "backend_for", "known_backend"]
+__all__ = [
+    "MARIADB",
+    "POSTGRESQL",
+    "SQLITE",
+    "Backend",
+    "backend_for",
+    "known_backend",
+    "listen_url_problem",
+]
 
 T = TypeVar("T")
 
@@ -137,6 +146,10 @@ class Backend:
     #: with another one (a deadlock, a lock wait that timed out, a serialization
     #: failure), so that running it again may succeed.
     conflicted: Callable[[BaseException], bool]
+    #: ``prepared_lost(error)``: the driver's ``error`` says the server lost a statement
+    #: the driver prepared, or had one of that name already: what a pooler in transaction
+    #: mode does to prepared statements (then the scheduler stops preparing).
+    prepared_lost: Callable[[BaseException], bool]
     #: The dialect's own INSERT of a table, for ``upsert`` (``postgresql.insert``, ...).
     insert: Callable[[Table], Insert]
     #: An INSERT of a table that skips each row whose key exists (``ON CONFLICT DO
@@ -273,6 +286,15 @@ def _mysql_conflict(error: BaseException) -> bool:
     return bool(args) and args[0] in (1205, 1213)
 
 
+def _sqlstate_prepared_lost(error: BaseException) -> bool:
+    # duplicate_prepared_statement, invalid_sql_statement_name
+    return getattr(getattr(error, "orig", None), "sqlstate", None) in ("42P05", "26000")
+
+
+def _never(error: BaseException) -> bool:
+    return False  # no prepared statements: nothing to lose
+
+
 def _no_conflict(error: BaseException) -> bool:
     return False  # SQLite: writers take turns, waiting up to the busy timeout
 
@@ -314,6 +336,7 @@ POSTGRESQL = Backend(
     updates_return=True,
     inserts_return=True,
     conflicted=_sqlstate_conflict,
+    prepared_lost=_sqlstate_prepared_lost,
     insert=postgresql.insert,
     insert_ignoring=_ignoring_conflicts(postgresql.insert),
     upsert=_on_conflict_update,
@@ -346,6 +369,7 @@ SQLITE = Backend(
     updates_return=True,
     inserts_return=True,
     conflicted=_no_conflict,
+    prepared_lost=_never,
     insert=sqlite.insert,
     insert_ignoring=_ignoring_conflicts(sqlite.insert),
     upsert=_on_conflict_update,
@@ -378,6 +402,7 @@ MARIADB = Backend(
     updates_return=False,
     inserts_return=False,
     conflicted=_mysql_conflict,
+    prepared_lost=_never,
     insert=mysql.insert,
     insert_ignoring=_insert_ignore,
     upsert=_on_duplicate_key_update,
@@ -394,6 +419,19 @@ def known_backend(of: Dialect | URL) -> Backend | None:
     scheduler does not run on (a type compiled for another dialect, a URL not yet checked).
     Unlike ``backend_for`` it checks nothing and never raises."""
     return _BACKENDS.get(of.get_backend_name() if isinstance(of, URL) else of.name)
+
+
+def listen_url_problem(url: str) -> str | None:
+    """What is wrong with ``url`` as a ``listen_url`` (a URL of a database with LISTEN),
+    or ``None``."""
+    try:
+        parsed = sync_url(url)
+    except ArgumentError as exc:
+        return str(exc)
+    backend = known_backend(parsed)
+    if backend is None or not backend.supports_notify:
+        return "is not a PostgreSQL URL: only PostgreSQL has LISTEN"
+    return None
 
 
 def backend_for(dialect: Dialect) -> Backend:

@@ -9,9 +9,11 @@ from datetime import datetime
 from sqlalchemy import Table
 
 __all__ = [
+    "notice_of_check",
     "notice_of_later",
     "notice_of_pause",
     "notify_channel",
+    "read_check_notice",
     "read_notice",
     "read_pause_notice",
 ]
@@ -73,3 +75,20 @@ def read_pause_notice(payload: str) -> tuple[str, bool] | None:
     if isinstance(task, str) and isinstance(paused, bool):
         return task, paused
     return None
+
+
+def notice_of_check(token: str) -> str:
+    """The NOTIFY payload a listener sends itself to check that notifications reach it
+    (``Listener``): a JSON object no other listener reads as news of a task."""
+    return json.dumps({"check": token})
+
+
+def read_check_notice(payload: str) -> str | None:
+    """The token of a ``notice_of_check`` payload; ``None`` for any other payload."""
+    if not payload.startswith('{"check"'):
+        return None
+    try:
+        token = json.loads(payload)["check"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return token if isinstance(token, str) else None

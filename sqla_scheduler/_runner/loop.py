@@ -35,11 +35,12 @@ from sqla_scheduler._runner.completer import Completer
 from sqla_scheduler._runner.executor import Executor
 from sqla_scheduler._runner.heartbeater import Heartbeater
 from sqla_scheduler._runner.held import HeldSet, PausedTasks
+from sqla_scheduler._runner.listener import Listener
 from sqla_scheduler._runner.maintenance import Maintenance
 from sqla_scheduler._runner.nodes import NodeHeartbeater
 from sqla_scheduler._runner.picker import Picker
 from sqla_scheduler._runner.prober import Prober
-from sqla_scheduler._runner.waker import Listener, Waker
+from sqla_scheduler._runner.waker import Waker
 from sqla_scheduler._runner.workers import Workers
 from sqla_scheduler._store import check_table
 from sqla_scheduler._threads import HandlerThreads
@@ -151,21 +152,26 @@ class Runner:
         #: Hears NOTIFY wake-ups: on PostgreSQL, with ``listen`` on; ``None`` otherwise.
         self.listener: Listener | None = None
         #: Reads the earliest due time once a second where no NOTIFY exists (MariaDB,
-        #: SQLite); ``None`` otherwise.
-        self.prober: Prober | None = None
-        if not backend_for(engine.dialect).supports_notify:
-            self.prober = Prober(db, table, waker, names=names, wants_work=self.picker.wants_work)
-        elif config.listen:
-            self.listener = Listener(
-                db,
-                table,
-                waker,
-                names=names,
-                wants_work=self.picker.wants_work,
-                on_pause=self.learn_pause,
-                polling_interval=config.polling_interval,
-                prepared_statements=config.prepared_statements,
-            )
+        #: SQLite), or where LISTEN turns out not to hear (behind a pooler); ``None``
+        #: where NOTIFY is not used at all (``listen`` off).
+        self.prober: Prober | None = Prober(
+            db, table, waker, names=names, wants_work=self.picker.wants_work
+        )
+        if backend_for(engine.dialect).supports_notify:
+            if config.listen:
+                self.listener = Listener(
+                    db,
+                    table,
+                    waker,
+                    names=names,
+                    wants_work=self.picker.wants_work,
+                    on_pause=self.learn_pause,
+                    polling_interval=config.polling_interval,
+                    prepared_statements=config.prepared_statements,
+                    listen_url=config.listen_url,
+                    on_deaf=self.prober.run,
+                )
+            self.prober = None
         self.workers = Workers(
             held=held,
             executor=self.executor,
@@ -182,11 +188,12 @@ class Runner:
     def wake_on_commit(self, conn: Connection) -> Callable[[datetime], None]:
         """What an insert on ``conn`` calls with the earliest execution time it inserted:
         when that transaction commits, this loop learns of it (and wakes at once for work
-        due now) rather than at its next poll. A listening loop hears of due work from the
-        insert's NOTIFY, so only later times go through the commit."""
+        due now) rather than at its next poll. A loop whose listener hears hears of due
+        work from the insert's NOTIFY, so only later times go through the commit."""
 
         def inserted(earliest: datetime) -> None:
-            if self.listener is not None and earliest <= self.clock.now():
+            hearing = self.listener is not None and self.listener.hearing
+            if hearing and earliest <= self.clock.now():
                 return
             after_commit(conn, partial(self.waker.wake_at_soon, earliest))
 
@@ -261,7 +268,7 @@ class Runner:
                 services.start_soon(self.node.run)
                 if self.listener is not None:
                     services.start_soon(self.listener.run)
-                if self.prober is not None:
+                if self.prober is not None:  # (the listener runs one if it must)
                     services.start_soon(self.prober.run)
                 await self.workers.run(
                     self.config.concurrency, until=self._stop, task_status=task_status

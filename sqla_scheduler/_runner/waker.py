@@ -1,29 +1,24 @@
 """Wake-ups: the local ``Waker`` the picker waits on (for a wake-up or for the earliest
-execution time it knows of), and the LISTEN service.
+execution time it knows of).
 
 Words kept apart: to *wake* is local (an event in this process); to *notify* is
-PostgreSQL's NOTIFY, which the ``Listener`` turns into a wake-up.
+PostgreSQL's NOTIFY, which the ``Listener`` (``_runner.listener``) turns into a wake-up.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from functools import partial
 
 import anyio
 import anyio.to_thread
-from sqlalchemy import Table
 
-from sqla_scheduler._bridge import Database
-from sqla_scheduler._dialects import notify_channel, read_notice, read_pause_notice
 from sqla_scheduler._threads import call_soon_threadsafe
 from sqla_scheduler.clock import Clock
 
-__all__ = ["AHEAD", "Listener", "Waker"]
+__all__ = ["AHEAD", "Waker"]
 
 log = logging.getLogger("sqla_scheduler")
 
@@ -32,9 +27,6 @@ log = logging.getLogger("sqla_scheduler")
 #: an idle spell) is spent before the time, not after it. The executor holds an execution
 #: picked ahead until its time.
 AHEAD = timedelta(milliseconds=10)
-
-#: How often the listener thread looks up from its socket to see whether to stop.
-_LISTEN_TICK = 0.25
 
 
 class Waker:
@@ -158,101 +150,3 @@ class Waker:
         with anyio.move_on_after(at_most):
             await event.wait()
         return event.is_set()
-
-
-class Listener:
-    """LISTENs on the table's channel and wakes the picker on each notification (or, for
-    work due later, tells it the time; for a pause or a resume, ``on_pause``).
-
-    The connection is psycopg's own, in a thread: SQLAlchemy has no notification API.
-    While it is down, the picker's poll is all there is, and it reconnects with backoff.
-    """
-
-    def __init__(
-        self,
-        db: Database,
-        table: Table,
-        waker: Waker,
-        *,
-        names: Collection[str],
-        wants_work: Callable[[], bool],
-        polling_interval: timedelta,
-        prepared_statements: bool,
-        on_pause: Callable[[str, bool], None] = lambda task_name, paused: None,
-    ) -> None:
-        self.db = db
-        self.table = table
-        self.waker = waker
-        self._names = frozenset(names)
-        self._wants_work = wants_work
-        self._on_pause = on_pause
-        self._polling_interval = polling_interval
-        self._prepared = prepared_statements
-        self._stop = threading.Event()
-
-    def stop(self) -> None:
-        """Stop listening (from any thread); ``run`` returns within a tick."""
-        self._stop.set()
-
-    async def run(self) -> None:
-        """Keep a LISTEN connection; when it fails, poll until it is back."""
-        backoff = 0.5
-        while not self._stop.is_set():
-            connected = threading.Event()
-            try:
-                await anyio.to_thread.run_sync(self.run_once, connected, abandon_on_cancel=True)
-            except Exception:
-                log.warning(
-                    "the LISTEN connection failed; polling every %s until it is back",
-                    self._polling_interval,
-                    exc_info=True,
-                )
-            if connected.is_set():
-                backoff = 0.5
-            if self._stop.is_set():
-                return
-            await anyio.sleep(backoff)
-            backoff = min(backoff * 2, 30.0)
-
-    def run_once(self, connected: threading.Event) -> None:
-        """One LISTEN connection, from connect to failure or ``stop`` (a worker thread)."""
-        import psycopg
-        from psycopg import sql
-
-        with psycopg.connect(**self.db.connect_args(), autocommit=True) as conn:
-            if not self._prepared:
-                conn.prepare_threshold = None
-            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(notify_channel(self.table))))
-            connected.set()
-            # Anything scheduled while nobody was listening is picked up now.
-            self.waker.soon(self.waker.news)
-            while not self._stop.is_set():
-                for notice in conn.notifies(timeout=_LISTEN_TICK, stop_after=1):
-                    if not self._stop.is_set():
-                        # Not anyio.from_thread.run_sync: a task per notice and a wait for
-                        # it cost the start of the work a quarter of a millisecond.
-                        self.waker.soon(partial(self._on_notify, notice.payload))
-
-    def _on_notify(self, payload: str) -> None:
-        """Work due now wakes the picker if it wants work; work due later is a time to wait
-        for (a wake-up only if it is earlier than the one it waits for). Work of tasks this
-        scheduler does not run is none of its business. A pause or a resume of one of its
-        tasks goes to ``on_pause``; a resume is news of work too."""
-        pause = read_pause_notice(payload)
-        if pause is not None:
-            task, paused = pause
-            if task not in self._names:
-                return
-            self._on_pause(task, paused)
-            if paused:
-                return
-            at = None
-        else:
-            task, at = read_notice(payload)
-        if task not in self._names:
-            return
-        self.waker.heard()
-        if at is not None:
-            self.waker.wake_at(at)
-        elif self._wants_work():
-            self.waker.wake()

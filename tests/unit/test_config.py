@@ -33,6 +33,7 @@ DEFAULTS: dict[str, object] = {
     "history_retention": timedelta(days=14),
     "node_heartbeat_interval": timedelta(seconds=30),
     "listen": True,
+    "listen_url": None,
     "prepared_statements": True,
     "pick_lower_fraction": 0.5,
     "pick_upper_fraction": 3.0,
@@ -57,6 +58,7 @@ AS_TEXT: dict[str, tuple[str, object]] = {
     "history_retention": ("30d", timedelta(days=30)),
     "node_heartbeat_interval": ("5s", timedelta(seconds=5)),
     "listen": ("false", False),
+    "listen_url": ("postgresql://app@db/app", "postgresql://app@db/app"),
     "prepared_statements": ("off", False),
     "pick_lower_fraction": ("0.25", 0.25),
     "pick_upper_fraction": ("4", 4.0),
@@ -745,3 +747,15 @@ def test_a_default_name_made_before_a_fork_becomes_the_childs() -> None:
     assert from_default == f"{socket.gethostname()}-{child}"
     assert from_named == "billing-1"  # a name the application chose is kept
     assert config_module.for_this_process(default) is default  # in its own process, as is
+
+
+def test_listen_url_must_name_a_database_with_listen() -> None:
+    with pytest.raises(Exception, match="only PostgreSQL has LISTEN"):
+        SchedulerConfig(listen_url="sqlite:///app.db")
+    with pytest.raises(Exception, match="SQLA_SCHEDULER_LISTEN_URL"):
+        SchedulerConfig.from_env(environ={"SQLA_SCHEDULER_LISTEN_URL": "nonsense://x"})
+    url = "postgresql://app:s3cret@db:5432/app"
+    config = SchedulerConfig.from_env(environ={"SQLA_SCHEDULER_LISTEN_URL": url})
+    assert config.listen_url == url
+    assert "s3cret" not in repr(config)
+    assert SchedulerConfig.from_mapping({"listen_url": ""}).listen_url is None

@@ -9,12 +9,15 @@ from typing import Any
 import pytest
 
 from sqla_scheduler._dialects import (
+    notice_of_check,
     notice_of_later,
     notice_of_pause,
+    read_check_notice,
     read_notice,
     read_pause_notice,
 )
-from sqla_scheduler._runner.waker import Listener, Waker
+from sqla_scheduler._runner.listener import Listener
+from sqla_scheduler._runner.waker import Waker
 from sqla_scheduler.clock import ManualClock
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
@@ -113,3 +116,15 @@ async def test_a_pause_or_resume_of_its_own_tasks_reaches_the_scheduler():
     listener._on_notify(notice_of_pause("invoice", False))
     assert await waker.wait(0)  # a resume is: its due executions may be picked
     assert heard == [("invoice", True), ("invoice", False)]
+
+
+def test_a_check_notice_is_news_of_no_task():
+    """Every listener of the table hears another's check: none may take it for work."""
+    payload = notice_of_check("5f3a9c")
+    assert read_check_notice(payload) == "5f3a9c"
+    assert read_pause_notice(payload) is None
+    task, at = read_notice(payload)
+    assert at is None
+    assert task == payload  # a "task" no scheduler runs
+    assert read_check_notice('{"task": "x", "at": "2026-01-01T00:00:00+00:00"}') is None
+    assert read_check_notice('{"check": 7}') is None
