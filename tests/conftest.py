@@ -36,6 +36,7 @@ from sqla_scheduler.models import table_for
 from tests._mariadb import MariaDBServer
 from tests._mariadb_databases import DatabasePool as MariaDBPool
 from tests._pg_databases import DatabasePool
+from tests._pgbouncer import PgBouncer
 from tests._postgres import PostgresCluster
 
 TEMPLATE_DB = "sqla_scheduler_template"
@@ -177,6 +178,24 @@ def pg_url(pg_cluster: PostgresCluster, pg_databases: DatabasePool) -> Iterator[
     try:
         yield pg_cluster.url(name)
     finally:
+        pg_databases.give_back(name, since)
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(pg_cluster: PostgresCluster) -> Iterator[PgBouncer]:
+    """A PgBouncer in transaction pooling mode in front of ``pg_cluster``."""
+    with PgBouncer(pg_cluster) as bouncer:
+        yield bouncer
+
+
+@pytest.fixture
+def pgbouncer_url(pgbouncer: PgBouncer, pg_databases: DatabasePool) -> Iterator[str]:
+    """URL of a fresh, migrated database for this test alone, through ``pgbouncer``."""
+    name, since = pg_databases.take()
+    try:
+        yield pgbouncer.url(name)
+    finally:
+        pgbouncer.release(name)  # its pooled sessions would have the database dropped
         pg_databases.give_back(name, since)
 
 
