@@ -140,10 +140,16 @@ def build_scheduler(
     db_clock: bool = True,
     step_file: str | None = None,
     node_heartbeat_interval: timedelta = timedelta(seconds=30),
+    prepare: bool = True,
 ) -> Scheduler:
-    """A scheduler on a sync engine (psycopg or pysqlite) with ``record`` and ``slow``."""
+    """A scheduler on a sync engine (psycopg or pysqlite) with ``record`` and ``slow``.
+    Without ``prepare`` (behind a pooler in transaction mode) psycopg prepares none of the
+    app's own statements."""
     # The runner holds up to concurrency + 4 connections, and each handler one more.
-    engine = configure_sqlite(create_engine(url, pool_size=2 * concurrency + 5, max_overflow=5))
+    args: dict[str, Any] = {} if prepare else {"connect_args": {"prepare_threshold": None}}
+    engine = configure_sqlite(
+        create_engine(url, pool_size=2 * concurrency + 5, max_overflow=5, **args)
+    )
     pid = os.getpid()
 
     def log_run(task: str, instance: str, phase: str) -> None:
@@ -256,8 +262,8 @@ def scheduler_from_env() -> Scheduler:
     ``WORKER_NAME``, ``CONCURRENCY``, ``POLL_MS``, ``HEARTBEAT_MS``, ``MISSED_LIMIT``,
     ``SHUTDOWN_WAIT_MS``, ``SLOW_DEADLINE_S``, ``FAULT_SLEEP_MS``, ``LIMITED_SLEEP_MS``,
     ``EFFECT_SLEEP_MS``, ``EFFECT_LOG``, ``MAX_RETRIES``, ``SKEW_S``, ``DB_CLOCK``,
-    ``STEP_FILE`` and ``NODE_HEARTBEAT_MS``; with ``PARENT_PID``, the process exits when its
-    parent does."""
+    ``STEP_FILE``, ``PREPARE`` (``0``: behind a pooler) and ``NODE_HEARTBEAT_MS``; with
+    ``PARENT_PID``, the process exits when its parent does."""
     if "PARENT_PID" in os.environ:
         _exit_with_parent(int(os.environ["PARENT_PID"]))
     return build_scheduler(
@@ -277,6 +283,7 @@ def scheduler_from_env() -> Scheduler:
         skew=float(os.environ.get("SKEW_S", 0)),
         db_clock=os.environ.get("DB_CLOCK", "1") != "0",
         step_file=os.environ.get("STEP_FILE"),
+        prepare=os.environ.get("PREPARE", "1") != "0",
         node_heartbeat_interval=_ms("NODE_HEARTBEAT_MS", 30_000),
     )
 

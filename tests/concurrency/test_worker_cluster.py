@@ -7,11 +7,12 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, insert
+from sqlalchemy import Engine, create_engine, insert
 
-from tests.concurrency.app import build_scheduler, engine_of, one_time_task, release
+from tests.concurrency.app import build_scheduler, engine_of, metadata, one_time_task, release
 from tests.concurrency.conftest import Workers, rows, scalar, wait_until
 from tests.faults.conftest import FAST
 
@@ -136,3 +137,59 @@ def test_crashed_workers_executions_are_revived_and_finished_once(
     )
 
     workers.stop(b)
+
+
+def test_workers_behind_pgbouncer_lose_nothing_when_one_is_killed(
+    pgbouncer_url: str, tmp_path: Path
+) -> None:
+    """Three workers given only PgBouncer's URL (transaction mode) share 3,000 executions,
+    and one of them is killed (SIGKILL) half way: every execution runs, and the only ones
+    that run twice are those the killed worker had started (revived)."""
+    executions = 3_000
+    engine = create_engine(pgbouncer_url, connect_args={"prepare_threshold": None})
+    metadata.create_all(engine)
+    workers = Workers(pgbouncer_url, tmp_path)
+    try:
+        fast = {"CONCURRENCY": 10, "PREPARE": 0, **FAST}
+        cluster = [workers.start(f"w{i}", **fast) for i in range(3)]
+        workers.wait_started(*cluster)
+        client = build_scheduler(pgbouncer_url, name="client", prepare=False)
+        record = one_time_task(client, "record")
+        expected = {f"r-{i}" for i in range(executions)}
+        try:
+            assert client.schedule_batch(engine, [record.instance(i) for i in expected]) == (
+                executions
+            )
+        finally:
+            engine_of(client).dispose()
+        done = "select count(distinct instance) from runs"
+        wait_until(lambda: scalar(engine, done) >= executions // 2, 60, "half", workers.report)
+        victim, survivors = cluster[0], cluster[1:]
+        os.kill(victim.pid, signal.SIGKILL)
+        assert victim.proc.wait(timeout=30) == -signal.SIGKILL
+        left = executions - scalar(engine, done)
+        print(f"\npgbouncer: killed {victim.name} with {left} of {executions} not yet run")
+        wait_until(
+            lambda: (
+                scalar(engine, "select count(*) from scheduled_tasks") == 0
+                and scalar(engine, done) == executions
+            ),
+            120,
+            "every execution to run",
+            workers.report,
+        )
+        assert {i for (i,) in rows(engine, "select instance from runs")} == expected
+        twice = rows(
+            engine,
+            "select instance, string_agg(worker, ',' order by id) from runs"
+            " group by instance having count(*) > 1",
+        )
+        assert all(by.split(",")[0] == victim.name for _, by in twice), twice
+        workers.stop(*survivors)
+        for worker in survivors:
+            output = worker.output()
+            assert "Traceback" not in output
+            assert output.count("did not hear a NOTIFY sent to it") <= 1  # said once at most
+    finally:
+        workers.close()
+        engine.dispose()
