@@ -80,7 +80,7 @@ async def test_a_listen_that_hears_nothing_says_so_once_and_probes(
     assert len(warned) == 1
     message = warned[0].getMessage()
     assert "listen_url (SQLA_SCHEDULER_LISTEN_URL)" in message
-    assert make_url(other_database).database in message  # where it listened
+    assert str(make_url(other_database).database) in message  # where it listened
 
 
 async def test_a_listen_url_to_the_same_database_hears_its_notifies(
