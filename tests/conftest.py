@@ -50,7 +50,14 @@ DB_PARAMS = [
     pytest.param(("async", "sqlite"), id="async-sqlite"),
     pytest.param(("sync", "mariadb"), id="sync-mariadb"),
     pytest.param(("async", "mariadb"), id="async-mariadb"),
+    pytest.param(("sync", "pgbouncer"), id="sync-pgbouncer"),
 ]
+#: The modules whose ``db`` cases also run through PgBouncer in transaction mode (the
+#: ``sync-pgbouncer`` case, given nothing but the bouncer's URL): the core of scheduling
+#: and running, not every module again.
+THROUGH_PGBOUNCER = frozenset(
+    {"test_scheduling.py", "test_runner.py", "test_control.py", "test_history.py"}
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -65,7 +72,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     tests run first, so that pytest-xdist hands them out to its workers at the start
     instead of leaving one of them to end the run alone.
     """
-    deselected = [item for item in items if _trio_with_async_engine(item)]
+    deselected = [
+        item for item in items if _trio_with_async_engine(item) or _pgbouncer_elsewhere(item)
+    ]
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = [item for item in items if item not in deselected]
@@ -111,6 +120,12 @@ def _docstring(item: pytest.Item) -> str:
     if function is None:
         return ""
     return inspect.getdoc(function) or ""
+
+
+def _pgbouncer_elsewhere(item: pytest.Item) -> bool:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    through = params.get("db", ("", ""))[1] == "pgbouncer"
+    return through and item.path.name not in THROUGH_PGBOUNCER
 
 
 def _trio_with_async_engine(item: pytest.Item) -> bool:
@@ -298,12 +313,23 @@ class Harness:
     under test returned an awaitable, so one test body covers both modes.
     """
 
-    def __init__(self, mode: str, url: str) -> None:
+    def __init__(
+        self,
+        mode: str,
+        url: str,
+        connect_args: dict[str, Any] | None = None,
+        direct_url: str | None = None,
+    ) -> None:
         self.mode = mode
         self.url = url
-        self.sync_engine: Engine = create_engine(sync_url(url))
+        #: The database without a pooler between: where a test LISTENs.
+        self.direct_url = direct_url or url
+        args = connect_args or {}
+        self.sync_engine: Engine = create_engine(sync_url(url), connect_args=args)
         self.engine: Engine | AsyncEngine = (
-            create_async_engine(url) if mode == "async" else create_engine(url)
+            create_async_engine(url, connect_args=args)
+            if mode == "async"
+            else create_engine(url, connect_args=args)
         )
         self.backend: str = self.sync_engine.dialect.name
         #: The scheduler's table, for portable statements in tests.
@@ -382,8 +408,14 @@ class Harness:
 @pytest.fixture(params=DB_PARAMS)
 async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
     mode, backend = request.param
+    connect_args = direct_url = None
     if backend == "postgresql":
         url = request.getfixturevalue("pg_url")
+    elif backend == "pgbouncer":  # the application's own statements, not prepared either
+        url = request.getfixturevalue("pgbouncer_url")
+        connect_args = {"prepare_threshold": None}
+        cluster = request.getfixturevalue("pg_cluster")
+        direct_url = cluster.url(str(make_url(url).database))
     elif backend == "mariadb":
         url = request.getfixturevalue("mariadb_url")
         if mode == "async":
@@ -391,7 +423,7 @@ async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Ha
     else:
         template = request.getfixturevalue("sqlite_template")
         url = sqlite_file_url(template, tmp_path, "aiosqlite" if mode == "async" else "pysqlite")
-    harness = Harness(mode, url)
+    harness = Harness(mode, url, connect_args, direct_url)
     try:
         yield harness
         assert harness.checked_out() == 0, "the test leaked a pooled connection"

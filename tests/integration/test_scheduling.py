@@ -307,7 +307,7 @@ async def test_listing_by_state(db: Harness, scheduler: Scheduler, clock: Manual
 def _listen(db: Harness, scheduler: Scheduler) -> psycopg.Connection[Any]:
     from sqla_scheduler._dialects import notify_channel
 
-    url = db.url.replace("postgresql+psycopg://", "postgresql://")
+    url = db.direct_url.replace("postgresql+psycopg://", "postgresql://")
     conn = psycopg.connect(url, autocommit=True)
     conn.execute(f'LISTEN "{notify_channel(scheduler.table)}"')
     return conn
