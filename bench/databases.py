@@ -28,6 +28,7 @@ from bench.results import ScenarioError, TableStats
 from sqla_scheduler import migrate
 from tests._mariadb import MariaDBServer
 from tests._mariadb_databases import DatabasePool
+from tests._pgbouncer import PgBouncer
 from tests._postgres import PostgresCluster
 
 __all__ = ["DATABASES", "Database", "MariaDB", "PostgreSQL", "RawConnection", "database"]
@@ -157,12 +158,22 @@ class PostgreSQL(Database):
 
     def __init__(self) -> None:
         self.cluster = PostgresCluster(durable=True)
+        self._bouncer: PgBouncer | None = None
 
     def start(self) -> None:
         self.cluster.start()
 
     def stop(self) -> None:
+        if self._bouncer is not None:
+            self._bouncer.stop()
         self.cluster.stop()
+
+    def pooled_url(self, db: str) -> str:
+        """The URL of ``db`` through a PgBouncer in transaction mode in front of the
+        cluster (started on first use; its defaults, 20 server connections a database)."""
+        if self._bouncer is None:
+            self._bouncer = PgBouncer(self.cluster).start()
+        return self._bouncer.url(db)
 
     def describe(self) -> tuple[str, str]:
         with self.cluster.connect() as conn:

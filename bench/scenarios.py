@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from sqlalchemy import Engine
+from sqlalchemy import Engine, create_engine
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from bench.harness import TASK_NAME, Bench
@@ -40,14 +40,16 @@ def drain(
     floor_key: str = "floor_drain",
     extra: Sequence[str] = (),
     rows: int | None = None,
+    url_of: Callable[[str], str] | None = None,
 ) -> Figure:
     """``drain_rows`` (or ``rows``) due executions scheduled at once, drained by
     ``processes`` workers;
     on a fresh database, or on ``db`` (which may hold other rows: only the due rows of the
-    bench's task are counted)."""
+    bench's task are counted). ``url_of`` gives the workers' URL of a database (default
+    the server's own)."""
     n = rows or bench.counts.drain_rows
     db = db or bench.new_db(key)
-    url = bench.url(db, use_async=handler == "async")
+    url = url_of(db) if url_of else bench.url(db, use_async=handler == "async")
     workers: list[Worker] = []
     engine = bench.engine(db)
     problems: list[str] = []
@@ -131,6 +133,8 @@ def _starts_after(
     measured: Callable[[str], bool] = lambda key: True,
     count: int = 0,
     script: Path = WORKER_SCRIPT,
+    url_of: Callable[[str], str] | None = None,
+    extra_of: Callable[[str], Sequence[str]] | None = None,
 ) -> list[float]:
     """Run one idle async worker (the default configuration but for ``--polling-interval``
     and ``extra`` arguments) and let ``schedule`` schedule from this process; return the
@@ -141,16 +145,23 @@ def _starts_after(
     starts whose keys are ``measured`` count, from when each was due (as the worker
     reports), and the worker runs until ``count`` of them have started. ``script`` is
     the worker's program (the raw floor's ``bench/raw_listener.py`` speaks its protocol).
+    ``url_of`` gives the URL of a database for the worker and this process's engine
+    (default the server's own): a pooler's, where neither may prepare statements;
+    ``extra_of`` the worker's further arguments for a database.
     """
     db = bench.new_db(name)
-    engine = bench.engine(db)
+    if url_of is None:
+        url, engine = bench.url(db, use_async=True), bench.engine(db)
+    else:
+        url = url_of(db)
+        engine = create_engine(url, connect_args={"prepare_threshold": None})
     worker = Worker(
-        bench.url(db, use_async=True),
+        url,
         f"{name}-w0",
         "async",
         polling_interval=bench.polling_interval,
         report_starts=True,
-        extra=extra,
+        extra=[*extra, *(extra_of(db) if extra_of else ())],
         script=script,
     )
     marks: dict[str, float] = {}
@@ -260,9 +271,8 @@ def floor_latency(bench: Bench) -> list[Figure]:
     return _percentiles(bench, "floor_latency", label, delays, {})
 
 
-def latency(bench: Bench) -> list[Figure]:
-    """From each commit to its execution's start, due executions scheduled one at a time
-    by this process for an idle worker process.
+def latency_commits(bench: Bench) -> Callable[[Scheduler, Engine], dict[str, float]]:
+    """``latency``'s commits: due executions scheduled one at a time by this process.
 
     With NOTIFY the commit wakes the worker: 20 ms apart. Without it (MariaDB) the
     worker's due-time probe, once a second, finds the work: ``probe_latency_runs``
@@ -281,7 +291,13 @@ def latency(bench: Bench) -> list[Figure]:
             bench, commit, runs=counts.probe_latency_runs, gap=counts.probe_gap, jitter=0.25
         )
 
-    delays = _starts_after(bench, "latency", schedule)
+    return schedule
+
+
+def latency(bench: Bench) -> list[Figure]:
+    """From each commit to its execution's start, due executions scheduled one at a time
+    by this process for an idle worker process (``latency_commits``)."""
+    delays = _starts_after(bench, "latency", latency_commits(bench))
     if bench.server.notifies:
         return _percentiles(bench, "latency", "commit-to-start latency", delays, {50: 1.2, 99: 3.0})
     label = "commit-to-start latency, other process (due-time probe)"

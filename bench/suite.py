@@ -12,6 +12,7 @@ from bench.control import drain_beside_limited, drain_limited, resume_latency
 from bench.floors import floor_batch, floor_drain, floor_single
 from bench.harness import Bench
 from bench.history import history_drains
+from bench.pooler import drain_pgbouncer, latency_pgbouncer
 from bench.results import Figure
 from bench.scale import scale
 from bench.scenarios import (
@@ -37,6 +38,7 @@ FLOOR_OF = {
     "drain_limited": "drain_async_1",
     "drain_beside_limited": "drain_async_1",
     "drain_transactional": "floor_row_tx",
+    "drain_pgbouncer": "drain_async_1",
     "latency_p50": "floor_latency_p50",
     "latency_p95": "floor_latency_p95",
     "latency_p99": "floor_latency_p99",
@@ -65,12 +67,16 @@ SCENARIOS = (
     "schedule_async",
     "schedule_session",
     "schedule_batch",
+    "drain_pgbouncer",
+    "latency_pgbouncer",
 )
 #: The scenarios that run on PostgreSQL only, with why: elsewhere their row says so.
 POSTGRESQL_ONLY = {
     "scale": "PostgreSQL's SQL (generate_series, VACUUM, EXPLAIN ANALYZE, pg_relation_size)",
     "history": "VACUUM between the drains (PostgreSQL's; not ported)",
     "floor_latency": "LISTEN/NOTIFY, which MariaDB lacks (its probe's lag is the latency row)",
+    "drain_pgbouncer": "PgBouncer is PostgreSQL's pooler",
+    "latency_pgbouncer": "PgBouncer is PostgreSQL's pooler",
     "resume": (
         "rounds 40 ms apart expect a NOTIFY: the probe finds a resumed task within a second,"
         " after later rounds paused it again"
@@ -89,6 +95,7 @@ RATIO_TARGETS = {
         "drain_history_all": 0.60,
         "drain_transactional": 0.70,
         "drain_beside_limited": 0.90,  # a limit does not slow the tasks without one
+        "drain_pgbouncer": 0.70,  # of the direct drain's
     },
     "mariadb": {
         "drain_async_1": 0.60,
@@ -105,6 +112,8 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
     bench.prepare_template()
     wanted = set(only) | {"drain_async_1" for key in only if key in ("scale", "drain_limited")}
     wanted |= {"floor_latency" for key in only if key == "latency"}
+    wanted |= {"drain_async_1" for key in only if key == "drain_pgbouncer"}
+    wanted |= {"latency" for key in only if key == "latency_pgbouncer"}
     wanted |= {FLOOR_OF[key] for key in wanted if key in FLOOR_OF}
 
     def s(key: str, label: str, unit: str, run: Callable[[], Figure], name: str = "") -> None:
@@ -203,6 +212,19 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
         partial(schedule_session, bench),
     )
     s("schedule_batch", "schedule_batch", "rows/s", partial(schedule_batch, bench))
+    s(
+        "drain_pgbouncer",
+        "drain through PgBouncer",
+        "rows/s",
+        partial(drain_pgbouncer, bench),
+    )
+    s(
+        "latency_pgbouncer_p50",
+        "commit-to-start latency through PgBouncer",
+        "ms",
+        lambda: latency_pgbouncer(bench)[0],
+        "latency_pgbouncer",
+    )
     apply_targets(bench)
 
 
@@ -219,6 +241,10 @@ def apply_targets(bench: Bench) -> None:
             f[key].target_ratio = ratio
             r = f[key].ratio
             f[key].met = None if r is None else r >= ratio
+    pooled, direct = f.get("latency_pgbouncer_p50"), f.get("latency_p50")
+    if pooled is not None and direct is not None and direct.value and pooled.value is not None:
+        pooled.target = f"<= 1.5x direct p50 ({pooled.value / direct.value:.2f}x)"
+        pooled.met = pooled.value <= 1.5 * direct.value
     if "drain_async_2" in f:
         two = f["drain_async_2"]
         one = f.get("drain_async_1")

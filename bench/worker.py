@@ -67,6 +67,14 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--limited-beside", type=int, default=None, help="also a 'capped' task with this limit"
     )
+    parser.add_argument(
+        "--listen-url", default=None, help="listen_url: a direct connection for LISTEN alone"
+    )
+    parser.add_argument(
+        "--no-prepare",
+        action="store_true",
+        help="prepare no statement (behind a pooler in transaction mode)",
+    )
     parser.add_argument("--log-level", default="WARNING")
     return parser.parse_args(argv)
 
@@ -143,6 +151,10 @@ def make_config(args: argparse.Namespace) -> SchedulerConfig:
         extra["retry_base_delay"] = timedelta(seconds=args.retry_delay)
     if args.history is not None:
         extra["history"] = args.history
+    if args.listen_url is not None:
+        extra["listen_url"] = args.listen_url
+    if args.no_prepare:
+        extra["prepared_statements"] = False
     return SchedulerConfig(
         concurrency=args.concurrency,
         polling_interval=timedelta(seconds=args.polling_interval),
@@ -155,10 +167,13 @@ def make_config(args: argparse.Namespace) -> SchedulerConfig:
 async def serve(args: argparse.Namespace) -> None:
     """Run the scheduler until SIGTERM/SIGINT, then stop it gracefully."""
     engine: Engine | AsyncEngine
+    options: dict[str, Any] = {"pool_size": args.concurrency + 5}
+    if args.no_prepare:
+        options["connect_args"] = {"prepare_threshold": None}
     if args.handler == "async":
-        engine = create_async_engine(args.url, pool_size=args.concurrency + 5)
+        engine = create_async_engine(args.url, **options)
     else:
-        engine = create_engine(args.url, pool_size=args.concurrency + 5)
+        engine = create_engine(args.url, **options)
     tasks: list[Any] = [
         make_task(
             args.handler,
