@@ -36,6 +36,7 @@ from sqla_scheduler.exceptions import ConfigurationError, MissingTableError, Unk
 
 if TYPE_CHECKING:
     from sqla_scheduler import migrate
+    from sqla_scheduler.config import SchedulerConfig
     from sqla_scheduler.executions import Execution
     from sqla_scheduler.nodes import Node
     from sqla_scheduler.scheduler import Scheduler
@@ -430,17 +431,29 @@ def _near(path: object) -> object:
 )
 @_interval_option
 def health(url: str, version_table: str, name: str | None, interval: timedelta) -> None:
-    """Check that the database is reachable and its schema at the package's head and, with
-    --name, that the scheduler of that name is alive.
+    """Check that the database is reachable and its schema one this version runs on (at the
+    package's head, or ahead of it) and, with --name, that the scheduler of that name is
+    alive.
 
-    For liveness and readiness probes: exit 0, printing what was found, or 1 with one
+    For readiness probes and deploy scripts: exit 0, printing what was found, or 1 with one
     line on stderr saying why not (unreachable, no table, the schema behind the head, no
-    such scheduler, or one last seen too long ago).
+    such scheduler, or one last seen too long ago). SQLA_SCHEDULER_* variables are read as
+    a worker reads them (SQLA_SCHEDULER_TABLE_NAME and _SCHEMA name the table checked); an
+    unknown name exits 2. For liveness, use the worker's --health-port and GET /livez,
+    which does not ask the database.
     """
     from sqla_scheduler.health import check
 
+    config = _config_from_env()
     with _database_errors(url):
-        found = check(url, version_table=version_table, name=name, node_heartbeat_interval=interval)
+        found = check(
+            url,
+            version_table=version_table,
+            name=name,
+            node_heartbeat_interval=interval,
+            table_name=config.table_name,
+            schema=config.schema,
+        )
     if not found.healthy:
         _fail(found.reason)
     click.echo(found.reason)
@@ -950,8 +963,31 @@ _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
     show_envvar=True,
     help="Level of the log written to stderr.",
 )
+@click.option(
+    "--health-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    envvar="SQLA_SCHEDULER_HEALTH_PORT",
+    show_envvar=True,
+    help="Serve GET /livez, /readyz and /metrics on this port while the worker runs "
+    "(for Kubernetes' httpGet probes; 0 takes a free port).",
+)
+@click.option(
+    "--health-host",
+    default="0.0.0.0",
+    show_default=True,
+    envvar="SQLA_SCHEDULER_HEALTH_HOST",
+    show_envvar=True,
+    help="The address --health-port listens on.",
+)
 def worker(
-    spec: str, concurrency: int | None, name: str | None, backend: str, log_level: str
+    spec: str,
+    concurrency: int | None,
+    name: str | None,
+    backend: str,
+    log_level: str,
+    health_port: int | None,
+    health_host: str,
 ) -> None:
     """Run the Scheduler at MODULE:ATTR until SIGINT or SIGTERM.
 
@@ -1003,13 +1039,26 @@ def worker(
         _fail(f"--backend trio needs a Scheduler with a sync Engine; {spec} has an AsyncEngine", 2)
     try:
         with _database_errors(scheduler.engine.url):
-            run_worker(scheduler, backend=backend)
+            run_worker(scheduler, backend=backend, health_port=health_port, health_host=health_host)
     except WorkerInterrupted as exc:
         click.echo(f"sqla-scheduler: {exc}", err=True)
         _exit_worker(128 + exc.signal.value)
     except WorkerError as exc:
         _fail(str(exc))
     _exit_worker(0)
+
+
+def _config_from_env() -> SchedulerConfig:
+    """The ``SQLA_SCHEDULER_*`` config keys of the environment, as a worker reads them: an
+    unknown name or a bad value exits 2 saying so (the commands' own variables aside)."""
+    from sqla_scheduler.config import SchedulerConfig
+
+    own = _command_line_envvars()
+    environ = {key: value for key, value in os.environ.items() if key not in own}
+    try:
+        return SchedulerConfig.from_env(environ=environ)
+    except ConfigurationError as exc:
+        _fail(str(exc), 2)
 
 
 def _command_line_envvars() -> frozenset[str]:

@@ -1,5 +1,6 @@
-"""Whether a database is ready for the scheduler: reachable, its schema at the package's head
-and, when asked about one, a named scheduler alive.
+"""Whether a database is ready for the scheduler: reachable, its schema one this version runs
+on (at the package's head, or ahead of it) and, when asked about one, a named scheduler
+alive.
 
 [`check`][sqla_scheduler.health.check] is what ``sqla-scheduler health`` runs, as a
 liveness or readiness probe:
@@ -29,7 +30,7 @@ from typing import Any
 
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection, Engine, create_engine
+from sqlalchemy import Connection, Engine, Table, create_engine
 from sqlalchemy.engine import URL
 
 from sqla_scheduler import _node_store, _store, migrate
@@ -37,7 +38,7 @@ from sqla_scheduler._dialects import sync_url
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._limits import text_problem
 from sqla_scheduler._node import ALIVE_INTERVALS, Node, database_now
-from sqla_scheduler.models import metadata, nodes_table, table_for
+from sqla_scheduler.models import DEFAULT_TABLE_NAME, nodes_table, table_for
 
 __all__ = ["APP_VERSION_TABLE", "Health", "check"]
 
@@ -51,7 +52,9 @@ class Health:
     """What [`check`][sqla_scheduler.health.check] found."""
 
     healthy: bool
-    """Whether the schema is at the package's head (and the node asked about is alive)."""
+    """Whether this version runs on the schema: at the package's head, or ahead of it (a
+    newer version upgraded it; each step is additive). With a node asked about, whether it
+    is alive too."""
     reason: str
     """One line: what was found, and when it is not healthy, what to do."""
     current: tuple[str, ...]
@@ -71,9 +74,12 @@ def check(
     version_table: str = APP_VERSION_TABLE,
     name: str | None = None,
     node_heartbeat_interval: timedelta = timedelta(seconds=30),
+    table_name: str = DEFAULT_TABLE_NAME,
+    schema: str | None = None,
 ) -> Health:
-    """Connect to ``url`` (a URL or an engine) and tell whether its schema is at head and,
-    with ``name``, whether the scheduler of that name is alive.
+    """Connect to ``url`` (a URL or an engine) and tell whether this version runs on its
+    schema (at the head, or ahead of it) and, with ``name``, whether the scheduler of that
+    name is alive.
 
     ``version_table`` names the application's own Alembic version table, read when
     ``sqla_scheduler_alembic_version`` records nothing. A scheduler is alive when its row
@@ -81,8 +87,8 @@ def check(
     it recorded it; ``node_heartbeat_interval`` judges a row written by a version that did
     not) by the database's clock on PostgreSQL, this machine's on SQLite. An unreachable
     database raises SQLAlchemy's ``OperationalError``; a missing table (or SQLite file,
-    which is not created) raises [`MissingTableError`][]. The default table is checked:
-    the shipped migrations create that one.
+    which is not created) raises [`MissingTableError`][]. ``table_name`` and ``schema``
+    name the table checked (by default the one the shipped migrations create).
     """
     if node_heartbeat_interval <= timedelta(0):
         raise ValueError(
@@ -96,23 +102,24 @@ def check(
         engine, owned = url, False
     else:
         engine, owned = create_engine(sync_url(url)), True
-    table = table_for()
+    table = table_for(table_name, schema)
     try:
         _store.check_sqlite_file(engine.url, table)
         with engine.connect() as conn:
             _store.check_table(conn, table)
-            found = _schema_health(conn, version_table)
+            found = _schema_health(conn, table, version_table)
             if name is None or not found.healthy:
                 return found
-            return _node_health(conn, found, name, node_heartbeat_interval)
+            return _node_health(conn, table, found, name, node_heartbeat_interval)
     finally:
         if owned:
             engine.dispose()
 
 
-def _node_health(conn: Connection, schema: Health, name: str, interval: timedelta) -> Health:
+def _node_health(
+    conn: Connection, table: Table, schema: Health, name: str, interval: timedelta
+) -> Health:
     """``schema`` (healthy), and whether the node ``name`` is alive."""
-    table = table_for()
     now = database_now(conn)
     node = _node_store.get_node(conn, table, name, now=now, interval=interval)
     if node is None:
@@ -135,19 +142,20 @@ def _node_health(conn: Connection, schema: Health, name: str, interval: timedelt
     )
 
 
-def _schema_health(conn: Connection, app_version_table: str) -> Health:
+def _schema_health(conn: Connection, table: Table, app_version_table: str) -> Health:
     script = migrate.script_directory()
     heads = tuple(script.get_heads())
     known = {revision.revision for revision in script.walk_revisions()}
     standalone = migrate.current(conn)
     if standalone:
         unknown = [revision for revision in standalone if revision not in known]
-        if unknown:
+        if unknown:  # ahead: a newer version upgraded it, and this one runs on it
             return Health(
-                healthy=False,
-                reason=f"the schema is at revision {', '.join(unknown)} "
+                healthy=True,
+                reason=f"the schema is ahead, at revision {', '.join(unknown)} "
                 f"({migrate.VERSION_TABLE}), which this version of sqla-scheduler does not "
-                "know: was it upgraded by a newer one?",
+                "know: a newer version upgraded it, and this one runs on it (each "
+                "migration step is additive)",
                 current=standalone,
                 heads=heads,
                 version_table=migrate.VERSION_TABLE,
@@ -160,7 +168,7 @@ def _schema_health(conn: Connection, app_version_table: str) -> Health:
     )
     if ours:
         return _versions(ours, heads, app_version_table, "alembic upgrade heads")
-    return _compared(conn, heads, app_version_table)
+    return _compared(conn, table, heads, app_version_table)
 
 
 def _versions(current: tuple[str, ...], heads: tuple[str, ...], where: str, fix: str) -> Health:
@@ -175,8 +183,11 @@ def _versions(current: tuple[str, ...], heads: tuple[str, ...], where: str, fix:
     return Health(healthy=healthy, reason=reason, current=current, heads=heads, version_table=where)
 
 
-def _compared(conn: Connection, heads: tuple[str, ...], app_version_table: str) -> Health:
+def _compared(
+    conn: Connection, table: Table, heads: tuple[str, ...], app_version_table: str
+) -> Health:
     """Neither version table records a revision of the package: compare the table itself."""
+    metadata = table.metadata
 
     def ours(name: str | None, type_: str, _parents: Any) -> bool:
         return type_ != "table" or name in metadata.tables

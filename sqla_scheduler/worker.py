@@ -24,7 +24,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping
 from contextlib import contextmanager
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import anyio
 
@@ -32,6 +32,9 @@ from sqla_scheduler._bridge import check_backend
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler.exceptions import ConfigurationError, SchedulerError
 from sqla_scheduler.scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from sqla_scheduler._probes import Probes
 
 __all__ = [
     "ENV_PREFIX",
@@ -153,7 +156,13 @@ def configure_from_env(
     return applied
 
 
-def run_worker(scheduler: Scheduler, *, backend: str = "asyncio") -> None:
+def run_worker(
+    scheduler: Scheduler,
+    *,
+    backend: str = "asyncio",
+    health_port: int | None = None,
+    health_host: str = "0.0.0.0",  # probes come from outside the pod
+) -> None:
     """Run ``scheduler`` in the foreground until SIGINT or SIGTERM; block until it stops.
 
     ``backend`` is the anyio backend, ``"asyncio"`` or ``"trio"`` (trio needs a sync
@@ -169,9 +178,29 @@ def run_worker(scheduler: Scheduler, *, backend: str = "asyncio") -> None:
     wait for it forever: once the scheduler has stopped without it (``shutdown_max_wait``
     and a grace of a few seconds, the handler named in the log), the process exits at
     once, with status 0 (128 + the signal's number after a second signal).
+
+    With ``health_port``, the worker serves ``/livez``, ``/readyz`` and ``/metrics`` on
+    ``health_host:health_port`` while it runs (see ``sqla-scheduler worker --health-port``).
     """
-    worker = _Worker(scheduler)
-    anyio.run(worker.serve, backend=backend)
+    probes = None
+    if health_port is not None:
+        from sqla_scheduler._probes import Probes
+
+        config = scheduler.config
+        probes = Probes(
+            scheduler.engine.url,
+            port=health_port,
+            host=health_host,
+            table_name=config.table_name,
+            schema=config.schema,
+        )
+        probes.start()
+    worker = _Worker(scheduler, probes)
+    try:
+        anyio.run(worker.serve, backend=backend)
+    finally:
+        if probes is not None:
+            probes.stop()
     if worker.forced_by is not None:
         raise WorkerInterrupted(worker.forced_by)
     if worker.error is not None:
@@ -181,8 +210,9 @@ def run_worker(scheduler: Scheduler, *, backend: str = "asyncio") -> None:
 class _Worker:
     """One foreground run: the scheduler in the host task, a signal watcher beside it."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(self, scheduler: Scheduler, probes: Probes | None = None) -> None:
         self.scheduler = scheduler
+        self.probes = probes
         self.stop_requested_by: signal.Signals | None = None
         self.forced_by: signal.Signals | None = None
         self.error: Exception | None = None
@@ -192,6 +222,8 @@ class _Worker:
             async with anyio.create_task_group() as group:
                 if signals is not None:
                     group.start_soon(self._watch, signals, group.cancel_scope)
+                if self.probes is not None:
+                    group.start_soon(self.probes.tick)
                 try:
                     check_backend(self.scheduler.engine)
                     # No checkpoint between this test and run() registering its runner, so

@@ -595,6 +595,14 @@ class PostgresCluster:
                 f"server log:\n{_tail(self.log_file, offset=log_offset)}"
             )
 
+    def halt(self) -> None:
+        """Stop the server, keeping the cluster and its port for ``resume``."""
+        self.pg_ctl("stop", "-w", "-m", "fast")
+
+    def resume(self) -> None:
+        """Start a halted server again, on the same port."""
+        self.pg_ctl(*self._pg_ctl_start_args("start"))
+
     def postmaster_pid(self) -> int | None:
         return _read_postmaster_pid(self.data_dir) if self._root is not None else None
 

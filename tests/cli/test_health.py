@@ -103,14 +103,15 @@ def test_check_tells_what_it_found(new_database: Callable[[], str]) -> None:
         migrate.upgrade(engine)
         assert check(engine).healthy
         assert check(engine).current == (HEAD,)
-        # A revision this version does not know: a newer version upgraded the schema.
+        # A revision this version does not know: a newer version upgraded the schema, and
+        # this one runs on it (each step is additive), as during a rolling deploy.
         versions = table(migrate.VERSION_TABLE, column("version_num"))
         with engine.begin() as conn:
             conn.execute(update(versions).values(version_num="0123456789ab"))
         found = check(engine)
-        assert not found.healthy
-        assert "revision 0123456789ab" in found.reason
-        assert "does not know: was it upgraded by a newer one?" in found.reason
+        assert found.healthy
+        assert "the schema is ahead, at revision 0123456789ab" in found.reason
+        assert "a newer version upgraded it, and this one runs on it" in found.reason
     finally:
         engine.dispose()
     with pytest.raises(MissingTableError):
@@ -125,3 +126,21 @@ def test_check_refuses_a_name_no_database_holds_before_connecting(
     with pytest.raises(ValueError, match=r"^name .* (NUL|lone surrogate|not text)"):
         check(f"sqlite:///{tmp_path / 'none.db'}", name=name)  # type: ignore[arg-type]
     assert not (tmp_path / "none.db").exists()
+
+
+def test_health_reads_the_config_keys_of_the_environment_as_a_worker_does(pg_url: str) -> None:
+    """A misspelt variable is refused (exit 2, naming the nearest key), not ignored; the
+    table the environment names is the one checked."""
+    typo = invoke("health", "--url", pg_url, env=cli_env(SQLA_SCHEDULER_POLING_INTERVAL="1s"))
+    assert typo.returncode == 2
+    line = one_error_line(typo.stderr)
+    assert "SQLA_SCHEDULER_POLING_INTERVAL" in line, line
+    assert "SQLA_SCHEDULER_POLLING_INTERVAL" in line, line  # the name meant
+    bad = invoke("health", "--url", pg_url, env=cli_env(SQLA_SCHEDULER_CONCURRENCY="many"))
+    assert bad.returncode == 2
+    assert "SQLA_SCHEDULER_CONCURRENCY" in one_error_line(bad.stderr)
+    elsewhere = invoke("health", "--url", pg_url, env=cli_env(SQLA_SCHEDULER_TABLE_NAME="jobs"))
+    assert elsewhere.returncode == 1
+    assert "the table 'jobs' does not exist in" in one_error_line(elsewhere.stderr)
+    fine = invoke("health", "--url", pg_url, env=cli_env(SQLA_SCHEDULER_CONCURRENCY="4"))
+    assert fine.returncode == 0, fine.stderr

@@ -1,0 +1,170 @@
+"""HTTP probes for a worker process: what ``sqla-scheduler worker --health-port PORT`` serves.
+
+- ``GET /livez``: the worker's event loop is making progress (it ticks once a second and
+  has done so within ``LIVE_WITHIN``). It never asks the database: a worker whose database
+  is down, or whose schema a newer version upgraded, keeps running and retrying, and a
+  restart would not help it, so liveness holds. 200 or 503, with one line of text.
+- ``GET /readyz``: the database answers and its schema is one this version runs on (at
+  the head, or ahead of it), as ``sqla-scheduler health`` checks it. 200 or 503.
+- ``GET /metrics``: the Prometheus text of the process's default registry, where
+  ``prometheus-client`` is installed (the ``prometheus`` extra); 404 saying so otherwise.
+
+The server is the standard library's WSGI server (``wsgiref``), a thread per request, in a
+daemon thread beside the worker's event loop: a probe answers while handlers run, and a
+blocked event loop shows as a liveness that stops ticking.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from datetime import timedelta
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import anyio
+from sqlalchemy import Engine, create_engine
+
+from sqla_scheduler._dialects import sync_url
+from sqla_scheduler.models import DEFAULT_TABLE_NAME
+
+__all__ = ["LIVE_WITHIN", "Probes"]
+
+log = logging.getLogger("sqla_scheduler")
+
+#: How recently the event loop must have ticked for ``/livez`` to pass.
+LIVE_WITHIN = timedelta(seconds=30)
+_TICK = 1.0
+
+StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("probe: %s", format % args)
+
+
+class Probes:
+    """``/livez``, ``/readyz`` and ``/metrics`` on ``host:port`` for one worker.
+
+    ``start`` serves in a daemon thread (port 0 takes a free one: ``port`` says which);
+    ``tick`` runs in the worker's task group; ``stop`` closes the server.
+    """
+
+    def __init__(
+        self,
+        url: Any,
+        *,
+        port: int,
+        host: str = "0.0.0.0",
+        table_name: str = DEFAULT_TABLE_NAME,
+        schema: str | None = None,
+    ) -> None:
+        self._url = url
+        self._table_name = table_name
+        self._schema = schema
+        self._host = host
+        self._port = port
+        self._last_tick = time.monotonic()
+        self._server: _Server | None = None
+        self._engine: Engine | None = None
+        self._engine_lock = threading.Lock()
+
+    @property
+    def port(self) -> int:
+        """The port served on (once started)."""
+        return self._server.server_port if self._server is not None else self._port
+
+    def start(self) -> None:
+        """Serve in a daemon thread until ``stop``."""
+        self._server = make_server(
+            self._host, self._port, self._app, server_class=_Server, handler_class=_QuietHandler
+        )
+        threading.Thread(
+            target=self._server.serve_forever, name="sqla-scheduler-probes", daemon=True
+        ).start()
+        log.info("probes on http://%s:%d: /livez, /readyz, /metrics", self._host, self.port)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._engine is not None:
+            self._engine.dispose()
+
+    async def tick(self) -> None:
+        """Note every second that the event loop runs, until cancelled."""
+        while True:
+            self._last_tick = time.monotonic()
+            await anyio.sleep(_TICK)
+
+    def _app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+            return _reply(start_response, 405, "only GET\n")
+        if path == "/livez":
+            return self._livez(start_response)
+        if path == "/readyz":
+            return self._readyz(start_response)
+        if path == "/metrics":
+            return _metrics(start_response)
+        return _reply(start_response, 404, "not found: /livez, /readyz or /metrics\n")
+
+    def _livez(self, start_response: StartResponse) -> Iterable[bytes]:
+        ago = time.monotonic() - self._last_tick
+        if ago <= LIVE_WITHIN.total_seconds():
+            return _reply(start_response, 200, f"live: the event loop ticked {ago:.1f}s ago\n")
+        return _reply(
+            start_response,
+            503,
+            f"not live: the event loop last ticked {ago:.0f}s ago (blocked by a handler "
+            "that does not await?)\n",
+        )
+
+    def _readyz(self, start_response: StartResponse) -> Iterable[bytes]:
+        from sqla_scheduler.health import check
+
+        try:
+            found = check(self._checking_engine(), table_name=self._table_name, schema=self._schema)
+        except Exception as exc:  # unreachable, no table: not ready, saying why
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            return _reply(start_response, 503, f"not ready: {first}\n")
+        return _reply(start_response, 200 if found.healthy else 503, found.reason + "\n")
+
+    def _checking_engine(self) -> Engine:
+        with self._engine_lock:
+            if self._engine is None:
+                # its own small pool, checked before use: the database may have restarted
+                self._engine = create_engine(
+                    sync_url(self._url), pool_size=1, max_overflow=1, pool_pre_ping=True
+                )
+            return self._engine
+
+
+def _metrics(start_response: StartResponse) -> Iterable[bytes]:
+    try:
+        from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+    except ImportError:
+        return _reply(start_response, 404, "no metrics: pip install 'sqla-scheduler[prometheus]'\n")
+    body = generate_latest(REGISTRY)
+    start_response("200 OK", [("Content-Type", CONTENT_TYPE_LATEST)])
+    return [body]
+
+
+_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+
+
+def _reply(start_response: StartResponse, status: int, text: str) -> Iterable[bytes]:
+    body = text.encode()
+    start_response(
+        f"{status} {_REASONS[status]}",
+        [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))],
+    )
+    return [body]
