@@ -15,10 +15,10 @@ from bench.harness import Bench
 from bench.results import Figure
 from bench.scenarios import _percentiles, _starts_after, drain, latency_commits
 
-__all__ = ["drain_pgbouncer", "latency_pgbouncer"]
+__all__ = ["drain_pgbouncer", "latency_pgbouncer", "pooled_args"]
 
 
-def _pooled(bench: Bench, db: str) -> list[str]:
+def pooled_args(bench: Bench, db: str) -> list[str]:
     """The worker's arguments for ``db``: no prepares, LISTEN on the direct URL."""
     return ["--no-prepare", "--listen-url", bench.url(db)]
 
@@ -33,7 +33,7 @@ def drain_pgbouncer(bench: Bench) -> Figure:
         "async",
         1,
         db=db,
-        extra=_pooled(bench, db),
+        extra=pooled_args(bench, db),
         url_of=bench.postgres.pooled_url,
     )
 
@@ -45,7 +45,7 @@ def latency_pgbouncer(bench: Bench) -> list[Figure]:
         bench,
         "latency_pgbouncer",
         latency_commits(bench),
-        extra_of=partial(_pooled, bench),
+        extra_of=partial(pooled_args, bench),
         url_of=bench.postgres.pooled_url,
     )
     label = "commit-to-start latency through PgBouncer (listen_url direct)"

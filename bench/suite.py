@@ -13,6 +13,7 @@ from bench.floors import floor_batch, floor_drain, floor_single
 from bench.harness import Bench
 from bench.history import history_drains
 from bench.pooler import drain_pgbouncer, latency_pgbouncer
+from bench.processes import PROCESSES, drain_processes
 from bench.results import Figure
 from bench.scale import scale
 from bench.scenarios import (
@@ -39,6 +40,8 @@ FLOOR_OF = {
     "drain_beside_limited": "drain_async_1",
     "drain_transactional": "floor_row_tx",
     "drain_pgbouncer": "drain_async_1",
+    **{f"drain_processes_{n}": "floor_drain" for n in PROCESSES},
+    **{f"drain_processes_{n}_pgbouncer": "floor_drain" for n in (1, *PROCESSES)},
     "latency_p50": "floor_latency_p50",
     "latency_p95": "floor_latency_p95",
     "latency_p99": "floor_latency_p99",
@@ -69,6 +72,7 @@ SCENARIOS = (
     "schedule_batch",
     "drain_pgbouncer",
     "latency_pgbouncer",
+    "processes",
 )
 #: The scenarios that run on PostgreSQL only, with why: elsewhere their row says so.
 POSTGRESQL_ONLY = {
@@ -76,6 +80,7 @@ POSTGRESQL_ONLY = {
     "history": "VACUUM between the drains (PostgreSQL's; not ported)",
     "floor_latency": "LISTEN/NOTIFY, which MariaDB lacks (its probe's lag is the latency row)",
     "drain_pgbouncer": "PgBouncer is PostgreSQL's pooler",
+    "processes": "how far one PostgreSQL carries, directly and through PgBouncer",
     "latency_pgbouncer": "PgBouncer is PostgreSQL's pooler",
     "resume": (
         "rounds 40 ms apart expect a NOTIFY: the probe finds a resumed task within a second,"
@@ -112,7 +117,7 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
     bench.prepare_template()
     wanted = set(only) | {"drain_async_1" for key in only if key in ("scale", "drain_limited")}
     wanted |= {"floor_latency" for key in only if key == "latency"}
-    wanted |= {"drain_async_1" for key in only if key == "drain_pgbouncer"}
+    wanted |= {"drain_async_1" for key in only if key in ("drain_pgbouncer", "processes")}
     wanted |= {"latency" for key in only if key == "latency_pgbouncer"}
     wanted |= {FLOOR_OF[key] for key in wanted if key in FLOOR_OF}
 
@@ -224,6 +229,13 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
         "ms",
         lambda: latency_pgbouncer(bench)[0],
         "latency_pgbouncer",
+    )
+    s(
+        "drain_processes_2",
+        "drain with 2, 4 and 8 processes",
+        "rows/s",
+        lambda: drain_processes(bench)[0],
+        "processes",
     )
     apply_targets(bench)
 
