@@ -1162,7 +1162,17 @@ def _missing_admin_packages() -> list[str]:
     help="Offer run now, retry, delete, requeue, pause and resume buttons (off: the page "
     "only reads).",
 )
-def admin(spec: str, host: str, port: int, actions: bool) -> None:
+@click.option(
+    "--read-url",
+    default=None,
+    envvar="SQLA_SCHEDULER_READ_URL",
+    show_envvar=True,
+    metavar="URL",
+    help="Read the pages from this database (a read replica of the application's): "
+    "actions still write to the application's engine, and the header shows the "
+    "replica's lag.",
+)
+def admin(spec: str, host: str, port: int, actions: bool, read_url: str | None) -> None:
     """Serve the admin page for the Scheduler at MODULE:ATTR at /admin/jobs.
 
     It shows registered tasks, recurring tasks, running, failing and orphaned executions,
@@ -1179,6 +1189,8 @@ def admin(spec: str, host: str, port: int, actions: bool) -> None:
     missing = _missing_admin_packages()
     if missing:
         _fail(f"the admin page needs {', '.join(missing)}: install sqla-scheduler[admin]")
+    if read_url is not None:
+        scheduler = _reading_from(scheduler, read_url)
     from sqla_scheduler.admin import credentials_from_env, serve
     from sqla_scheduler.worker import configure_from_env
 
@@ -1190,6 +1202,29 @@ def admin(spec: str, host: str, port: int, actions: bool) -> None:
         _fail(str(exc), 2)
     click.echo(f"sqla-scheduler: admin page on http://{host}:{port}/admin/jobs/", err=True)
     serve(scheduler, host=host, port=port, username=username, password=password, actions=actions)
+
+
+def _reading_from(scheduler: Scheduler, read_url: str) -> Scheduler:
+    """``scheduler`` with ``read_url``'s engine as its ``read_engine`` (sync or async as
+    its own engine is)."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+    from sqla_scheduler._dialects import check_url, sync_url
+
+    try:
+        url = check_url(read_url)
+    except ArgumentError as exc:
+        _fail(f"bad --read-url {read_url}: {exc}", 2)
+    if url.get_backend_name() != scheduler.engine.url.get_backend_name():
+        _fail(
+            f"--read-url is {url.get_backend_name()}, the application's engine "
+            f"{scheduler.engine.url.get_backend_name()}: a replica runs the same database system",
+            2,
+        )
+    sync = not isinstance(scheduler.engine, AsyncEngine)
+    scheduler.read_engine = create_engine(sync_url(url)) if sync else create_async_engine(url)
+    return scheduler
 
 
 # --- demo -------------------------------------------------------------------------------

@@ -46,6 +46,10 @@ class Scheduler(Observing, Control):
     loop uses. The scheduling methods take the caller's session, connection or engine
     instead, so a task is scheduled if and only if the caller's transaction commits. With a
     sync target they return their result; with an async one, an awaitable of it.
+
+    ``read_engine`` (a read replica's, of the same database system) is where the admin page
+    reads its listings, history, counts and nodes; picks, limits, scheduling and every
+    write go to ``engine``.
     """
 
     def __init__(
@@ -58,8 +62,16 @@ class Scheduler(Observing, Control):
         listeners: Iterable[SchedulerListener] = (),
         interceptors: Iterable[ExecutionInterceptor] = (),
         session_factory: sessionmaker[Any] | async_sessionmaker[Any] | None = None,
+        read_engine: Engine | AsyncEngine | None = None,
     ) -> None:
         self.engine = _check_engine(engine)
+        self.read_engine = engine if read_engine is None else _check_engine(read_engine)
+        """Where the admin page reads (``engine`` unless a replica's was given)."""
+        if self.read_engine.dialect.name != self.engine.dialect.name:
+            raise TypeError(
+                f"read_engine is {self.read_engine.dialect.name}, engine "
+                f"{self.engine.dialect.name}: a replica runs the same database system"
+            )
         self.config = config if config is not None else SchedulerConfig()
         self.clock: Clock = clock if clock is not None else _default_clock(engine)
         self._tasks = _registry(tasks)

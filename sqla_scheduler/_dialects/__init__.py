@@ -23,6 +23,7 @@ from sqla_scheduler._dialects.backends import (
     backend_for,
     known_backend,
     listen_url_problem,
+    replica_lag,
 )
 from sqla_scheduler._dialects.notices import (
     notice_of_check,
@@ -49,5 +50,6 @@ __all__ = [
     "read_check_notice",
     "read_notice",
     "read_pause_notice",
+    "replica_lag",
     "sync_url",
 ]

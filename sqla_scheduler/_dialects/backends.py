@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import partial
 from typing import Any, Literal, TypeVar
 
@@ -42,6 +43,7 @@ __all__ = [
     "backend_for",
     "known_backend",
     "listen_url_problem",
+    "replica_lag",
 ]
 
 T = TypeVar("T")
@@ -121,6 +123,10 @@ class Backend:
     #: The query that reads the database's clock as it runs (not the transaction's
     #: start), for ``DatabaseClock``: aware, or naive UTC where ``naive_timestamps``.
     clock_query: str | None
+    #: The query that reads, on a read replica, how far it lags behind its primary (an
+    #: interval; zero when it has replayed all it received, NULL on a primary), or
+    #: ``None`` where the scheduler knows of no replicas.
+    replica_lag_query: str | None
     #: One statement on the scheduler's own engine can run in autocommit, its own
     #: transaction, with no BEGIN/COMMIT round trips.
     autocommit_statements: bool
@@ -329,6 +335,11 @@ POSTGRESQL = Backend(
     deletes_into_insert=True,
     shared_clock=True,
     clock_query="SELECT clock_timestamp()",
+    replica_lag_query=(
+        "SELECT CASE WHEN NOT pg_is_in_recovery() THEN NULL"
+        " WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN interval '0'"
+        " ELSE greatest(now() - pg_last_xact_replay_timestamp(), interval '0') END"
+    ),
     autocommit_statements=True,
     plans_once=True,
     table_storage_settings=True,
@@ -362,6 +373,7 @@ SQLITE = Backend(
     deletes_into_insert=False,
     shared_clock=False,
     clock_query=None,
+    replica_lag_query=None,
     autocommit_statements=False,
     plans_once=False,
     table_storage_settings=False,
@@ -395,6 +407,7 @@ MARIADB = Backend(
     deletes_into_insert=False,
     shared_clock=True,
     clock_query="SELECT UTC_TIMESTAMP(6)",
+    replica_lag_query=None,
     autocommit_statements=False,
     plans_once=False,
     table_storage_settings=False,
@@ -419,6 +432,17 @@ def known_backend(of: Dialect | URL) -> Backend | None:
     scheduler does not run on (a type compiled for another dialect, a URL not yet checked).
     Unlike ``backend_for`` it checks nothing and never raises."""
     return _BACKENDS.get(of.get_backend_name() if isinstance(of, URL) else of.name)
+
+
+def replica_lag(conn: Connection) -> timedelta | None:
+    """How far the replica ``conn`` reads lags behind its primary; ``None`` on a primary,
+    or where the scheduler cannot tell (``Backend.replica_lag_query``)."""
+    backend = known_backend(conn.dialect)
+    query = None if backend is None else backend.replica_lag_query
+    if query is None:
+        return None
+    lag = conn.exec_driver_sql(query).scalar()
+    return lag if isinstance(lag, timedelta) else None
 
 
 def listen_url_problem(url: str) -> str | None:

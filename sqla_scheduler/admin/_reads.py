@@ -1,7 +1,8 @@
 """What the admin page reads and writes: each page's rows in one transaction, as views.
 
-Every call runs on the scheduler's engine through ``_bridge.Database``: on a worker thread
-for a sync engine and through ``run_sync`` for an async one.
+Every call runs through ``_bridge.Database``: on a worker thread for a sync engine and
+through ``run_sync`` for an async one. Reads go to the scheduler's ``read_engine`` (a
+replica's, when it has one), writes to its ``engine``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from sqlalchemy import Connection
 
 from sqla_scheduler import _history_store, _store
 from sqla_scheduler._bridge import Database
+from sqla_scheduler._dialects import replica_lag
 from sqla_scheduler._statements.history import REQUEUEABLE
 from sqla_scheduler.admin._views import (
     PREVIEW_CHARS,
@@ -105,6 +107,12 @@ class Reads:
     def __init__(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
         self.db = Database(scheduler.engine)
+        #: Where the pages read: the primary's ``db`` unless a replica was given.
+        self.read_db = (
+            self.db
+            if scheduler.read_engine is scheduler.engine
+            else Database(scheduler.read_engine)
+        )
 
     @property
     def _known(self) -> frozenset[str]:
@@ -131,13 +139,16 @@ class Reads:
         return _store.state_counts(conn, self.scheduler.table, known_tasks=self._known, now=now)
 
     def _header(self, conn: Connection, now: datetime) -> dict[str, Any]:
-        """What every page's header shows: the executions in each state (``counts``) and
-        the scheduler nodes (``nodes``)."""
+        """What every page's header shows: the executions in each state (``counts``), the
+        scheduler nodes (``nodes``) and, read on a replica, how far it lags behind
+        (``replica_lag``; ``None`` on the primary)."""
         nodes = self.scheduler.nodes(conn)
         interval = self.scheduler.config.node_heartbeat_interval
+        replica = self.read_db is not self.db
         return {
             "counts": self._counts(conn, now),
             "nodes": NodesView(nodes=nodes, interval=interval),
+            "replica_lag": replica_lag(conn) if replica else None,
         }
 
     async def summary(self) -> dict[str, Any]:
@@ -175,7 +186,7 @@ class Reads:
                 "orphaned": section(conn, state="orphaned"),
             }
 
-        found = await self.db.run(read, read_only=True)
+        found = await self.read_db.run(read, read_only=True)
         tasks = self.scheduler.tasks
         counted = counted_outcomes(config.history)
         paused: frozenset[str] = found["paused"]
@@ -183,6 +194,7 @@ class Reads:
             "now": now,
             "counts": found["counts"],
             "nodes": found["nodes"],
+            "replica_lag": found["replica_lag"],
             "tasks": view_tasks(tasks, found["task_counts"], found["outcomes"], counted, paused),
             "paused": sorted(paused),
             # paused by name elsewhere, with no task of that name registered here
@@ -228,7 +240,7 @@ class Reads:
             )
             return header, total, rows
 
-        header, total, rows = await self.db.run(read, read_only=True)
+        header, total, rows = await self.read_db.run(read, read_only=True)
         return {
             "now": now,
             **header,
@@ -248,7 +260,7 @@ class Reads:
         def read(conn: Connection) -> tuple[dict[str, Any], Execution | None]:
             return self._header(conn, now), _store.get_execution(conn, table, task, instance)
 
-        header, found = await self.db.run(read, read_only=True)
+        header, found = await self.read_db.run(read, read_only=True)
         return now, header, None if found is None else self._view(found, now)
 
     async def act(
@@ -300,7 +312,7 @@ class Reads:
             )
             return header, total, rows
 
-        header, total, rows = await self.db.run(read, read_only=True)
+        header, total, rows = await self.read_db.run(read, read_only=True)
         return {
             "now": now,
             **header,
@@ -332,7 +344,7 @@ class Reads:
             )
             return self._header(conn, now), entry, current
 
-        header, entry, current = await self.db.run(read, read_only=True)
+        header, entry, current = await self.read_db.run(read, read_only=True)
         return now, header, None if entry is None else view_entry(entry), current
 
     async def set_paused(self, task: str, paused: bool) -> bool:
