@@ -463,6 +463,16 @@ def health(url: str, version_table: str, name: str | None, interval: timedelta) 
 
 _STATES = ("all", "scheduled", "due", "running", "failing", "orphaned")
 
+_read_url_option = click.option(
+    "--read-url",
+    default=None,
+    envvar="SQLA_SCHEDULER_READ_URL",
+    show_envvar=True,
+    metavar="URL",
+    help="Read from this database instead (a read replica): what it shows may lag behind "
+    "the primary.",
+)
+
 
 @cli.command("executions")
 @click.option("--url", envvar="DATABASE_URL", help=f"{_URL_HELP[:-1]}, or --app's engine.")
@@ -494,6 +504,7 @@ _STATES = ("all", "scheduled", "due", "running", "failing", "orphaned")
     help="The application's Scheduler: its table and registered tasks are used (needed for "
     "--state orphaned), and its engine unless --url is given.",
 )
+@_read_url_option
 def executions(
     url: str | None,
     state: str,
@@ -501,6 +512,7 @@ def executions(
     limit: int,
     as_json: bool,
     spec: str | None,
+    read_url: str | None,
 ) -> None:
     """List scheduled executions: what is due, running, failing or orphaned.
 
@@ -516,7 +528,7 @@ def executions(
             "knows which tasks are registered",
             2,
         )
-    url, scheduler = _client_url(url, spec)
+    url, scheduler = _client_url(url, spec, read_url)
     with _database_errors(url):
         found = list_executions(
             url,
@@ -635,9 +647,14 @@ def _since(value: str | None) -> datetime | None:
     return at if at.tzinfo is not None else at.replace(tzinfo=timezone.utc)
 
 
-def _client_url(url: str | None, spec: str | None) -> tuple[str | None, Scheduler | None]:
-    """The database to read and the application's scheduler, from --url and --app."""
+def _client_url(
+    url: str | None, spec: str | None, read_url: str | None = None
+) -> tuple[str | None, Scheduler | None]:
+    """The database to read and the application's scheduler, from --url and --app (and
+    --read-url, which wins where a command reads)."""
     scheduler = _load_app(spec) if spec is not None else None
+    if read_url is not None:
+        return read_url, scheduler
     source = click.get_current_context().get_parameter_source("url")
     if scheduler is not None and source is not click.core.ParameterSource.COMMANDLINE:
         return None, scheduler  # the application's own engine
@@ -682,6 +699,7 @@ def _with_client_options(command: Any) -> Any:
     "--limit", type=_Whole(1, BIGINT_MAX), default=100, show_default=True, help="At most N."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list with every field.")
+@_read_url_option
 def history(
     url: str | None,
     spec: str | None,
@@ -691,6 +709,7 @@ def history(
     since: str | None,
     limit: int,
     as_json: bool,
+    read_url: str | None,
 ) -> None:
     """List finished attempts from the history table, newest first.
 
@@ -701,7 +720,7 @@ def history(
     from sqla_scheduler.history import list_history
 
     after = _since(since)
-    db_url, scheduler = _client_url(url, spec)
+    db_url, scheduler = _client_url(url, spec, read_url)
     with _database_errors(db_url):
         found = list_history(
             db_url,
@@ -870,7 +889,8 @@ def run_now(task_name: str, instance_id: str, url: str | None, spec: str | None)
 @_url_option
 @_interval_option
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list with every field.")
-def nodes(url: str, interval: timedelta, as_json: bool) -> None:
+@_read_url_option
+def nodes(url: str, interval: timedelta, as_json: bool, read_url: str | None) -> None:
     """List the schedulers recorded in the nodes table, alive or stale.
 
     Each running scheduler records itself every node_heartbeat_interval and removes its
@@ -881,6 +901,7 @@ def nodes(url: str, interval: timedelta, as_json: bool) -> None:
     """
     from sqla_scheduler.nodes import list_nodes
 
+    url = read_url or url
     with _database_errors(url):
         found = list_nodes(url, node_heartbeat_interval=interval)
     if as_json:
