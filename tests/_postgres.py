@@ -36,7 +36,7 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal
+from typing import Any, ClassVar, Final, Literal
 
 import psycopg
 from psycopg import sql
@@ -332,6 +332,8 @@ class PostgresCluster:
 
     host: Final = "127.0.0.1"
     user: Final = _PG_USER
+    #: Starts with :data:`DIR_PREFIX`, which :func:`cleanup_stale_clusters` reaps.
+    dir_prefix: ClassVar[str] = DIR_PREFIX
 
     def __init__(
         self,
@@ -524,9 +526,9 @@ class PostgresCluster:
             raise PostgresClusterError("cluster already started")
         with contextlib.suppress(Exception):
             cleanup_stale_clusters(self._base_dir)
-        bin_dir = self.bin_dir  # resolve (maybe install) before creating anything
+        self._bin_dir = self.bin_dir  # resolve (maybe install) before creating anything
         self._owner_pid = os.getpid()
-        root = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=self._base_dir))
+        root = Path(tempfile.mkdtemp(prefix=self.dir_prefix, dir=self._base_dir))
         self._root = root
         _live_servers.register(self)
         try:
@@ -538,28 +540,32 @@ class PostgresCluster:
             if self._as_postgres:
                 for path in (root, self.socket_dir, self.log_file):
                     shutil.chown(path, user=_PG_USER, group=None)
-            self._run(
-                [
-                    str(bin_dir / "initdb"),
-                    "-D",
-                    str(self.data_dir),
-                    "-A",
-                    "trust",
-                    "-U",
-                    _PG_USER,
-                    "-E",
-                    "UTF8",
-                    "--locale=C",
-                    "--no-sync",
-                    "--no-instructions",
-                ]
-            )
+            self._make_data_dir()
             self._start_server()
         except BaseException:
             self._port = None
             self.stop()
             raise
         return self
+
+    def _make_data_dir(self) -> None:
+        """A fresh ``initdb`` in :attr:`data_dir`."""
+        self._run(
+            [
+                str(self.bin_dir / "initdb"),
+                "-D",
+                str(self.data_dir),
+                "-A",
+                "trust",
+                "-U",
+                _PG_USER,
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-sync",
+                "--no-instructions",
+            ]
+        )
 
     def _start_server(self) -> None:
         """pg_ctl start on a free port, retrying when the port got taken meanwhile."""
