@@ -38,6 +38,7 @@ from tests._mariadb_databases import DatabasePool as MariaDBPool
 from tests._pg_databases import DatabasePool
 from tests._pgbouncer import PgBouncer
 from tests._postgres import PostgresCluster
+from tests._replica import PostgresReplica
 
 TEMPLATE_DB = "sqla_scheduler_template"
 _counter = itertools.count()
@@ -211,6 +212,28 @@ def pgbouncer_url(pgbouncer: PgBouncer, pg_databases: DatabasePool) -> Iterator[
         yield pgbouncer.url(name)
     finally:
         pgbouncer.release(name)  # its pooled sessions would have the database dropped
+        pg_databases.give_back(name, since)
+
+
+@pytest.fixture(scope="session")
+def pg_replica(pg_cluster: PostgresCluster) -> Iterator[PostgresReplica]:
+    """A hot standby streaming from ``pg_cluster``: its databases, read-only."""
+    with PostgresReplica(pg_cluster) as replica:
+        yield replica
+
+
+@pytest.fixture
+def replica_urls(
+    pg_cluster: PostgresCluster, pg_databases: DatabasePool, pg_replica: PostgresReplica
+) -> Iterator[tuple[str, str]]:
+    """URLs of a fresh, migrated database for this test alone: on ``pg_cluster``, and on
+    ``pg_replica``, which has it by the time the test starts."""
+    name, since = pg_databases.take()
+    try:
+        pg_replica.wait_caught_up()
+        yield pg_cluster.url(name), pg_replica.url(name)
+    finally:
+        pg_replica.release(name)  # its sessions would hold up the replay of the wipe
         pg_databases.give_back(name, since)
 
 
