@@ -296,10 +296,13 @@ class Database:
         self._prepared = prepared_statements
         self._lanes: dict[str, Connection | AsyncConnection] = {}
         backend = backend_for(engine.dialect)
-        #: Whether ``plan_once`` can apply: a database that can plan once
-        #: (``Backend.plans_once``) with prepared statements (a pooler that shares server
-        #: connections between clients would pass the setting on).
-        self._plans_once = prepared_statements and backend.plans_once
+        #: Whether ``plan_once`` may apply: a database that can plan once
+        #: (``Backend.plans_once``) with prepared statements.
+        self._may_plan_once = prepared_statements and backend.plans_once
+        #: Whether it applies: once ``sessions_kept`` says the engine's connections keep
+        #: their sessions (a pooler in transaction mode would pass the setting on to other
+        #: clients).
+        self._plans_once = False
         #: Lane connections whose ``plan_cache_mode`` and ``jit`` are set, to reset before closing.
         self._planning_once: WeakSet[Connection | AsyncConnection] = WeakSet()
         self._unit_of_work = backend.unit_of_work
@@ -327,7 +330,8 @@ class Database:
         transaction at READ COMMITTED (``Backend.isolation_level``), set once on each
         connection taken from the pool (a lane's, once for its life).
 
-        ``plan_once`` (with a ``lane``, on PostgreSQL with prepared statements) has the
+        ``plan_once`` (with a ``lane``, on PostgreSQL with prepared statements, once
+        ``sessions_kept`` has said that the engine's connections keep their sessions) has the
         lane's connection plan each prepared statement once for all its runs
         (``plan_cache_mode``), instead of again for each run, which PostgreSQL does for the
         pick's statement whatever it is bound to: most of a millisecond from idle. It also
@@ -356,13 +360,18 @@ class Database:
         # the last: whatever it raises
         return await self._run_once(fn, autocommit, lane, planned and self._plans_once)
 
+    def sessions_kept(self) -> None:
+        """The engine's connections keep their sessions (a LISTEN through its URL heard
+        the NOTIFY it sent itself): lanes that ask to plan once do so from now on."""
+        self._plans_once = self._may_plan_once and self._prepared
+
     def _stop_preparing(self, error: DBAPIError) -> None:
         """Prepare nothing more on the scheduler's connections, saying so once: the server
         lost or already had a statement the driver prepared, which happens when a pooler
         in transaction mode shares server connections between clients."""
         if not self._prepared:
             return
-        self._prepared = self._plans_once = False
+        self._prepared = self._plans_once = self._may_plan_once = False
         log.warning(
             "PostgreSQL refused a prepared statement of the scheduler's (%s): a connection "
             "pooler in transaction mode (PgBouncer before 1.21 or without "
@@ -376,13 +385,15 @@ class Database:
     async def _run_once(
         self, fn: Callable[[Connection], T], autocommit: bool, lane: str | None, plan_once: bool
     ) -> T:
-        unit = partial(self._unit, fn, autocommit, plan_once)
         conn = self._lanes.pop(lane, None) if lane is not None else None
         fresh = conn is None
         if conn is None:
             conn = await self._connect()
-            if plan_once:
-                self._planning_once.add(conn)
+        # the lane's first unit since planning once applies sets it up
+        configure = plan_once and conn not in self._planning_once
+        if configure:
+            self._planning_once.add(conn)
+        unit = partial(self._unit, fn, autocommit, configure)
         try:
             result = await self._call(conn, partial(unit, fresh))
         except BaseException:
@@ -419,7 +430,8 @@ class Database:
         fresh: bool,
         conn: Connection,
     ) -> T:
-        """``fn(conn)``, committed; a connection fresh from the pool is configured first."""
+        """``fn(conn)``, committed; a connection fresh from the pool is configured first,
+        and with ``plan_once`` set to plan once (``run``)."""
         if fresh:
             if self._isolation is not None:
                 conn.execution_options(isolation_level=self._isolation)
@@ -427,10 +439,10 @@ class Database:
                 conn.execution_options(isolation_level="AUTOCOMMIT")
             if not self._prepared:
                 _disable_prepare(conn.connection.driver_connection)
-            if plan_once:
-                conn.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
-                conn.exec_driver_sql("SET jit = off")
-                conn.commit()
+        if plan_once:
+            conn.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
+            conn.exec_driver_sql("SET jit = off")
+            conn.commit()
         with own_commit(conn):
             result = fn(conn)
             conn.commit()

@@ -146,7 +146,10 @@ class Listener:
                 for notice in conn.notifies(timeout=_LISTEN_TICK, stop_after=1):
                     check = read_check_notice(notice.payload)
                     if check is not None:
-                        self.hearing = self.hearing or check == token
+                        if check == token and not self.hearing:
+                            self.hearing = True
+                            if self._listen_url is None:  # the engine's URL keeps sessions
+                                self.db.sessions_kept()
                     elif not self._stop.is_set():
                         # Not anyio.from_thread.run_sync: a task per notice and a wait for
                         # it cost the start of the work a quarter of a millisecond.

@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, make_url
+from sqlalchemy import create_engine, make_url, text
 
 from sqla_scheduler import Scheduler, SchedulerConfig, one_time
 from tests._pg_databases import DatabasePool
@@ -67,6 +67,9 @@ async def test_given_only_the_poolers_url_no_work_is_lost_and_it_says_why_once(
                     instances = [task.instance(f"{batch}-{i}") for i in range(10)]
                     client.schedule_batch(engine, instances)
                     await wait_for(lambda b=batch: len(ran) == 10 * (b + 1), deadline=15)
+                # while it runs, nothing it set is on the server connections other clients
+                # get: both of them, each held in a transaction at once
+                assert _settings_of_both(engine) == {("auto", "on")}
         assert sorted(ran) == sorted(f"{b}-{i}" for b in range(6) for i in range(10))
         messages = [r.getMessage() for r in caplog.records]
         assert sum(_DEAF in m for m in messages) == 1
@@ -123,3 +126,17 @@ def _listening(cluster: PostgresCluster, url: str) -> int:
             [make_url(url).database],
         ).fetchone()
     return int(row[0]) if row else 0
+
+
+def _settings_of_both(engine: Any) -> set[tuple[str, str]]:
+    """``plan_cache_mode`` and ``jit`` on each of a two-connection bouncer's server
+    connections, seen by a client of its own."""
+    with engine.connect() as one, engine.connect() as two:
+        found = set()
+        pids = set()
+        for conn in (one, two):
+            conn.begin()
+            found.add((conn.scalar(text("show plan_cache_mode")), conn.scalar(text("show jit"))))
+            pids.add(conn.scalar(text("select pg_backend_pid()")))
+        assert len(pids) == 2  # the bouncer's two server connections
+    return found

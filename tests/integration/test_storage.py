@@ -104,6 +104,10 @@ async def test_a_lane_that_plans_once_leaves_the_pool_as_it_was(db: Harness):
     )
     try:
         database = Database(engine)
+        # not before the connections are known to keep their sessions (no pooler between)
+        unknown = await database.run(mode, autocommit=True, lane="picker", plan_once=True)
+        assert unknown == "auto jit=on"
+        database.sessions_kept()
         planned = await database.run(mode, autocommit=True, lane="picker", plan_once=True)
         again = await database.run(mode, autocommit=True, lane="picker")
         assert planned == again == "force_generic_plan jit=off"
