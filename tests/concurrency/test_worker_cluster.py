@@ -139,12 +139,13 @@ def test_crashed_workers_executions_are_revived_and_finished_once(
     workers.stop(b)
 
 
+@pytest.mark.slow
 def test_workers_behind_pgbouncer_lose_nothing_when_one_is_killed(
     pgbouncer_url: str, tmp_path: Path
 ) -> None:
-    """Three workers given only PgBouncer's URL (transaction mode) share 3,000 executions,
-    and one of them is killed (SIGKILL) half way: every execution runs, and the only ones
-    that run twice are those the killed worker had started (revived)."""
+    """Slow by nature: three workers given only PgBouncer's URL (transaction mode) share
+    3,000 executions, and one of them is killed (SIGKILL) half way: every execution runs,
+    and the only ones that run twice are those the killed worker had started (revived)."""
     executions = 3_000
     engine = create_engine(pgbouncer_url, connect_args={"prepare_threshold": None})
     metadata.create_all(engine)

@@ -56,9 +56,12 @@ def _job(ran: list[str], event: threading.Event) -> Any:
     return one_time("job")(handler)
 
 
+@pytest.mark.slow
 async def test_a_listen_that_hears_nothing_says_so_once_and_probes(
     db: Harness, other_database: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Slow by nature: the check gives a LISTEN 3 s to hear its own NOTIFY before the
+    scheduler gives way to the probe."""
     ran: list[str] = []
     event = threading.Event()
     task = _job(ran, event)

@@ -49,9 +49,13 @@ def _recording(ran: list[str], done: threading.Event, expected: int) -> Any:
     return one_time("job")(handler)
 
 
+@pytest.mark.slow
 async def test_given_only_the_poolers_url_no_work_is_lost_and_it_says_why_once(
     small_pool: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Slow by nature: the LISTEN check waits its 3 s before giving way, and each batch
+    waits for the once-a-second probe, so that every statement runs past psycopg's fifth
+    execution, when it prepares."""
     ran: list[str] = []
     done = threading.Event()
     task = _recording(ran, done, 60)
