@@ -346,7 +346,11 @@ class _FieldError(ConfigurationError):
 
 
 def _message(name: str, shown: str, reason: str) -> str:
-    return f"{name}: {shown} {reason}"
+    return _PASSWORD.sub(r"\1***@", f"{name}: {shown} {reason}")
+
+
+#: The password of a URL in a message (``listen_url``): ``scheme://user:PASSWORD@``.
+_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
 
 
 def _show(value: object) -> str:

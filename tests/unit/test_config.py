@@ -759,3 +759,14 @@ def test_listen_url_must_name_a_database_with_listen() -> None:
     assert config.listen_url == url
     assert "s3cret" not in repr(config)
     assert SchedulerConfig.from_mapping({"listen_url": ""}).listen_url is None
+
+
+@pytest.mark.parametrize("url", ["nonsense://app:s3cret@db/app", "sqlite://app:s3cret@/x"])
+def test_a_refused_listen_url_is_shown_without_its_password(url: str) -> None:
+    with pytest.raises(ConfigurationError) as direct:
+        SchedulerConfig(listen_url=url)
+    with pytest.raises(ConfigurationError) as from_env:
+        SchedulerConfig.from_env(environ={"SQLA_SCHEDULER_LISTEN_URL": url})
+    for error in (direct, from_env):
+        assert "s3cret" not in str(error.value)
+        assert "app:***@" in str(error.value), str(error.value)
