@@ -33,9 +33,10 @@ async def test_after_a_clock_step_only_the_dead_are_revived(
 ) -> None:
     clock = SteppedClock()
     job = one_time("job")(lambda ctx: None)
-    # dead after two missed heartbeats of 50 ms
+    # dead after two missed heartbeats of 200 ms: a window a loaded machine's start-up of
+    # the services and first revival fit in
     scheduler = db.scheduler(
-        [job], clock, heartbeat_interval=timedelta(milliseconds=50), missed_heartbeat_limit=2
+        [job], clock, heartbeat_interval=timedelta(milliseconds=200), missed_heartbeat_limit=2
     )
     for instance in ("live", "dead"):
         await db.resolve(scheduler.schedule(db.engine, job.instance(instance)))
@@ -50,8 +51,8 @@ async def test_after_a_clock_step_only_the_dead_are_revived(
                 .values(picked=True, picked_by="holder", last_heartbeat=clock.now())
             )
 
-    beat("live", "dead")
     async with services(scheduler) as runner:
+        beat("live", "dead")  # the holder beats for both, up to now
         assert await runner.maintenance.revive_once() == []
         clock.step = step  # the holder's clock steps too: one machine
         with caplog.at_level(logging.WARNING, logger="sqla_scheduler"):
