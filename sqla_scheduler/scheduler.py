@@ -65,13 +65,7 @@ class Scheduler(Observing, Control):
         read_engine: Engine | AsyncEngine | None = None,
     ) -> None:
         self.engine = _check_engine(engine)
-        self.read_engine = engine if read_engine is None else _check_engine(read_engine)
-        """Where the admin page reads (``engine`` unless a replica's was given)."""
-        if self.read_engine.dialect.name != self.engine.dialect.name:
-            raise TypeError(
-                f"read_engine is {self.read_engine.dialect.name}, engine "
-                f"{self.engine.dialect.name}: a replica runs the same database system"
-            )
+        self.read_engine = engine if read_engine is None else read_engine
         self.config = config if config is not None else SchedulerConfig()
         self.clock: Clock = clock if clock is not None else _default_clock(engine)
         self._tasks = _registry(tasks)
@@ -86,6 +80,22 @@ class Scheduler(Observing, Control):
         # scheduling without them costs nothing.
         self._capturing = [i for i in self.interceptors if captures_context(i)]
         self._loop = Lifecycle(self, engine, self._make_runner)
+
+    @property
+    def read_engine(self) -> Engine | AsyncEngine:
+        """Where the admin page reads: ``engine``, or a replica's engine of the same
+        database system (a ``TypeError`` otherwise)."""
+        return self._read_engine
+
+    @read_engine.setter
+    def read_engine(self, engine: Engine | AsyncEngine) -> None:
+        engine = _check_engine(engine)
+        if engine.dialect.name != self.engine.dialect.name:
+            raise TypeError(
+                f"read_engine is {engine.dialect.name}, engine "
+                f"{self.engine.dialect.name}: a replica runs the same database system"
+            )
+        self._read_engine = engine
 
     @property
     def tasks(self) -> Mapping[str, Task[Any]]:

@@ -5,12 +5,15 @@ fresh machine all want theirs at once. Plain module, like the servers' own."""
 from __future__ import annotations
 
 import fcntl
+import os
+import shlex
+import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["apt_lock"]
+__all__ = ["apt_install", "apt_lock"]
 
 _LOCK = Path(tempfile.gettempdir()) / "sqla-scheduler-apt.lock"
 
@@ -25,3 +28,39 @@ def apt_lock() -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def apt_install(
+    apt_get: str,
+    package: str,
+    *,
+    installed: Callable[[], bool],
+    hint: str,
+    error: Callable[[str], Exception] = RuntimeError,
+    prefix: Sequence[str] = (),
+) -> None:
+    """``apt-get update`` then ``install -y --no-install-recommends package`` (behind
+    ``prefix``: sudo), under ``apt_lock``, unless ``installed()`` once the lock is held.
+    A failed command raises ``error`` with the command, the tail of its output and
+    ``hint``."""
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    wait = ["-o", "DPkg::Lock::Timeout=600"]  # an apt-get of something else, say
+    with apt_lock():
+        if installed():
+            return  # the process before us installed it
+        for cmd in (
+            [*prefix, apt_get, *wait, "update"],
+            [*prefix, apt_get, *wait, "install", "-y", "--no-install-recommends", package],
+        ):
+            proc = subprocess.run(
+                cmd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=1800,
+                check=False,
+            )
+            if proc.returncode != 0:
+                tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
+                raise error(f"{shlex.join(cmd)} exited with {proc.returncode}.\n{tail}\n{hint}")

@@ -38,7 +38,7 @@ from typing import Any, Final
 import pymysql
 
 from tests import _live_servers
-from tests._apt import apt_lock
+from tests._apt import apt_install
 from tests._postgres import _free_port, _pid_alive, _proc_cmdline, _proc_start_time, _tail
 
 __all__ = [
@@ -87,27 +87,15 @@ def ensure_mariadb_installed() -> Path:
             f"mariadbd or mariadb-install-db not found, and they cannot be installed "
             f"here (it takes root and apt-get). {hint}"
         )
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    wait = ["-o", "DPkg::Lock::Timeout=600"]  # an apt-get of something else, say
-    with apt_lock():
-        if _binary("mariadbd") is None or _binary("mariadb-install-db") is None:
-            for cmd in (
-                [apt_get, *wait, "update"],
-                [apt_get, *wait, "install", "-y", "mariadb-server"],
-            ):
-                proc = subprocess.run(
-                    cmd,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    capture_output=True,
-                    text=True,
-                    timeout=1800,
-                )
-                if proc.returncode != 0:
-                    tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
-                    raise MariaDBServerError(
-                        f"{shlex.join(cmd)} exited with {proc.returncode}.\n{tail}\n{hint}"
-                    )
+    apt_install(
+        apt_get,
+        "mariadb-server",
+        installed=lambda: (
+            _binary("mariadbd") is not None and _binary("mariadb-install-db") is not None
+        ),
+        hint=hint,
+        error=MariaDBServerError,
+    )
     found = _binary("mariadbd")
     if found is None:
         raise MariaDBServerError(f"mariadb-server was installed but mariadbd is not found. {hint}")

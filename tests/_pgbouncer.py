@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import shutil
 import subprocess
 import tempfile
@@ -38,7 +37,7 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from tests import _live_servers
-from tests._apt import apt_lock
+from tests._apt import apt_install
 from tests._mariadb import _binary, _kill_server
 from tests._postgres import (
     PostgresCluster,
@@ -89,28 +88,13 @@ def ensure_pgbouncer_installed() -> Path:
             f"pgbouncer not found, and it cannot be installed here (it takes root and "
             f"apt-get). {hint}"
         )
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    wait = ["-o", "DPkg::Lock::Timeout=600"]  # an apt-get of something else, say
-    with apt_lock():
-        for cmd in (
-            [apt_get, *wait, "update"],
-            [apt_get, *wait, "install", "-y", "--no-install-recommends", "pgbouncer"],
-        ):
-            if _binary("pgbouncer") is not None:
-                break  # the process before us installed it
-            proc = subprocess.run(
-                cmd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=1800,
-            )
-            if proc.returncode != 0:
-                tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
-                raise PgBouncerError(
-                    f"{shlex.join(cmd)} exited with {proc.returncode}.\n{tail}\n{hint}"
-                )
+    apt_install(
+        apt_get,
+        "pgbouncer",
+        installed=lambda: _binary("pgbouncer") is not None,
+        hint=hint,
+        error=PgBouncerError,
+    )
     found = _binary("pgbouncer")
     if found is None:
         raise PgBouncerError(f"pgbouncer was installed but is not found. {hint}")

@@ -43,7 +43,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from tests import _live_servers
-from tests._apt import apt_lock
+from tests._apt import apt_install
 
 __all__ = [
     "DIR_PREFIX",
@@ -169,28 +169,14 @@ def ensure_pg_installed() -> Path:
             )
         prefix = [sudo, "-n", "env", "DEBIAN_FRONTEND=noninteractive"]
 
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    with apt_lock():  # another test process may be installing it, or another server
-        commands = [
-            [*prefix, apt_get, "update"],
-            [*prefix, apt_get, "install", "-y", "--no-install-recommends", "postgresql"],
-        ]
-        for cmd in commands if find_pg_bin() is None else []:
-            proc = subprocess.run(
-                cmd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                check=False,
-                timeout=1800,
-            )
-            if proc.returncode != 0:
-                tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
-                raise RuntimeError(
-                    f"Installing PostgreSQL failed: {shlex.join(cmd)} exited with "
-                    f"{proc.returncode}.\n{tail}\n{hint}"
-                )
+    apt_install(
+        apt_get,
+        "postgresql",
+        installed=lambda: find_pg_bin() is not None,
+        hint=hint,
+        error=lambda text: RuntimeError(f"Installing PostgreSQL failed: {text}"),
+        prefix=prefix,
+    )
 
     found = find_pg_bin()
     if found is None:
