@@ -39,6 +39,7 @@ if typing.TYPE_CHECKING:
     from sqla_scheduler.listeners import SchedulerListener
     from sqla_scheduler.models import ScheduledTask, metadata
     from sqla_scheduler.nodes import Node
+    from sqla_scheduler.results import Result
     from sqla_scheduler.scheduler import Scheduler
     from sqla_scheduler.schedules import (
         Cron,
@@ -90,6 +91,7 @@ _EXPORTS = {
     "ScheduledTask": "sqla_scheduler.models",
     "metadata": "sqla_scheduler.models",
     "Node": "sqla_scheduler.nodes",
+    "Result": "sqla_scheduler.results",
     "Scheduler": "sqla_scheduler.scheduler",
     "Cron": "sqla_scheduler.schedules",
     "Daily": "sqla_scheduler.schedules",
@@ -136,6 +138,7 @@ __all__ = [
     "OneTimeTask",
     "PayloadError",
     "RecurringTask",
+    "Result",
     "Schedule",
     "ScheduledTask",
     "Scheduler",

@@ -65,6 +65,7 @@ __all__ = [
     "call",
     "check_backend",
     "check_sessions",
+    "driver_connect_args",
     "named",
 ]
 
@@ -534,13 +535,20 @@ class Database:
     def connect_args(self, url: URL | None = None) -> dict[str, Any]:
         """Keyword arguments for a raw psycopg connection to the engine's database, or to
         the one ``url`` names (of the same database system)."""
-        engine = self.engine.sync_engine if isinstance(self.engine, AsyncEngine) else self.engine
-        args, kwargs = engine.dialect.create_connect_args(engine.url if url is None else url)
-        kwargs = dict(kwargs)
-        kwargs.pop("context", None)
-        if args:
-            kwargs["conninfo"] = args[0]
-        return kwargs
+        return driver_connect_args(self.engine, url)
+
+
+def driver_connect_args(engine: Engine | AsyncEngine, url: URL | None = None) -> dict[str, Any]:
+    """Keyword arguments for a raw psycopg connection to ``engine``'s database, or to the
+    one ``url`` names (of the same database system): for LISTEN, which SQLAlchemy has no
+    API for."""
+    sync = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
+    args, kwargs = sync.dialect.create_connect_args(sync.url if url is None else url)
+    kwargs = dict(kwargs)
+    kwargs.pop("context", None)
+    if args:
+        kwargs["conninfo"] = args[0]
+    return kwargs
 
 
 class Transaction:

@@ -22,7 +22,7 @@ from sqla_scheduler._payload import codec_for
 from sqla_scheduler.clock import Clock
 from sqla_scheduler.exceptions import TaskDefinitionError
 from sqla_scheduler.schedules import Schedule
-from sqla_scheduler.tasks import RecurringTask, Task, as_schedule
+from sqla_scheduler.tasks import OneTimeTask, RecurringTask, Task, as_schedule
 
 __all__ = ["Control"]
 
@@ -125,13 +125,21 @@ class Control:
         self, target: Target, task_name: str, instance_id: str
     ) -> bool | Coroutine[Any, Any, bool]:
         """Remove an execution that is not running; return whether one was removed (an
-        instance of a recurring task ends there)."""
+        instance of a recurring task ends there). A task that keeps results (registered
+        here with ``keep_result``) keeps ``cancelled`` as the execution's result."""
         check_key(task_name, instance_id)
+        task = self._tasks.get(task_name)
+        keep = isinstance(task, OneTimeTask) and task.keep_result
+        cancel = partial(
+            _store.cancel, table=self.table, task_name=task_name, instance_id=instance_id
+        )
+        if keep:
+            cancel = partial(cancel, cancelled_at=self.clock.now())
         return _bridge.call(
             target,
             self.table,
-            partial(_store.cancel, table=self.table, task_name=task_name, instance_id=instance_id),
-            one_statement=True,
+            cancel,
+            one_statement=not keep,
             writes=f"cancel({_bridge.named(task_name, instance_id)})",
         )
 

@@ -7,7 +7,9 @@ import re
 
 __all__ = [
     "BIGINT_MAX",
+    "DEFAULT_MAX_RESULT_SIZE",
     "MAX_CONCURRENCY",
+    "MAX_RESULT_SIZE",
     "MAX_RETRIES",
     "MAX_SCHEMA_NAME_LENGTH",
     "MAX_TABLE_NAME_LENGTH",
@@ -28,6 +30,10 @@ MAX_CONCURRENCY = 1000
 
 #: The most retries a task or a config may allow: far more than any backoff needs.
 MAX_RETRIES = 1_000_000
+#: The default ``max_result_size``: 64 KB of JSON text.
+DEFAULT_MAX_RESULT_SIZE = 64 * 1024
+#: The largest ``max_result_size``.
+MAX_RESULT_SIZE = 16 * 1024 * 1024
 
 #: The largest ``max_concurrency`` of a task: a thousand processes at the largest
 #: ``concurrency`` each.

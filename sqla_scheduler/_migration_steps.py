@@ -38,6 +38,7 @@ from sqla_scheduler.models import (
     NODES_SUFFIX,
     PAUSED_SUFFIX,
     RECORD_SUFFIX,
+    RESULTS_SUFFIX,
     record_table,
     table_for,
 )
@@ -85,6 +86,10 @@ class Names:
     @property
     def paused(self) -> str:
         return self.table + PAUSED_SUFFIX
+
+    @property
+    def results(self) -> str:
+        return self.table + RESULTS_SUFFIX
 
     @property
     def record(self) -> str:
@@ -396,6 +401,37 @@ def _node_interval_down(op: Op, names: Names) -> None:
         batch.drop_column("heartbeat_interval_ms")
 
 
+# 12 (4c6e8a2b9d15): kept results.
+
+
+def _results_up(op: Op, names: Names) -> None:
+    results = names.results
+    op.create_table(
+        results,
+        sa.Column("id", BIG_ID, nullable=False),
+        sa.Column("task_name", sa.String(100), nullable=False),
+        sa.Column("task_instance", sa.String(255), nullable=False),
+        sa.Column("outcome", sa.String(20), nullable=False),
+        sa.Column("value", TEXT, nullable=True),
+        sa.Column("error", TEXT, nullable=True),
+        sa.Column("finished_at", UTCDateTime(), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f(f"pk_{results}")),
+        schema=names.schema,
+        **TABLE_OPTIONS,
+    )
+    op.create_index(f"ix_{results}_finished_at", results, ["finished_at"], schema=names.schema)
+    op.create_index(
+        f"ix_{results}_task", results, ["task_name", "task_instance"], schema=names.schema
+    )
+
+
+def _results_down(op: Op, names: Names) -> None:
+    results = names.results
+    op.drop_index(f"ix_{results}_task", table_name=results, schema=names.schema)
+    op.drop_index(f"ix_{results}_finished_at", table_name=results, schema=names.schema)
+    op.drop_table(results, schema=names.schema)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Step:
     """One schema change: its number, the branch revision that runs it, and both ways."""
@@ -421,6 +457,7 @@ STEPS: tuple[Step, ...] = tuple(
             ("b8d2f4a61c37", _paused_up, _paused_down),
             ("59fbd7ad3e6b", _payload_version_up, _payload_version_down),
             ("1ab727525351", _node_interval_up, _node_interval_down),
+            ("4c6e8a2b9d15", _results_up, _results_down),
         ],
         start=1,
     )

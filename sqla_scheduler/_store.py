@@ -17,7 +17,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 from sqlalchemy import Connection, RowMapping, Table, inspect
 from sqlalchemy.engine import URL
 
-from sqla_scheduler import _history_store
+from sqla_scheduler import _history_store, _result_store
 from sqla_scheduler._dialects import backend_for, known_backend, notice_of_later
 from sqla_scheduler._execution import (
     KEEP,
@@ -267,12 +267,23 @@ def cancel(
     instance_id: str,
     *,
     shown_version: int | None = None,
+    cancelled_at: datetime | None = None,
 ) -> bool:
     """Delete an execution that is not running (and, given ``shown_version``, is still at
-    that version); return whether one was deleted."""
+    that version); return whether one was deleted. Given ``cancelled_at`` (its task keeps
+    results), its result is kept as ``cancelled`` then."""
     stmts = _statements(conn, table).scheduling
     stmt = stmts.cancel(shown=shown_version is not None)
-    return conn.execute(stmt, _key(task_name, instance_id, shown_version)).rowcount == 1
+    deleted = conn.execute(stmt, _key(task_name, instance_id, shown_version)).rowcount == 1
+    if deleted and cancelled_at is not None:
+        kept = _result_store.Kept(
+            task_name=task_name,
+            instance_id=instance_id,
+            outcome="cancelled",
+            finished_at=cancelled_at,
+        )
+        _result_store.record(conn, table, [kept])
+    return deleted
 
 
 def reschedule(
@@ -613,6 +624,8 @@ class Completion:
     #: When the handler started, for its history entry.
     started_at: datetime | None = None
     payload_version: int | None = None
+    #: The final outcome to keep (a task with ``keep_result``), if the outcome is recorded.
+    result: _result_store.Kept | None = None
 
     def entry(self) -> _history_store.Entry:
         """The history entry of this outcome (``outcome`` must be set)."""
@@ -631,7 +644,7 @@ class Completion:
     def recorded_alone(self, history: HistorySetting) -> bool:
         """Whether committing this outcome is one statement with nothing beside it (a
         removal with no entry to keep and nothing scheduled), so needs no transaction."""
-        if self.kind != "remove" or self.scheduled:
+        if self.kind != "remove" or self.scheduled or self.result is not None:
             return False
         return self.outcome is None or not keeps(history, self.outcome)
 
@@ -660,6 +673,7 @@ def complete(
     hand_back = {"succeed": stmts.succeed, "fail": stmts.fail, "release": stmts.release}
     recorded: list[bool] = []
     entries: list[_history_store.Entry] = []
+    kept: list[_result_store.Kept] = []
     for c in batch:
         e = c.execution
         if c.kind == "remove":
@@ -687,8 +701,11 @@ def complete(
             insert_instances(conn, table, c.scheduled, c.now)
         if ok and c.outcome is not None and c.kind != "quarantine" and keeps(history, c.outcome):
             entries.append(c.entry())
+        if ok and c.result is not None:
+            kept.append(c.result)
         recorded.append(ok)
     _history_store.record(conn, table, history, entries)
+    _result_store.record(conn, table, kept)
     if notify:
         freed = {c.execution.task_name for c, ok in zip(batch, recorded, strict=True) if ok}
         _notify(conn, _statements(conn, table).scheduling, freed & notify)
@@ -704,21 +721,33 @@ def abandon(
     failures: int,
     error: str | None,
     history: HistorySetting,
+    keep_result: bool = False,
 ) -> bool:
     """Take a held execution out of the table for good: into history as ``abandoned``
-    with its payload and ``error`` (deleted when history is off). ``False`` when its
-    version moved (someone else owns it)."""
+    with its payload and ``error`` (deleted when history is off), and, ``keep_result``,
+    into the results. ``False`` when its version moved (someone else owns it)."""
     if history == "none":
-        return remove(conn, table, execution)
-    entry = _history_store.Entry(
-        execution=execution,
-        outcome="abandoned",
-        finished_at=now,
-        started_at=execution.started_at,
-        attempt=max(failures, 1),
-        error=error,
-    )
-    return _history_store.move(conn, table, entry)
+        removed = remove(conn, table, execution)
+    else:
+        entry = _history_store.Entry(
+            execution=execution,
+            outcome="abandoned",
+            finished_at=now,
+            started_at=execution.started_at,
+            attempt=max(failures, 1),
+            error=error,
+        )
+        removed = _history_store.move(conn, table, entry)
+    if removed and keep_result:
+        kept = _result_store.Kept(
+            task_name=execution.task_name,
+            instance_id=execution.instance_id,
+            outcome="abandoned",
+            finished_at=now,
+            error=error,
+        )
+        _result_store.record(conn, table, [kept])
+    return removed
 
 
 def revive(

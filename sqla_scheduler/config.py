@@ -35,7 +35,14 @@ from datetime import timedelta
 from typing import Any, Literal, NamedTuple
 
 from sqla_scheduler._durations import format_duration, parse_duration
-from sqla_scheduler._limits import MAX_CONCURRENCY, MAX_RETRIES, control_problem, text_problem
+from sqla_scheduler._limits import (
+    DEFAULT_MAX_RESULT_SIZE,
+    MAX_CONCURRENCY,
+    MAX_RESULT_SIZE,
+    MAX_RETRIES,
+    control_problem,
+    text_problem,
+)
 from sqla_scheduler.exceptions import ConfigurationError
 
 __all__ = ["SchedulerConfig"]
@@ -132,6 +139,13 @@ class SchedulerConfig:
     through a pooler in transaction mode: a direct connection to the same database, so that
     wake-ups within milliseconds hold while every other statement goes through the
     pooler. ``None``: the engine's URL."""
+    result_retention: timedelta = timedelta(days=14)
+    """How long the result of a task with ``keep_result`` stays after it finished (1ms to
+    36500d), whatever ``history`` says."""
+    max_result_size: int = DEFAULT_MAX_RESULT_SIZE
+    """The largest result, as JSON text in bytes, that a task may keep (1 byte to 16MB);
+    from text, ``"64KB"`` or ``"1MB"`` (KB = 1024 bytes) or a number of bytes. A larger
+    result fails the attempt, naming the task."""
     prepared_statements: bool = True
     """Whether the scheduler's connections may use server-side prepared statements (turn
     off behind PgBouncer in transaction mode)."""
@@ -567,6 +581,22 @@ _BOOL = _Kind(_check_bool, _coerce_bool)
 _STR = _Kind(_check_str, _check_str)
 
 
+def _coerce_size(raw: object) -> object:
+    if isinstance(raw, str):
+        match = _SIZE_TEXT.fullmatch(raw.strip())
+        if match is None:
+            raise _Invalid("is not a size (try '65536', '64KB' or '1MB')")
+        number, unit = match.groups()
+        return int(number) * _SIZE_UNITS[unit.upper()]
+    return _check_int(raw)
+
+
+_SIZE_TEXT = re.compile(r"([0-9]+)\s*([KMG]i?B|B|)", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "B": 1, "KB": 1024, "KIB": 1024, "MB": 1024**2, "MIB": 1024**2}
+_SIZE_UNITS |= {"GB": 1024**3, "GIB": 1024**3}
+_SIZE = _Kind(_check_int, _coerce_size)
+
+
 # --- limits on checked values -------------------------------------------------------------------
 
 _Limit = Callable[[Any], None]
@@ -657,6 +687,8 @@ _RULES: dict[str, _Rule] = {
     "node_heartbeat_interval": _Rule(_DURATION, _between(_MS, _DAY)),
     "listen": _Rule(_BOOL, _no_limit),
     "listen_url": _Rule(_optional(_STR, frozenset({""})), _listen_url),
+    "result_retention": _Rule(_DURATION, _between(_MS, _LONGEST)),
+    "max_result_size": _Rule(_SIZE, _between(1, MAX_RESULT_SIZE)),
     "prepared_statements": _Rule(_BOOL, _no_limit),
     "pick_lower_fraction": _Rule(_FLOAT, _between(0.0, 10.0, above=True)),
     "pick_upper_fraction": _Rule(_FLOAT, _between(0.0, 10.0, above=True)),

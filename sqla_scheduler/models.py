@@ -55,6 +55,7 @@ __all__ = [
     "nodes_table",
     "paused_table",
     "record_table",
+    "results_table",
     "scheduled_tasks_table",
     "table_for",
 ]
@@ -74,6 +75,8 @@ NODES_SUFFIX = "_nodes"
 """The nodes table is named after the scheduler's table with this suffix."""
 PAUSED_SUFFIX = "_paused"
 """The table of paused task names is named after the scheduler's table with this suffix."""
+RESULTS_SUFFIX = "_results"
+"""The table of kept results is named after the scheduler's table with this suffix."""
 RECORD_SUFFIX = "_schema"
 """The one-row table recording the migration step the tables are at is named after the
 scheduler's table with this suffix."""
@@ -108,9 +111,9 @@ def scheduled_tasks_table(
     target: MetaData, name: str = DEFAULT_TABLE_NAME, schema: str | None = None
 ) -> Table:
     """Build the scheduler's table as ``name`` (in ``schema``) on ``target`` metadata,
-    with its history (``<name>_history``), nodes (``<name>_nodes``) and paused tasks
-    (``<name>_paused``) tables beside it, and the record of the migration step they are
-    at (``<name>_schema``).
+    with its history (``<name>_history``), nodes (``<name>_nodes``), paused tasks
+    (``<name>_paused``) and kept results (``<name>_results``) tables beside it, and the
+    record of the migration step they are at (``<name>_schema``).
 
     The two partial indexes serve the hot queries. Unpicked rows by task, priority and
     time: a scheduler reads its own tasks' rows only, and within each task and priority
@@ -156,6 +159,7 @@ def scheduled_tasks_table(
     _history(target, name + HISTORY_SUFFIX, schema)
     _nodes(target, name + NODES_SUFFIX, schema)
     _paused(target, name + PAUSED_SUFFIX, schema)
+    _results(target, name + RESULTS_SUFFIX, schema)
     _record(target, name + RECORD_SUFFIX, schema)
     return table
 
@@ -225,6 +229,30 @@ def _paused(target: MetaData, name: str, schema: str | None) -> Table:
     )
 
 
+def _results(target: MetaData, name: str, schema: str | None) -> Table:
+    """One entry per finished execution of a task with ``keep_result``: its final
+    ``outcome`` (``succeeded``, ``abandoned``, ``undecodable``, ``cancelled``), the JSON
+    text of what its handler returned (``value``, on success) or the last ``error``, newest
+    by ``id``. Task and instance are indexed for ``Scheduler.result``, ``finished_at`` for
+    pruning after ``result_retention``."""
+    table = Table(
+        name,
+        target,
+        Column("id", BIG_ID, primary_key=True),
+        Column("task_name", String(MAX_TASK_NAME_LENGTH), nullable=False),
+        Column("task_instance", String(MAX_INSTANCE_ID_LENGTH), nullable=False),
+        Column("outcome", String(20), nullable=False),
+        Column("value", TEXT, nullable=True),
+        Column("error", TEXT, nullable=True),
+        Column("finished_at", UTCDateTime(), nullable=False),
+        schema=schema,
+        **TABLE_OPTIONS,
+    )
+    Index(f"ix_{name}_finished_at", table.c.finished_at)
+    Index(f"ix_{name}_task", table.c.task_name, table.c.task_instance)
+    return table
+
+
 def _record(target: MetaData, name: str, schema: str | None) -> Table:
     """One row: the migration step the tables are at, written by each step that runs."""
     return Table(
@@ -254,6 +282,11 @@ def nodes_table(table: Table) -> Table:
 def paused_table(table: Table) -> Table:
     """The table of paused task names that goes with the scheduler's ``table``."""
     return _beside(table, PAUSED_SUFFIX)
+
+
+def results_table(table: Table) -> Table:
+    """The table of kept results that goes with the scheduler's ``table``."""
+    return _beside(table, RESULTS_SUFFIX)
 
 
 def record_table(table: Table) -> Table:

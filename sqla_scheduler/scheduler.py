@@ -23,6 +23,7 @@ from sqlalchemy.orm import sessionmaker
 from sqla_scheduler import _bridge, _store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target, check_sessions
 from sqla_scheduler._checks import check_filters, check_key, check_number
+from sqla_scheduler._composing import Composing
 from sqla_scheduler._control import Control
 from sqla_scheduler._dialects import known_backend
 from sqla_scheduler._execution import Execution, ExecutionState, TaskInstance
@@ -39,7 +40,7 @@ from sqla_scheduler.tasks import Task
 __all__ = ["Scheduler"]
 
 
-class Scheduler(Observing, Control):
+class Scheduler(Observing, Control, Composing):
     """A persistent, cluster-safe scheduler over one table.
 
     ``engine`` is a sync ``Engine`` or an ``AsyncEngine``; it is what the scheduler's own

@@ -132,6 +132,17 @@ class OneTimeTask(Task[P]):
 
     kind: ClassVar[TaskKind] = "one_time"
 
+    keep_result: bool = False
+    """Whether each execution's final outcome is kept, with what its handler returned, for
+    ``Scheduler.result`` and ``Scheduler.wait`` (for ``result_retention``)."""
+
+    def __post_init__(self) -> None:
+        Task.__post_init__(self)
+        if not isinstance(self.keep_result, bool):
+            raise TaskDefinitionError(
+                f"task {self.name!r}: keep_result must be True or False, got {self.keep_result!r}"
+            )
+
     def instance(
         self,
         instance_id: str,
@@ -344,6 +355,7 @@ def one_time(
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
+    keep_result: bool = False,
 ) -> Callable[[Handler[P]], OneTimeTask[P]]: ...
 @overload
 def one_time(
@@ -358,6 +370,7 @@ def one_time(
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
+    keep_result: bool = False,
 ) -> Callable[[Handler[Any]], OneTimeTask[Any]]: ...
 def one_time(
     name: str,
@@ -371,6 +384,7 @@ def one_time(
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
+    keep_result: bool = False,
 ) -> Callable[[Handler[Any]], OneTimeTask[Any]]:
     """Define a one-time task: each scheduled instance runs once and its row is removed.
 
@@ -395,6 +409,10 @@ def one_time(
     earlier version up to N, one version at a time, before ``payload_type`` decodes it. A
     payload that cannot be brought up (an unknown version, an upcaster that raises) leaves
     the table for history as ``undecodable``, where ``requeue`` can bring it back.
+
+    ``keep_result=True`` keeps each execution's final outcome with what its handler
+    returned (JSON, at most ``max_result_size``; a larger or unencodable result fails
+    the attempt) for ``result_retention``, for ``Scheduler.result`` and ``Scheduler.wait``.
     """
 
     return _decorator(
@@ -409,6 +427,7 @@ def one_time(
         transactional=transactional,
         payload_version=payload_version,
         upcasters={} if upcasters is None else upcasters,
+        keep_result=keep_result,
     )
 
 
@@ -425,6 +444,7 @@ def custom(
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
+    keep_result: bool = False,
 ) -> Callable[[Handler[P]], CustomTask[P]]: ...
 @overload
 def custom(
@@ -439,6 +459,7 @@ def custom(
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
+    keep_result: bool = False,
 ) -> Callable[[Handler[Any]], CustomTask[Any]]: ...
 def custom(
     name: str,
@@ -452,11 +473,14 @@ def custom(
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
+    keep_result: bool = False,
 ) -> Callable[[Handler[Any]], CustomTask[Any]]:
     """Define a custom task: its handler returns [`NextAt`][] to run again, ``None`` to end.
 
     ``max_retries``, ``on_abandon``, ``timeout``, ``max_concurrency``, ``transactional``,
-    ``payload_version`` and ``upcasters`` are those of ``one_time``.
+    ``payload_version``, ``upcasters`` and ``keep_result`` are those of ``one_time``. With
+    ``keep_result=True`` the handler ends the execution by returning anything but a
+    ``NextAt``, and that value is its result.
     """
 
     return _decorator(
@@ -471,6 +495,7 @@ def custom(
         transactional=transactional,
         payload_version=payload_version,
         upcasters={} if upcasters is None else upcasters,
+        keep_result=keep_result,
     )
 
 

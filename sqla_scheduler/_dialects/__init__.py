@@ -29,10 +29,12 @@ from sqla_scheduler._dialects.notices import (
     notice_of_check,
     notice_of_later,
     notice_of_pause,
+    notice_of_result,
     notify_channel,
     read_check_notice,
     read_notice,
     read_pause_notice,
+    result_channel,
 )
 from sqla_scheduler._dialects.urls import UnsupportedDatabaseError, check_url, sync_url
 
@@ -46,10 +48,12 @@ __all__ = [
     "notice_of_check",
     "notice_of_later",
     "notice_of_pause",
+    "notice_of_result",
     "notify_channel",
     "read_check_notice",
     "read_notice",
     "read_pause_notice",
     "replica_lag",
+    "result_channel",
     "sync_url",
 ]

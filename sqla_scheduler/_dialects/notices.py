@@ -12,10 +12,12 @@ __all__ = [
     "notice_of_check",
     "notice_of_later",
     "notice_of_pause",
+    "notice_of_result",
     "notify_channel",
     "read_check_notice",
     "read_notice",
     "read_pause_notice",
+    "result_channel",
 ]
 
 _MAX_CHANNEL = 63  # PostgreSQL identifiers (and so channel names) are at most 63 bytes
@@ -29,6 +31,23 @@ def notify_channel(table: Table) -> str:
         digest = hashlib.sha1(qualified.encode()).hexdigest()[:16]
         channel = f"sqla_scheduler.{digest}"
     return channel
+
+
+def result_channel(table: Table) -> str:
+    """The LISTEN/NOTIFY channel on which the results of ``table``'s executions are
+    announced (``Scheduler.wait``), apart from the schedulers' wake-ups."""
+    qualified = f"{table.schema}.{table.name}" if table.schema else table.name
+    channel = f"sqla_scheduler_result.{qualified}"
+    if len(channel.encode()) > _MAX_CHANNEL:
+        digest = hashlib.sha1(qualified.encode()).hexdigest()[:16]
+        channel = f"sqla_scheduler_result.{digest}"
+    return channel
+
+
+def notice_of_result(task_name: str, instance_id: str) -> str:
+    """The NOTIFY payload announcing that the result of ``task_name``/``instance_id`` is
+    recorded."""
+    return json.dumps([task_name, instance_id])
 
 
 def notice_of_later(task_name: str, at: datetime) -> str:

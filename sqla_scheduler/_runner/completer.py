@@ -234,6 +234,7 @@ class Completer:
             failures=abandon.failures,
             error=abandon.last_error,
             history=self.config.history,
+            keep_result=abandon.keep_result,
         )
         hook = outcome.on_abandon
         try:

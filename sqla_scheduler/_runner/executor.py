@@ -97,7 +97,12 @@ class Executor:
         except Exception as exc:  # whatever decoding raised (see ``_app_code``): it cannot run
             return Outcome(
                 held=held,
-                decision=outcomes.undecodable(execution, exc, self.clock.now()),
+                decision=outcomes.undecodable(
+                    execution,
+                    exc,
+                    self.clock.now(),
+                    keep_result=outcomes.keeps_result(task),
+                ),
                 on_recorded=partial(_log_undecodable, execution, exc),
             )
         context: ExecutionContext[Any] = ExecutionContext(
@@ -138,6 +143,7 @@ class Executor:
                         now=now,
                         scheduled=context.scheduled,
                         started_at=started_at,
+                        max_result_size=self.config.max_result_size,
                     )
                     on_recorded = (
                         partial(dispatch, self.listeners, "on_success", context, duration)

@@ -333,3 +333,10 @@ class Runner:
             return await self.maintenance.prune_history_once()
         finally:
             await self.close()
+
+    async def prune_results_once(self) -> int:
+        """One results pruning pass (see ``Maintenance.prune_results_once``), then close."""
+        try:
+            return await self.maintenance.prune_results_once()
+        finally:
+            await self.close()

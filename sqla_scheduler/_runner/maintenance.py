@@ -4,14 +4,15 @@ Before a loop starts, ``register_recurring`` creates or refreshes the recurring 
 rows. Every ``revive_interval`` one pass (``run_once``) measures the database clock's offset
 (``sync_clock``), makes dead executions due again (``revive_once``), names the rows no
 scheduler can read (``report_unreadable_once``), deletes old rows of tasks nobody
-registers (``delete_orphans_once``) and prunes old history (``prune_history_once``). Each
-step is safe to run from many schedulers at once.
+registers (``delete_orphans_once``) and prunes old history and results
+(``prune_history_once``, ``prune_results_once``). Each step is safe to run from many
+schedulers at once.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import anyio
 from sqlalchemy import Table
 
-from sqla_scheduler import _history_store, _node_store, _store
+from sqla_scheduler import _history_store, _node_store, _result_store, _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._execution import Execution
@@ -107,13 +108,14 @@ class Maintenance:
 
     async def run_once(self) -> None:
         """One pass: clock sync, revival, orphan deletion when tasks are registered,
-        history pruning, and forgetting nodes long dead."""
+        history and results pruning, and forgetting nodes long dead."""
         await self.sync_clock()
         await self.revive_once()
         await self.report_unreadable_once()
         if self.names:  # with no tasks, every row would look orphaned
             await self.delete_orphans_once()
         await self.prune_history_once()
+        await self.prune_results_once()
         await self.forget_nodes_once()
 
     async def sync_clock(self) -> None:
@@ -273,10 +275,18 @@ class Maintenance:
     async def prune_history_once(self) -> int:
         """Delete history entries older than ``history_retention``, ``PRUNE_BATCH`` per
         statement and at most ``PRUNE_BATCHES_PER_PASS`` statements; return how many."""
-        threshold = self.clock.now() - self.config.history_retention
-        prune = partial(
-            _history_store.prune, table=self.table, threshold=threshold, limit=PRUNE_BATCH
+        return await self._prune(
+            _history_store.prune, self.config.history_retention, "history entries"
         )
+
+    async def prune_results_once(self) -> int:
+        """Delete kept results older than ``result_retention``, as ``prune_history_once``
+        does history entries; return how many."""
+        return await self._prune(_result_store.prune, self.config.result_retention, "results")
+
+    async def _prune(self, prune_some: Callable[..., int], retention: timedelta, what: str) -> int:
+        threshold = self.clock.now() - retention
+        prune = partial(prune_some, table=self.table, threshold=threshold, limit=PRUNE_BATCH)
         pruned = 0
         for _ in range(PRUNE_BATCHES_PER_PASS):
             deleted = await self.db.shielded(prune, autocommit=True)
@@ -284,5 +294,5 @@ class Maintenance:
             if deleted < PRUNE_BATCH:
                 break
         if pruned:
-            log.info("pruned %d history entries older than %s", pruned, threshold.isoformat())
+            log.info("pruned %d %s older than %s", pruned, what, threshold.isoformat())
         return pruned

@@ -18,19 +18,22 @@ from typing import Any
 from sqla_scheduler._app_code import calling
 from sqla_scheduler._error_text import error_text
 from sqla_scheduler._execution import KEEP, Execution, NextAt, TaskInstance
+from sqla_scheduler._result_store import Kept
 from sqla_scheduler._runner.held import Held
 from sqla_scheduler._store import Completion
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.context import ExecutionContext
 from sqla_scheduler.models import INT_MAX
+from sqla_scheduler.results import DEFAULT_MAX_RESULT_SIZE, encode_result
 from sqla_scheduler.schedules import Disabled, Schedule
-from sqla_scheduler.tasks import RecurringTask, Task, as_schedule
+from sqla_scheduler.tasks import OneTimeTask, RecurringTask, Task, as_schedule
 
 __all__ = [
     "Abandon",
     "Outcome",
     "abandon_failed",
     "failed",
+    "keeps_result",
     "next_run",
     "release",
     "retry_limit",
@@ -57,6 +60,8 @@ class Abandon:
     last_error: str | None = None
     #: When the last attempt's handler started; ``None`` when it did not run.
     started_at: datetime | None = None
+    #: Whether the task keeps results: the abandon is then one (see ``results``).
+    keep_result: bool = False
 
 
 @dataclass(eq=False, slots=True, kw_only=True)
@@ -116,6 +121,11 @@ def retry_limit(task: Task[Any], config: SchedulerConfig) -> int | None:
     return task.max_retries if task.max_retries is not None else config.max_retries
 
 
+def keeps_result(task: Task[Any]) -> bool:
+    """Whether ``task`` keeps the final outcome of its executions (``keep_result``)."""
+    return isinstance(task, OneTimeTask) and task.keep_result
+
+
 def spent(task: Task[Any], execution: Execution, config: SchedulerConfig) -> Abandon | None:
     """An ``Abandon`` when ``execution`` is out of retries before it runs again.
 
@@ -127,6 +137,7 @@ def spent(task: Task[Any], execution: Execution, config: SchedulerConfig) -> Aba
             execution=execution,
             failures=execution.consecutive_failures,
             last_error=execution.last_error,
+            keep_result=keeps_result(task),
         )
     return None
 
@@ -139,11 +150,14 @@ def succeeded(
     now: datetime,
     scheduled: Sequence[TaskInstance[Any]] = (),
     started_at: datetime | None = None,
+    max_result_size: int = DEFAULT_MAX_RESULT_SIZE,
 ) -> Completion:
     """What a handler started at ``started_at`` that returned ``result`` at ``now`` comes to.
 
-    Raises ``TypeError`` when the result is not one the task's kind can return; the
-    caller records that as a failure.
+    Raises ``TypeError`` when the result is not one the task's kind can return, and
+    ``PayloadError`` when a task with ``keep_result`` returns one it cannot keep (not
+    JSON, or more than ``max_result_size`` bytes of it); the caller records either as a
+    failure.
     """
     finish = partial(
         Completion,
@@ -162,13 +176,15 @@ def succeeded(
             return finish(kind="succeed", at=at, data=execution.data)
         data = task.codec.encode(result)
         return finish(kind="succeed", at=at, data=data, payload_version=task.payload_version)
+    keep = keeps_result(task)
     if task.kind == "custom":
-        if result is None:
-            return finish(kind="remove")
+        if result is None or (keep and not isinstance(result, NextAt)):
+            return _finished(finish, task, execution, result, now, max_result_size)
         if not isinstance(result, NextAt):
             raise TypeError(
                 f"custom task {task.name!r} returned {result!r}; return NextAt(at, payload) "
-                "to run again or None to finish"
+                "to run again or None to finish (or define it with keep_result=True to "
+                "finish with that result)"
             )
         if result.payload is KEEP:
             return finish(kind="succeed", at=result.at, data=execution.data)
@@ -179,7 +195,29 @@ def succeeded(
             f"one-time task {task.name!r} returned NextAt; only custom tasks reschedule "
             "themselves (define it with @custom)"
         )
-    return finish(kind="remove")
+    return _finished(finish, task, execution, result, now, max_result_size)
+
+
+def _finished(
+    finish: Callable[..., Completion],
+    task: Task[Any],
+    execution: Execution,
+    result: Any,
+    now: datetime,
+    max_result_size: int,
+) -> Completion:
+    """The row is removed: the execution finished, with ``result`` kept if its task keeps
+    results."""
+    if not keeps_result(task):
+        return finish(kind="remove")
+    kept = Kept(
+        task_name=execution.task_name,
+        instance_id=execution.instance_id,
+        outcome="succeeded",
+        finished_at=now,
+        value=encode_result(task.name, result, max_result_size),
+    )
+    return finish(kind="remove", result=kept)
 
 
 def failed(
@@ -226,6 +264,7 @@ def failed(
             error=error,
             last_error=text,
             started_at=started_at,
+            keep_result=keeps_result(task),
         )
     return Completion(
         execution=execution,
@@ -256,16 +295,29 @@ def abandon_failed(abandon: Abandon, *, now: datetime, config: SchedulerConfig) 
     )
 
 
-def undecodable(execution: Execution, error: BaseException, now: datetime) -> Completion:
+def undecodable(
+    execution: Execution, error: BaseException, now: datetime, *, keep_result: bool = False
+) -> Completion:
     """A payload that does not decode (or an instance's own schedule that does not read)
     can never run: the row is taken out of rotation, into history with its payload and
-    the ``error``."""
+    the ``error`` (and, ``keep_result``, into the results)."""
+    text = error_text(error)
+    kept = None
+    if keep_result:
+        kept = Kept(
+            task_name=execution.task_name,
+            instance_id=execution.instance_id,
+            outcome="undecodable",
+            finished_at=now,
+            error=text,
+        )
     return Completion(
         execution=execution,
         kind="quarantine",
         now=now,
-        error=error_text(error),
+        error=text,
         outcome="undecodable",
+        result=kept,
     )
 
 

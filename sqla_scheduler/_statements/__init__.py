@@ -1,10 +1,10 @@
 """Every SQL statement the library runs, built with SQLAlchemy Core; no I/O here.
 
-Statements are built once per table and database and cached, in five parts: what the
+Statements are built once per table and database and cached, in six parts: what the
 application and admin page write (``Scheduling``), what a runner runs (``Running``), what
-is read to show (``Listing``), the history table's (``History``) and the nodes table's
-(``Nodes``). "Now" is always a bound parameter, so tests can pin time and production binds
-the scheduler's clock.
+is read to show (``Listing``), the history table's (``History``), the nodes table's
+(``Nodes``) and the kept results' (``Results``). "Now" is always a bound parameter, so
+tests can pin time and production binds the scheduler's clock.
 """
 
 from __future__ import annotations
@@ -18,10 +18,20 @@ from sqla_scheduler._dialects import Backend
 from sqla_scheduler._statements.history import History
 from sqla_scheduler._statements.listing import Listing
 from sqla_scheduler._statements.nodes import Nodes
+from sqla_scheduler._statements.results import Results
 from sqla_scheduler._statements.running import Running
 from sqla_scheduler._statements.scheduling import Scheduling
 
-__all__ = ["History", "Listing", "Nodes", "Running", "Scheduling", "Statements", "statements_for"]
+__all__ = [
+    "History",
+    "Listing",
+    "Nodes",
+    "Results",
+    "Running",
+    "Scheduling",
+    "Statements",
+    "statements_for",
+]
 
 
 @dataclass(frozen=True)
@@ -33,6 +43,7 @@ class Statements:
     listing: Listing
     history: History
     nodes: Nodes
+    results: Results
 
 
 @cache
@@ -44,4 +55,5 @@ def statements_for(table: Table, backend: Backend) -> Statements:
         listing=Listing(table, backend),
         history=History(table, backend),
         nodes=Nodes(table, backend),
+        results=Results(table, backend),
     )
