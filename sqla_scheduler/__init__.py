@@ -34,6 +34,7 @@ if typing.TYPE_CHECKING:
         UnknownTaskError,
     )
     from sqla_scheduler.executions import Execution, ExecutionState
+    from sqla_scheduler.groups import Group
     from sqla_scheduler.history import HistoryEntry
     from sqla_scheduler.interceptors import ExecutionInterceptor
     from sqla_scheduler.listeners import SchedulerListener
@@ -85,6 +86,7 @@ _EXPORTS = {
     "UnknownTaskError": "sqla_scheduler.exceptions",
     "Execution": "sqla_scheduler.executions",
     "ExecutionState": "sqla_scheduler.executions",
+    "Group": "sqla_scheduler.groups",
     "HistoryEntry": "sqla_scheduler.history",
     "ExecutionInterceptor": "sqla_scheduler.interceptors",
     "SchedulerListener": "sqla_scheduler.listeners",
@@ -128,6 +130,7 @@ __all__ = [
     "ExecutionState",
     "FixedDelay",
     "FixedRate",
+    "Group",
     "HistoryEntry",
     "InvalidScheduleError",
     "ManualClock",

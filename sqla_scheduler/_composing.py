@@ -1,13 +1,13 @@
-"""The scheduler's client methods for composed work: ``result``, ``wait`` and
-``prune_results``.
+"""The scheduler's client methods for composed work: results (``result``, ``wait``,
+``prune_results``) and groups (``schedule_group``, ``group``, ``cancel_group``).
 
 A base of ``Scheduler``, like ``_observing.Observing`` and ``_control.Control``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
-from datetime import timedelta
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, overload
 
@@ -16,26 +16,142 @@ import anyio.to_thread
 from sqlalchemy import Connection, Engine, Table, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sqla_scheduler import _bridge, _result_store
+from sqla_scheduler import _bridge, _group_store, _result_store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target, driver_connect_args
-from sqla_scheduler._checks import check_key
+from sqla_scheduler._checks import check_key, check_number
 from sqla_scheduler._dialects import known_backend, result_channel
+from sqla_scheduler._execution import GroupPlan, TaskInstance, chain_of
 from sqla_scheduler._result_wait import Bell, Waiting, check_timeout
 from sqla_scheduler._runner import Runner
+from sqla_scheduler.clock import Clock
 from sqla_scheduler.config import SchedulerConfig
+from sqla_scheduler.groups import Group
+from sqla_scheduler.interceptors import ExecutionInterceptor, capture
 from sqla_scheduler.results import Result
 
 __all__ = ["Composing"]
 
 
+def _members(instances: Iterable[TaskInstance[Any]]) -> list[TaskInstance[Any]]:
+    """``instances`` as a list, each an instance of a one-time or custom task."""
+    members = list(instances)
+    for member in members:
+        if not isinstance(member, TaskInstance):
+            raise TypeError(f"expected TaskInstances (made by task.instance(...)), got {member!r}")
+        if member.schedule is not None:
+            raise TypeError(
+                f"task {member.task_name!r}: a recurring task's instance cannot be a member "
+                "of a group (it never finishes)"
+            )
+    return members
+
+
 class Composing:
-    """Read and wait for the results of tasks that keep them (``keep_result``)."""
+    """Read and wait for the results of tasks that keep them (``keep_result``); schedule
+    groups and chains, follow and cancel them."""
 
     table: Table
     config: SchedulerConfig
+    clock: Clock
+    _capturing: list[ExecutionInterceptor]
 
     def _make_runner(self) -> Runner:
         raise NotImplementedError  # the scheduler's: the services of one loop
+
+    def _on_commit(self, conn: Connection) -> Callable[[datetime], None] | None:
+        raise NotImplementedError  # the scheduler's: tells its running loop of new times
+
+    @overload
+    def schedule_group(
+        self,
+        target: SyncTarget,
+        instances: Iterable[TaskInstance[Any]],
+        *,
+        then: TaskInstance[Any] | Sequence[TaskInstance[Any]] | None = None,
+    ) -> Group: ...
+    @overload
+    def schedule_group(
+        self,
+        target: AsyncTarget,
+        instances: Iterable[TaskInstance[Any]],
+        *,
+        then: TaskInstance[Any] | Sequence[TaskInstance[Any]] | None = None,
+    ) -> Coroutine[Any, Any, Group]: ...
+    def schedule_group(
+        self,
+        target: Target,
+        instances: Iterable[TaskInstance[Any]],
+        *,
+        then: TaskInstance[Any] | Sequence[TaskInstance[Any]] | None = None,
+    ) -> Group | Coroutine[Any, Any, Group]:
+        """Schedule ``instances`` as a group, and ``then`` (a callback, or a chain of
+        them: each runs after the one before it has finished) to run once every member
+        has finished, all in ``target``'s transaction.
+
+        A member whose key is taken already is not scheduled and not counted (``total``);
+        a group with no member makes its callback due at once. Members are instances of
+        one-time or custom tasks. Raises ``ValueError`` (writing nothing) when a
+        callback's key is taken.
+        """
+        plan = GroupPlan(_members(instances), () if then is None else chain_of(then))
+
+        def scheduled(group: Group | None) -> Group:
+            if group is None:
+                taken = ", ".join(_bridge.named(c.task_name, c.instance_id) for c in plan.then)
+                raise ValueError(
+                    f"schedule_group: an execution with a callback's key exists ({taken}); "
+                    "a callback needs a key of its own"
+                )
+            return group
+
+        return _bridge.call(
+            target,
+            self.table,
+            lambda conn: scheduled(self._schedule_plan(plan, conn)),
+            writes=f"schedule_group({_bridge.batch_named(plan.members)})",
+        )
+
+    def _schedule_plan(self, plan: GroupPlan, conn: Connection) -> Group | None:
+        trace_context = capture(self._capturing) if self._capturing else None
+        return _group_store.schedule(
+            conn,
+            self.table,
+            plan,
+            self.clock.now(),
+            trace_context,
+            on_inserted=self._on_commit(conn),
+        )
+
+    @overload
+    def group(self, target: SyncTarget, group_id: int) -> Group | None: ...
+    @overload
+    def group(self, target: AsyncTarget, group_id: int) -> Coroutine[Any, Any, Group | None]: ...
+    def group(
+        self, target: Target, group_id: int
+    ) -> Group | Coroutine[Any, Any, Group | None] | None:
+        """The group ``group_id`` as it stands: how many members it has, how many have not
+        finished, and the finished ones counted by outcome; ``None`` when there is none."""
+        check_number("group_id", group_id, 1)
+        return _bridge.call(
+            target, self.table, partial(_group_store.get, table=self.table, group_id=group_id)
+        )
+
+    @overload
+    def cancel_group(self, target: SyncTarget, group_id: int) -> int: ...
+    @overload
+    def cancel_group(self, target: AsyncTarget, group_id: int) -> Coroutine[Any, Any, int]: ...
+    def cancel_group(self, target: Target, group_id: int) -> int | Coroutine[Any, Any, int]:
+        """Cancel the group ``group_id``: its members not running (each kept as
+        ``cancelled``) and its callback, and along a chain every link after it. Running
+        members finish as they would. Returns how many executions were cancelled (0 for
+        an unknown group or one cancelled already)."""
+        check_number("group_id", group_id, 1)
+        return _bridge.call(
+            target,
+            self.table,
+            partial(_group_store.cancel, table=self.table, group_id=group_id, now=self.clock.now()),
+            writes=f"cancel_group({group_id})",
+        )
 
     async def prune_results(self) -> int:
         """Delete kept results older than ``result_retention`` now (the loop does it every

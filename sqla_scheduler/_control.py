@@ -131,15 +131,17 @@ class Control:
         task = self._tasks.get(task_name)
         keep = isinstance(task, OneTimeTask) and task.keep_result
         cancel = partial(
-            _store.cancel, table=self.table, task_name=task_name, instance_id=instance_id
+            _store.cancel,
+            table=self.table,
+            task_name=task_name,
+            instance_id=instance_id,
+            now=self.clock.now(),
+            keep_result=keep,
         )
-        if keep:
-            cancel = partial(cancel, cancelled_at=self.clock.now())
         return _bridge.call(
             target,
             self.table,
             cancel,
-            one_statement=not keep,
             writes=f"cancel({_bridge.named(task_name, instance_id)})",
         )
 

@@ -10,7 +10,7 @@ so values sit on the lowest floor and nothing below the scheduler reaches up to 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, ClassVar, Generic, Literal, TypeVar
@@ -31,13 +31,17 @@ from sqla_scheduler.exceptions import TaskDefinitionError
 __all__ = [
     "KEEP",
     "RECURRING_INSTANCE_ID",
+    "WAITING",
     "Execution",
     "ExecutionState",
     "ExecutionStatus",
+    "GroupPlan",
     "Key",
     "NextAt",
     "TaskInstance",
+    "chain_of",
     "check_aware",
+    "instance_values",
 ]
 
 P = TypeVar("P")
@@ -47,6 +51,11 @@ Key = tuple[str, str]
 
 RECURRING_INSTANCE_ID = "recurring"
 """The instance id of a recurring task's single row."""
+
+WAITING = datetime(9999, 1, 1, tzinfo=timezone.utc)
+"""The execution time of a group's callback until its members have finished: later than
+any time a scheduler picks, sleeps until or shows as next, so that the pick statements
+need no condition of their own for it (every database stores it)."""
 
 
 class _Keep:
@@ -120,6 +129,48 @@ class TaskInstance(Generic[P]):
         object.__setattr__(self, "data", normalize_json(self.task_name, self.data))
 
 
+def instance_values(
+    instance: TaskInstance[Any], now: datetime, trace_context: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The values of the row that schedules ``instance``, by column name (due ``now``
+    when it has no time)."""
+    return {
+        "task_name": instance.task_name,
+        "task_instance": instance.instance_id,
+        "task_data": instance.data,
+        "execution_time": instance.execution_time or now,
+        "priority": instance.priority,
+        "schedule": instance.schedule,
+        "trace_context": trace_context,
+        "payload_version": instance.payload_version,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPlan:
+    """Executions to schedule as a group: ``members``, then each of ``then`` in turn
+    (each waits for the one before it); ``whole``: nothing at all when a member's key is
+    taken (a chain's first link)."""
+
+    members: Sequence[TaskInstance[Any]]
+    then: Sequence[TaskInstance[Any]] = ()
+    whole: bool = False
+
+
+def chain_of(then: object) -> tuple[TaskInstance[Any], ...]:
+    """``then`` (one instance or a sequence of them) as a chain of callbacks, each checked
+    (``TypeError`` naming what is not an instance)."""
+    links = (then,) if isinstance(then, TaskInstance) else then
+    if not isinstance(links, (list, tuple)) or not links:
+        raise TypeError(f"then must be a TaskInstance or a non-empty list of them, got {then!r}")
+    for link in links:
+        if not isinstance(link, TaskInstance):
+            raise TypeError(
+                f"then must hold TaskInstances (made by task.instance(...)), got {link!r}"
+            )
+    return tuple(links)
+
+
 ExecutionState = Literal["all", "scheduled", "due", "running", "failing", "orphaned"]
 """Which executions to list: ``scheduled`` (every unpicked row), ``due`` (unpicked and due
 now), ``running`` (picked), ``failing`` (one or more consecutive failures),
@@ -160,6 +211,16 @@ class Execution:
     payload_version: int = 1
     """The version the payload was written with (see the task's ``payload_version``);
     rows written before versions were recorded read as 1."""
+    group_id: int | None = None
+    """The group this execution is a member of (``Scheduler.schedule_group``), if any."""
+    awaits: int | None = None
+    """The group this execution is the callback of, if any: it waits (at ``WAITING``)
+    until every member of that group has finished."""
+
+    @property
+    def waiting(self) -> bool:
+        """Whether this callback still waits for its group's members."""
+        return self.awaits is not None and self.execution_time >= WAITING
 
     @classmethod
     def from_row(cls, row: RowMapping) -> Execution:
@@ -184,6 +245,8 @@ class Execution:
             started_at=row.get("started_at"),
             last_error=row.get("last_error"),
             payload_version=row.get("payload_version", 1),
+            group_id=row.get("group_id"),
+            awaits=row.get("awaits"),
         )
 
     def status(self, now: datetime, known_tasks: Collection[str] | None = None) -> ExecutionStatus:

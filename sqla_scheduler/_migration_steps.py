@@ -34,6 +34,7 @@ from sqla_scheduler._dialects.columns import (
 from sqla_scheduler._types import UTCDateTime
 from sqla_scheduler.models import (
     DEFAULT_TABLE_NAME,
+    GROUPS_SUFFIX,
     HISTORY_SUFFIX,
     NODES_SUFFIX,
     PAUSED_SUFFIX,
@@ -90,6 +91,10 @@ class Names:
     @property
     def results(self) -> str:
         return self.table + RESULTS_SUFFIX
+
+    @property
+    def groups(self) -> str:
+        return self.table + GROUPS_SUFFIX
 
     @property
     def record(self) -> str:
@@ -432,6 +437,53 @@ def _results_down(op: Op, names: Names) -> None:
     op.drop_table(results, schema=names.schema)
 
 
+# 13 (a2e5c7f9b136): groups and chains.
+
+
+def _groups_up(op: Op, names: Names) -> None:
+    table, results, groups = names.table, names.results, names.groups
+    for column in ("group_id", "awaits"):
+        op.add_column(table, sa.Column(column, sa.BigInteger(), nullable=True), schema=names.schema)
+    op.create_index(
+        f"ix_{table}_group",
+        table,
+        ["group_id"],
+        schema=names.schema,
+        postgresql_where=sa.text("group_id IS NOT NULL"),
+        sqlite_where=sa.text("group_id IS NOT NULL"),
+    )
+    op.add_column(
+        results, sa.Column("group_id", sa.BigInteger(), nullable=True), schema=names.schema
+    )
+    op.create_index(f"ix_{results}_group", results, ["group_id"], schema=names.schema)
+    op.create_table(
+        groups,
+        sa.Column("id", sa.BigInteger(), autoincrement=False, nullable=False),
+        sa.Column("task_name", sa.String(100), nullable=True),
+        sa.Column("task_instance", sa.String(255), nullable=True),
+        sa.Column("total", sa.Integer(), nullable=False),
+        sa.Column("remaining", sa.Integer(), nullable=False),
+        sa.Column("created_at", UTCDateTime(), nullable=False),
+        sa.Column("finished_at", UTCDateTime(), nullable=True),
+        sa.Column("cancelled_at", UTCDateTime(), nullable=True),
+        sa.PrimaryKeyConstraint("id", name=op.f(f"pk_{groups}")),
+        schema=names.schema,
+        **TABLE_OPTIONS,
+    )
+
+
+def _groups_down(op: Op, names: Names) -> None:
+    table, results = names.table, names.results
+    op.drop_table(names.groups, schema=names.schema)
+    op.drop_index(f"ix_{results}_group", table_name=results, schema=names.schema)
+    with op.batch_alter_table(results, schema=names.schema) as batch:
+        batch.drop_column("group_id")
+    op.drop_index(f"ix_{table}_group", table_name=table, schema=names.schema)
+    with op.batch_alter_table(table, schema=names.schema) as batch:
+        batch.drop_column("awaits")
+        batch.drop_column("group_id")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Step:
     """One schema change: its number, the branch revision that runs it, and both ways."""
@@ -458,6 +510,7 @@ STEPS: tuple[Step, ...] = tuple(
             ("59fbd7ad3e6b", _payload_version_up, _payload_version_down),
             ("1ab727525351", _node_interval_up, _node_interval_down),
             ("4c6e8a2b9d15", _results_up, _results_down),
+            ("a2e5c7f9b136", _groups_up, _groups_down),
         ],
         start=1,
     )

@@ -1,5 +1,6 @@
-"""The scheduler's client methods for seeing what happened and who is running:
-``history``, ``requeue``, ``prune_history`` and ``nodes``.
+"""The scheduler's client methods for seeing what is scheduled, what happened and who
+is running: ``get_execution``, ``executions``, ``history``, ``requeue``,
+``prune_history`` and ``nodes``.
 
 A base of ``Scheduler`` (which keeps the scheduling and running methods), so that each
 class stays one screenful of concerns. Like every client method, each takes the caller's
@@ -8,38 +9,111 @@ session, connection or engine, sync or async.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import datetime
 from functools import partial
 from typing import Any, overload
 
 from sqlalchemy import Connection, Table
 
-from sqla_scheduler import _bridge, _history_store, _node_store
+from sqla_scheduler import _bridge, _history_store, _node_store, _store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
-from sqla_scheduler._checks import check_aware, check_filters, check_number
+from sqla_scheduler._checks import check_aware, check_filters, check_key, check_number
+from sqla_scheduler._execution import Execution, ExecutionState
 from sqla_scheduler._history_entry import OUTCOMES, HistoryEntry, Outcome
 from sqla_scheduler._node import Node, database_now
 from sqla_scheduler._runner import Runner
 from sqla_scheduler.clock import Clock
 from sqla_scheduler.config import SchedulerConfig
+from sqla_scheduler.tasks import Task
 
 __all__ = ["Observing"]
 
 
 class Observing:
-    """What happened (``history``, ``requeue``) and who runs (``nodes``), over the
-    scheduler's table, clock and config."""
+    """What is scheduled (``executions``), what happened (``history``, ``requeue``) and
+    who runs (``nodes``), over the scheduler's table, clock and config."""
 
     table: Table
     clock: Clock
     config: SchedulerConfig
+    _tasks: Mapping[str, Task[Any]]
 
     def _on_commit(self, conn: Connection) -> Callable[[datetime], None] | None:
         raise NotImplementedError  # the scheduler's: tells its running loop of new times
 
     def _make_runner(self) -> Runner:
         raise NotImplementedError  # the scheduler's: the services of one loop
+
+    @overload
+    def get_execution(
+        self, target: SyncTarget, task_name: str, instance_id: str
+    ) -> Execution | None: ...
+    @overload
+    def get_execution(
+        self, target: AsyncTarget, task_name: str, instance_id: str
+    ) -> Coroutine[Any, Any, Execution | None]: ...
+    def get_execution(
+        self, target: Target, task_name: str, instance_id: str
+    ) -> Execution | Coroutine[Any, Any, Execution | None] | None:
+        """The execution of ``task_name`` / ``instance_id``, or ``None``."""
+        check_key(task_name, instance_id)
+        return _bridge.call(
+            target,
+            self.table,
+            partial(
+                _store.get_execution, table=self.table, task_name=task_name, instance_id=instance_id
+            ),
+            one_statement=True,
+        )
+
+    @overload
+    def executions(
+        self,
+        target: SyncTarget,
+        state: ExecutionState = "all",
+        *,
+        task_name: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[Execution]: ...
+    @overload
+    def executions(
+        self,
+        target: AsyncTarget,
+        state: ExecutionState = "all",
+        *,
+        task_name: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> Coroutine[Any, Any, list[Execution]]: ...
+    def executions(
+        self,
+        target: Target,
+        state: ExecutionState = "all",
+        *,
+        task_name: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[Execution] | Coroutine[Any, Any, list[Execution]]:
+        """List executions in ``state``: ``all``, ``scheduled``, ``due``, ``running``,
+        ``failing`` (latest failure first) or ``orphaned`` (unregistered task names)."""
+        _check_listing(state, limit, offset)
+        check_filters(task_name)
+        return _bridge.call(
+            target,
+            self.table,
+            partial(
+                _store.list_executions,
+                table=self.table,
+                state=state,
+                task_name=task_name,
+                known_tasks=frozenset(self._tasks),
+                limit=limit,
+                offset=offset,
+                now=self.clock.now(),
+            ),
+        )
 
     async def prune_history(self) -> int:
         """Delete history entries older than ``history_retention`` now (the loop does it
@@ -148,3 +222,11 @@ class Observing:
 
         # reads only (the clock's measurement, then the listing): no transaction needed
         return _bridge.call(target, self.table, listed, one_statement=True)
+
+
+def _check_listing(state: str, limit: int | None, offset: int) -> None:
+    if state not in ("all", "scheduled", "due", "running", "failing", "orphaned"):
+        raise ValueError(f"unknown execution state {state!r}")
+    if limit is not None:
+        check_number("limit", limit, 0)
+    check_number("offset", offset, 0)

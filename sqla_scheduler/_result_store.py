@@ -31,6 +31,8 @@ class Kept:
     finished_at: datetime
     value: str | None = None
     error: str | None = None
+    #: The group the execution was a member of, whose callback sees it.
+    group_id: int | None = None
 
     def values(self) -> dict[str, Any]:
         return {
@@ -40,6 +42,7 @@ class Kept:
             "value": self.value,
             "error": self.error,
             "finished_at": self.finished_at,
+            "group_id": self.group_id,
         }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, replace
@@ -17,14 +18,16 @@ from typing import Any, Literal, NamedTuple, TypeVar
 from sqlalchemy import Connection, RowMapping, Table, inspect
 from sqlalchemy.engine import URL
 
-from sqla_scheduler import _history_store, _result_store
+from sqla_scheduler import _group_store, _history_store, _result_store
 from sqla_scheduler._dialects import backend_for, known_backend, notice_of_later
 from sqla_scheduler._execution import (
     KEEP,
     RECURRING_INSTANCE_ID,
     Execution,
     ExecutionState,
+    GroupPlan,
     TaskInstance,
+    instance_values,
 )
 from sqla_scheduler._history_entry import HistorySetting, Outcome, keeps
 from sqla_scheduler._statements import Scheduling, Statements, statements_for
@@ -57,6 +60,8 @@ __all__ = [
     "state_counts",
     "task_counts",
 ]
+
+log = logging.getLogger("sqla_scheduler")
 
 
 def _statements(conn: Connection, table: Table) -> Statements:
@@ -161,7 +166,7 @@ def _insert_chunk(
             on_inserted(earliest)
         return int(inserted)
     if len(instances) == 1 and stmts.insert_one is not None:
-        params = {**_values(instances[0], now, trace_context), "now": now}
+        params = {**instance_values(instances[0], now, trace_context), "now": now}
         sent = conn.execute(stmts.insert_one, {**params, "channel": stmts.channel}).all()
         if sent and on_inserted is not None:
             on_inserted(min(execution_time for _, execution_time in sent))
@@ -170,7 +175,9 @@ def _insert_chunk(
         as_json = _array_rows(instances, now, trace_context)
         result = conn.execute(stmts.insert_rows, {"rows": as_json})
     else:
-        result = conn.execute(stmts.insert, [_values(i, now, trace_context) for i in instances])
+        result = conn.execute(
+            stmts.insert, [instance_values(i, now, trace_context) for i in instances]
+        )
     # Only SQLite and MariaDB get here (PostgreSQL's statements above send their own
     # NOTIFYs), and they have no NOTIFY to send: ``on_inserted`` is their wake-up.
     if stmts.backend.inserts_return:
@@ -182,22 +189,6 @@ def _insert_chunk(
     if times and on_inserted is not None:
         on_inserted(min(times))
     return inserted
-
-
-def _values(
-    instance: TaskInstance[Any], now: datetime, trace_context: Mapping[str, str] | None
-) -> dict[str, Any]:
-    """The values of one inserted row, by column name."""
-    return {
-        "task_name": instance.task_name,
-        "task_instance": instance.instance_id,
-        "task_data": instance.data,
-        "execution_time": instance.execution_time or now,
-        "priority": instance.priority,
-        "schedule": instance.schedule,
-        "trace_context": trace_context,
-        "payload_version": instance.payload_version,
-    }
 
 
 def _array_rows(
@@ -267,22 +258,30 @@ def cancel(
     instance_id: str,
     *,
     shown_version: int | None = None,
-    cancelled_at: datetime | None = None,
+    now: datetime | None = None,
+    keep_result: bool = False,
 ) -> bool:
     """Delete an execution that is not running (and, given ``shown_version``, is still at
-    that version); return whether one was deleted. Given ``cancelled_at`` (its task keeps
-    results), its result is kept as ``cancelled`` then."""
+    that version); return whether one was deleted. With ``keep_result`` (its task keeps
+    results) its result is kept as ``cancelled`` at ``now``; so is a group member's,
+    whose group counts it as finished."""
     stmts = _statements(conn, table).scheduling
+    group_id, _ = _group_store.forget_member(conn, table, task_name, instance_id)
     stmt = stmts.cancel(shown=shown_version is not None)
     deleted = conn.execute(stmt, _key(task_name, instance_id, shown_version)).rowcount == 1
-    if deleted and cancelled_at is not None:
-        kept = _result_store.Kept(
-            task_name=task_name,
-            instance_id=instance_id,
-            outcome="cancelled",
-            finished_at=cancelled_at,
-        )
-        _result_store.record(conn, table, [kept])
+    if not deleted or (not keep_result and group_id is None):
+        return deleted
+    now = now if now is not None else datetime.now(timezone.utc)
+    kept = _result_store.Kept(
+        task_name=task_name,
+        instance_id=instance_id,
+        outcome="cancelled",
+        finished_at=now,
+        group_id=group_id,
+    )
+    _result_store.record(conn, table, [kept])
+    if group_id is not None:
+        _group_store.finished(conn, table, {group_id: 1}, now)
     return deleted
 
 
@@ -626,6 +625,8 @@ class Completion:
     payload_version: int | None = None
     #: The final outcome to keep (a task with ``keep_result``), if the outcome is recorded.
     result: _result_store.Kept | None = None
+    #: Groups and chains the handler scheduled, scheduled if the outcome is recorded.
+    plans: Sequence[GroupPlan] = ()
 
     def entry(self) -> _history_store.Entry:
         """The history entry of this outcome (``outcome`` must be set)."""
@@ -644,7 +645,7 @@ class Completion:
     def recorded_alone(self, history: HistorySetting) -> bool:
         """Whether committing this outcome is one statement with nothing beside it (a
         removal with no entry to keep and nothing scheduled), so needs no transaction."""
-        if self.kind != "remove" or self.scheduled or self.result is not None:
+        if self.kind != "remove" or self.scheduled or self.plans or self.result is not None:
             return False
         return self.outcome is None or not keeps(history, self.outcome)
 
@@ -674,6 +675,7 @@ def complete(
     recorded: list[bool] = []
     entries: list[_history_store.Entry] = []
     kept: list[_result_store.Kept] = []
+    finished: dict[int, int] = {}  # members of groups that finished, by group
     for c in batch:
         e = c.execution
         if c.kind == "remove":
@@ -699,17 +701,35 @@ def complete(
             ok = conn.execute(hand_back[c.kind], params).rowcount == 1
         if ok and c.scheduled:
             insert_instances(conn, table, c.scheduled, c.now)
+        if ok:
+            for plan in c.plans:
+                _schedule_plan(conn, table, plan, c)
         if ok and c.outcome is not None and c.kind != "quarantine" and keeps(history, c.outcome):
             entries.append(c.entry())
         if ok and c.result is not None:
             kept.append(c.result)
+        if ok and e.group_id is not None and c.kind in ("remove", "quarantine"):
+            finished[e.group_id] = finished.get(e.group_id, 0) + 1
         recorded.append(ok)
     _history_store.record(conn, table, history, entries)
     _result_store.record(conn, table, kept)
+    if finished:
+        _group_store.finished(conn, table, finished, batch[0].now)
     if notify:
         freed = {c.execution.task_name for c, ok in zip(batch, recorded, strict=True) if ok}
         _notify(conn, _statements(conn, table).scheduling, freed & notify)
     return recorded
+
+
+def _schedule_plan(conn: Connection, table: Table, plan: GroupPlan, by: Completion) -> None:
+    if _group_store.schedule(conn, table, plan, by.now) is None and not plan.whole:
+        e = by.execution
+        log.warning(
+            "%s/%s scheduled a group whose callback's key is taken (%s); it was not scheduled",
+            e.task_name,
+            e.instance_id,
+            ", ".join(f"{c.task_name}/{c.instance_id}" for c in plan.then),
+        )
 
 
 def abandon(
@@ -745,8 +765,11 @@ def abandon(
             outcome="abandoned",
             finished_at=now,
             error=error,
+            group_id=execution.group_id,
         )
         _result_store.record(conn, table, [kept])
+    if removed and execution.group_id is not None:
+        _group_store.finished(conn, table, {execution.group_id: 1}, now)
     return removed
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from sqla_scheduler._execution import TaskInstance
+from sqla_scheduler._execution import GroupPlan, TaskInstance, chain_of
+
+if TYPE_CHECKING:
+    from sqla_scheduler.groups import Group
 
 __all__ = ["ExecutionContext", "ShutdownSignal", "SignalState"]
 
@@ -139,19 +142,53 @@ class ExecutionContext(Generic[P]):
     ``AsyncSession`` (async handler) in the transaction that records this execution's
     outcome. Its changes commit if and only if the success is recorded; do not commit it
     yourself (a ``commit`` only flushes). ``None`` for other tasks."""
+    group: Group | None = None
+    """For a group's callback: the group, with each member's outcome and result in
+    ``members``. ``None`` for other executions."""
     _scheduled: list[TaskInstance[Any]] = field(default_factory=list, repr=False)
+    _plans: list[GroupPlan] = field(default_factory=list, repr=False)
 
     @property
     def shutting_down(self) -> bool:
         """The same as ``shutdown.is_set()``."""
         return self.shutdown.is_set()
 
-    def schedule(self, instance: TaskInstance[Any]) -> None:
-        """Schedule a further execution, committed together with this execution's success.
+    def schedule(
+        self,
+        instance: TaskInstance[Any],
+        *,
+        then: TaskInstance[Any] | Sequence[TaskInstance[Any]] | None = None,
+    ) -> None:
+        """Schedule a further execution, committed together with this execution's success
+        (and ``then``, as ``Scheduler.schedule`` does: a chain).
 
         If this execution fails, what it scheduled is discarded with it.
         """
-        self._scheduled.append(instance)
+        if then is None:
+            self._scheduled.append(instance)
+        else:
+            self._plans.append(GroupPlan([instance], chain_of(then), whole=True))
+
+    def schedule_group(
+        self,
+        instances: Sequence[TaskInstance[Any]],
+        *,
+        then: TaskInstance[Any] | Sequence[TaskInstance[Any]] | None = None,
+    ) -> None:
+        """Schedule a group, as ``Scheduler.schedule_group`` does, committed together with
+        this execution's success."""
+        members = list(instances)
+        for member in members:
+            if not isinstance(member, TaskInstance):
+                raise TypeError(
+                    f"expected TaskInstances (made by task.instance(...)), got {member!r}"
+                )
+        self._plans.append(GroupPlan(members, () if then is None else chain_of(then)))
+
+    @property
+    def plans(self) -> tuple[GroupPlan, ...]:
+        """The groups and chains this execution has scheduled so far."""
+        return tuple(self._plans)
 
     @property
     def scheduled(self) -> tuple[TaskInstance[Any], ...]:

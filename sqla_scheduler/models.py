@@ -49,6 +49,7 @@ __all__ = [
     "MAX_TASK_NAME_LENGTH",
     "ScheduledTask",
     "check_names",
+    "groups_table",
     "history_table",
     "metadata",
     "metadata_for",
@@ -77,6 +78,8 @@ PAUSED_SUFFIX = "_paused"
 """The table of paused task names is named after the scheduler's table with this suffix."""
 RESULTS_SUFFIX = "_results"
 """The table of kept results is named after the scheduler's table with this suffix."""
+GROUPS_SUFFIX = "_groups"
+"""The table of groups is named after the scheduler's table with this suffix."""
 RECORD_SUFFIX = "_schema"
 """The one-row table recording the migration step the tables are at is named after the
 scheduler's table with this suffix."""
@@ -112,13 +115,16 @@ def scheduled_tasks_table(
 ) -> Table:
     """Build the scheduler's table as ``name`` (in ``schema``) on ``target`` metadata,
     with its history (``<name>_history``), nodes (``<name>_nodes``), paused tasks
-    (``<name>_paused``) and kept results (``<name>_results``) tables beside it, and the
-    record of the migration step they are at (``<name>_schema``).
+    (``<name>_paused``), kept results (``<name>_results``) and groups (``<name>_groups``)
+    tables beside it, and the record of the migration step they are at
+    (``<name>_schema``).
 
     The two partial indexes serve the hot queries. Unpicked rows by task, priority and
     time: a scheduler reads its own tasks' rows only, and within each task and priority
     the due ones in order (the picks) or the first one after now (what a scheduler sleeps
-    until). Picked rows by scheduler: the dead-execution check.
+    until). Picked rows by scheduler: the dead-execution check. A third holds the
+    members of groups by group (``group_id``), for cancelling a group; a row that
+    ``awaits`` a group is its callback, kept at ``WAITING`` until the group finishes.
     ``last_heartbeat`` and ``version`` are in no index, so a heartbeat can be a HOT update.
     """
     table = Table(
@@ -141,6 +147,8 @@ def scheduled_tasks_table(
         Column("started_at", UTCDateTime(), nullable=True),
         Column("last_error", TEXT, nullable=True),
         Column("payload_version", SmallInteger(), nullable=False, server_default=text("1")),
+        Column("group_id", BigInteger(), nullable=True),
+        Column("awaits", BigInteger(), nullable=True),
         schema=schema,
         postgresql_with=QUEUE_STORAGE,
         **TABLE_OPTIONS,
@@ -156,10 +164,13 @@ def scheduled_tasks_table(
         sqlite_where=unpicked,
     )
     Index(f"ix_{name}_picked", table.c.picked_by, postgresql_where=picked, sqlite_where=picked)
+    grouped = table.c.group_id.is_not(None)
+    Index(f"ix_{name}_group", table.c.group_id, postgresql_where=grouped, sqlite_where=grouped)
     _history(target, name + HISTORY_SUFFIX, schema)
     _nodes(target, name + NODES_SUFFIX, schema)
     _paused(target, name + PAUSED_SUFFIX, schema)
     _results(target, name + RESULTS_SUFFIX, schema)
+    _groups(target, name + GROUPS_SUFFIX, schema)
     _record(target, name + RECORD_SUFFIX, schema)
     return table
 
@@ -245,12 +256,35 @@ def _results(target: MetaData, name: str, schema: str | None) -> Table:
         Column("value", TEXT, nullable=True),
         Column("error", TEXT, nullable=True),
         Column("finished_at", UTCDateTime(), nullable=False),
+        Column("group_id", BigInteger(), nullable=True),
         schema=schema,
         **TABLE_OPTIONS,
     )
     Index(f"ix_{name}_finished_at", table.c.finished_at)
     Index(f"ix_{name}_task", table.c.task_name, table.c.task_instance)
+    Index(f"ix_{name}_group", table.c.group_id)
     return table
+
+
+def _groups(target: MetaData, name: str, schema: str | None) -> Table:
+    """One row per group of executions (``schedule_group``, a chain's links): its
+    callback's key (null for a group without one), how many members it has and how many
+    have not finished; the member that brings ``remaining`` to 0 makes the callback due.
+    Each finished member's outcome is kept in the results table under the group's id."""
+    return Table(
+        name,
+        target,
+        Column("id", BigInteger(), primary_key=True, autoincrement=False),
+        Column("task_name", String(MAX_TASK_NAME_LENGTH), nullable=True),
+        Column("task_instance", String(MAX_INSTANCE_ID_LENGTH), nullable=True),
+        Column("total", Integer(), nullable=False),
+        Column("remaining", Integer(), nullable=False),
+        Column("created_at", UTCDateTime(), nullable=False),
+        Column("finished_at", UTCDateTime(), nullable=True),
+        Column("cancelled_at", UTCDateTime(), nullable=True),
+        schema=schema,
+        **TABLE_OPTIONS,
+    )
 
 
 def _record(target: MetaData, name: str, schema: str | None) -> Table:
@@ -287,6 +321,11 @@ def paused_table(table: Table) -> Table:
 def results_table(table: Table) -> Table:
     """The table of kept results that goes with the scheduler's ``table``."""
     return _beside(table, RESULTS_SUFFIX)
+
+
+def groups_table(table: Table) -> Table:
+    """The table of groups that goes with the scheduler's ``table``."""
+    return _beside(table, GROUPS_SUFFIX)
 
 
 def record_table(table: Table) -> Table:
@@ -370,6 +409,8 @@ class ScheduledTask(Base):
     started_at: Mapped[datetime | None]
     last_error: Mapped[str | None]
     payload_version: Mapped[int]
+    group_id: Mapped[int | None]
+    awaits: Mapped[int | None]
 
     def __repr__(self) -> str:
         return f"<ScheduledTask {self.task_name}/{self.task_instance} at {self.execution_time}>"

@@ -22,11 +22,10 @@ from sqlalchemy.orm import sessionmaker
 
 from sqla_scheduler import _bridge, _store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target, check_sessions
-from sqla_scheduler._checks import check_filters, check_key, check_number
 from sqla_scheduler._composing import Composing
 from sqla_scheduler._control import Control
 from sqla_scheduler._dialects import known_backend
-from sqla_scheduler._execution import Execution, ExecutionState, TaskInstance
+from sqla_scheduler._execution import Execution, GroupPlan, TaskInstance, chain_of
 from sqla_scheduler._observing import Observing
 from sqla_scheduler._runner import Lifecycle, Runner
 from sqla_scheduler.clock import Clock, DatabaseClock, SystemClock
@@ -38,6 +37,9 @@ from sqla_scheduler.models import table_for
 from sqla_scheduler.tasks import Task
 
 __all__ = ["Scheduler"]
+
+Then = TaskInstance[Any] | Sequence[TaskInstance[Any]] | None
+"""What runs after an execution: one instance, a chain of them, or nothing."""
 
 
 class Scheduler(Observing, Control, Composing):
@@ -114,21 +116,33 @@ class Scheduler(Observing, Control, Composing):
     # --- scheduling -----------------------------------------------------------------
 
     @overload
-    def schedule(self, target: SyncTarget, instance: TaskInstance[Any]) -> bool: ...
+    def schedule(
+        self, target: SyncTarget, instance: TaskInstance[Any], *, then: Then = None
+    ) -> bool: ...
     @overload
     def schedule(
-        self, target: AsyncTarget, instance: TaskInstance[Any]
+        self, target: AsyncTarget, instance: TaskInstance[Any], *, then: Then = None
     ) -> Coroutine[Any, Any, bool]: ...
     def schedule(
-        self, target: Target, instance: TaskInstance[Any]
+        self, target: Target, instance: TaskInstance[Any], *, then: Then = None
     ) -> bool | Coroutine[Any, Any, bool]:
-        """Schedule ``instance`` in ``target``'s transaction.
+        """Schedule ``instance`` in ``target``'s transaction, and ``then`` (one instance,
+        or a list of them: a chain) to run after it has finished, each after the one
+        before it (see ``schedule_group``).
 
         Returns ``False`` (and changes nothing) when an execution with the same task name
-        and instance id already exists. On PostgreSQL a due execution wakes the schedulers
-        when the transaction commits.
+        and instance id already exists (or, with ``then``, one with a callback's). On
+        PostgreSQL a due execution wakes the schedulers when the transaction commits.
         """
         _check_instance(instance)
+        if then is not None:
+            plan = GroupPlan([instance], chain_of(then), whole=True)
+            return _bridge.call(
+                target,
+                self.table,
+                lambda conn: self._schedule_plan(plan, conn) is not None,
+                writes=f"schedule({_bridge.named(instance.task_name, instance.instance_id)})",
+            )
         # One INSERT (with its NOTIFY on PostgreSQL) is all schedule() runs.
         return _bridge.call(
             target,
@@ -177,76 +191,6 @@ class Scheduler(Observing, Control, Composing):
         """Tells the running loop of a pause or resume on commit (``learn_on_commit``)."""
         runner = self._loop.runner
         return None if runner is None else runner.learn_on_commit(conn)
-
-    @overload
-    def get_execution(
-        self, target: SyncTarget, task_name: str, instance_id: str
-    ) -> Execution | None: ...
-    @overload
-    def get_execution(
-        self, target: AsyncTarget, task_name: str, instance_id: str
-    ) -> Coroutine[Any, Any, Execution | None]: ...
-    def get_execution(
-        self, target: Target, task_name: str, instance_id: str
-    ) -> Execution | Coroutine[Any, Any, Execution | None] | None:
-        """The execution of ``task_name`` / ``instance_id``, or ``None``."""
-        check_key(task_name, instance_id)
-        return _bridge.call(
-            target,
-            self.table,
-            partial(
-                _store.get_execution, table=self.table, task_name=task_name, instance_id=instance_id
-            ),
-            one_statement=True,
-        )
-
-    @overload
-    def executions(
-        self,
-        target: SyncTarget,
-        state: ExecutionState = "all",
-        *,
-        task_name: str | None = None,
-        limit: int | None = None,
-        offset: int = 0,
-    ) -> list[Execution]: ...
-    @overload
-    def executions(
-        self,
-        target: AsyncTarget,
-        state: ExecutionState = "all",
-        *,
-        task_name: str | None = None,
-        limit: int | None = None,
-        offset: int = 0,
-    ) -> Coroutine[Any, Any, list[Execution]]: ...
-    def executions(
-        self,
-        target: Target,
-        state: ExecutionState = "all",
-        *,
-        task_name: str | None = None,
-        limit: int | None = None,
-        offset: int = 0,
-    ) -> list[Execution] | Coroutine[Any, Any, list[Execution]]:
-        """List executions in ``state``: ``all``, ``scheduled``, ``due``, ``running``,
-        ``failing`` (latest failure first) or ``orphaned`` (unregistered task names)."""
-        _check_listing(state, limit, offset)
-        check_filters(task_name)
-        return _bridge.call(
-            target,
-            self.table,
-            partial(
-                _store.list_executions,
-                table=self.table,
-                state=state,
-                task_name=task_name,
-                known_tasks=frozenset(self._tasks),
-                limit=limit,
-                offset=offset,
-                now=self.clock.now(),
-            ),
-        )
 
     # --- running --------------------------------------------------------------------
 
@@ -354,14 +298,6 @@ def _registry(tasks: Iterable[Task[Any]]) -> dict[str, Task[Any]]:
             raise TaskDefinitionError(f"task {task.name!r} is registered twice")
         registry[task.name] = task
     return registry
-
-
-def _check_listing(state: str, limit: int | None, offset: int) -> None:
-    if state not in ("all", "scheduled", "due", "running", "failing", "orphaned"):
-        raise ValueError(f"unknown execution state {state!r}")
-    if limit is not None:
-        check_number("limit", limit, 0)
-    check_number("offset", offset, 0)
 
 
 def _check_instance(instance: object) -> None:

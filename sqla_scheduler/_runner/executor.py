@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 from sqlalchemy import Table
 
-from sqla_scheduler import _app_code, _store
+from sqla_scheduler import _app_code, _group_store, _store
 from sqla_scheduler._bridge import Database, SessionFactory, Transaction
 from sqla_scheduler._execution import Execution, Key
 from sqla_scheduler._runner import outcomes
@@ -34,6 +34,7 @@ from sqla_scheduler.clock import Clock
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.context import ExecutionContext, ShutdownSignal
 from sqla_scheduler.exceptions import InvalidScheduleError, TaskTimeoutError
+from sqla_scheduler.groups import Group
 from sqla_scheduler.interceptors import ExecutionInterceptor, run_chain
 from sqla_scheduler.listeners import SchedulerListener, dispatch
 from sqla_scheduler.tasks import Handler, RecurringTask, Task
@@ -101,7 +102,7 @@ class Executor:
                     execution,
                     exc,
                     self.clock.now(),
-                    keep_result=outcomes.keeps_result(task),
+                    keep_result=outcomes.keeps_result(task, execution),
                 ),
                 on_recorded=partial(_log_undecodable, execution, exc),
             )
@@ -116,6 +117,7 @@ class Executor:
             # an execution with a timeout has a signal of its own, also set at its timeout
             shutdown=self.shutdown if task.timeout is None else self.shutdown.child(),
             trace_context=execution.trace_context,
+            group=None if execution.awaits is None else await self._group(execution.awaits),
         )
         spent = outcomes.spent(task, execution, self.config)
         if spent is not None:
@@ -142,6 +144,7 @@ class Executor:
                         result,
                         now=now,
                         scheduled=context.scheduled,
+                        plans=context.plans,
                         started_at=started_at,
                         max_result_size=self.config.max_result_size,
                     )
@@ -169,6 +172,11 @@ class Executor:
         )
         dispatch(self.listeners, "on_failure", context, error, duration)
         return Outcome(held=held, decision=decision, context=context, on_abandon=task.on_abandon)
+
+    async def _group(self, group_id: int) -> Group | None:
+        """The group a callback waited for, with its members' outcomes and results."""
+        read = partial(_group_store.get, table=self._table, group_id=group_id, members=True)
+        return await self._db.shielded(read)
 
     async def _attempt(
         self, task: Task[Any], context: ExecutionContext[Any], handler: Handler[Any]

@@ -17,14 +17,14 @@ from typing import Any
 
 from sqla_scheduler._app_code import calling
 from sqla_scheduler._error_text import error_text
-from sqla_scheduler._execution import KEEP, Execution, NextAt, TaskInstance
+from sqla_scheduler._execution import KEEP, Execution, GroupPlan, NextAt, TaskInstance
 from sqla_scheduler._result_store import Kept
 from sqla_scheduler._runner.held import Held
 from sqla_scheduler._store import Completion
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.context import ExecutionContext
 from sqla_scheduler.models import INT_MAX
-from sqla_scheduler.results import DEFAULT_MAX_RESULT_SIZE, encode_result
+from sqla_scheduler.results import DEFAULT_MAX_RESULT_SIZE, ResultOutcome, encode_result
 from sqla_scheduler.schedules import Disabled, Schedule
 from sqla_scheduler.tasks import OneTimeTask, RecurringTask, Task, as_schedule
 
@@ -34,6 +34,7 @@ __all__ = [
     "abandon_failed",
     "failed",
     "keeps_result",
+    "kept",
     "next_run",
     "release",
     "retry_limit",
@@ -121,9 +122,32 @@ def retry_limit(task: Task[Any], config: SchedulerConfig) -> int | None:
     return task.max_retries if task.max_retries is not None else config.max_retries
 
 
-def keeps_result(task: Task[Any]) -> bool:
-    """Whether ``task`` keeps the final outcome of its executions (``keep_result``)."""
+def keeps_result(task: Task[Any], execution: Execution | None = None) -> bool:
+    """Whether the final outcome of ``execution`` of ``task`` is kept: its task keeps
+    results (``keep_result``), or it is a member of a group, whose callback sees it."""
+    if execution is not None and execution.group_id is not None:
+        return True
     return isinstance(task, OneTimeTask) and task.keep_result
+
+
+def kept(
+    execution: Execution,
+    outcome: ResultOutcome,
+    now: datetime,
+    *,
+    value: str | None = None,
+    error: str | None = None,
+) -> Kept:
+    """The final outcome of ``execution`` to keep, under its group if it has one."""
+    return Kept(
+        task_name=execution.task_name,
+        instance_id=execution.instance_id,
+        outcome=outcome,
+        finished_at=now,
+        value=value,
+        error=error,
+        group_id=execution.group_id,
+    )
 
 
 def spent(task: Task[Any], execution: Execution, config: SchedulerConfig) -> Abandon | None:
@@ -137,7 +161,7 @@ def spent(task: Task[Any], execution: Execution, config: SchedulerConfig) -> Aba
             execution=execution,
             failures=execution.consecutive_failures,
             last_error=execution.last_error,
-            keep_result=keeps_result(task),
+            keep_result=keeps_result(task, execution),
         )
     return None
 
@@ -149,6 +173,7 @@ def succeeded(
     *,
     now: datetime,
     scheduled: Sequence[TaskInstance[Any]] = (),
+    plans: Sequence[GroupPlan] = (),
     started_at: datetime | None = None,
     max_result_size: int = DEFAULT_MAX_RESULT_SIZE,
 ) -> Completion:
@@ -164,6 +189,7 @@ def succeeded(
         execution=execution,
         now=now,
         scheduled=scheduled,
+        plans=plans,
         outcome="succeeded",
         started_at=started_at,
     )
@@ -176,7 +202,7 @@ def succeeded(
             return finish(kind="succeed", at=at, data=execution.data)
         data = task.codec.encode(result)
         return finish(kind="succeed", at=at, data=data, payload_version=task.payload_version)
-    keep = keeps_result(task)
+    keep = keeps_result(task, execution)
     if task.kind == "custom":
         if result is None or (keep and not isinstance(result, NextAt)):
             return _finished(finish, task, execution, result, now, max_result_size)
@@ -208,16 +234,10 @@ def _finished(
 ) -> Completion:
     """The row is removed: the execution finished, with ``result`` kept if its task keeps
     results."""
-    if not keeps_result(task):
+    if not keeps_result(task, execution):
         return finish(kind="remove")
-    kept = Kept(
-        task_name=execution.task_name,
-        instance_id=execution.instance_id,
-        outcome="succeeded",
-        finished_at=now,
-        value=encode_result(task.name, result, max_result_size),
-    )
-    return finish(kind="remove", result=kept)
+    value = encode_result(task.name, result, max_result_size)
+    return finish(kind="remove", result=kept(execution, "succeeded", now, value=value))
 
 
 def failed(
@@ -264,7 +284,7 @@ def failed(
             error=error,
             last_error=text,
             started_at=started_at,
-            keep_result=keeps_result(task),
+            keep_result=keeps_result(task, execution),
         )
     return Completion(
         execution=execution,
@@ -302,22 +322,13 @@ def undecodable(
     can never run: the row is taken out of rotation, into history with its payload and
     the ``error`` (and, ``keep_result``, into the results)."""
     text = error_text(error)
-    kept = None
-    if keep_result:
-        kept = Kept(
-            task_name=execution.task_name,
-            instance_id=execution.instance_id,
-            outcome="undecodable",
-            finished_at=now,
-            error=text,
-        )
     return Completion(
         execution=execution,
         kind="quarantine",
         now=now,
         error=text,
         outcome="undecodable",
-        result=kept,
+        result=kept(execution, "undecodable", now, error=text) if keep_result else None,
     )
 
 

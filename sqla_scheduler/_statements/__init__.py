@@ -1,10 +1,11 @@
 """Every SQL statement the library runs, built with SQLAlchemy Core; no I/O here.
 
-Statements are built once per table and database and cached, in six parts: what the
+Statements are built once per table and database and cached, in seven parts: what the
 application and admin page write (``Scheduling``), what a runner runs (``Running``), what
 is read to show (``Listing``), the history table's (``History``), the nodes table's
-(``Nodes``) and the kept results' (``Results``). "Now" is always a bound parameter, so
-tests can pin time and production binds the scheduler's clock.
+(``Nodes``), the kept results' (``Results``) and the groups' (``Groups``). "Now" is
+always a bound parameter, so tests can pin time and production binds the scheduler's
+clock.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from functools import cache
 from sqlalchemy import Table
 
 from sqla_scheduler._dialects import Backend
+from sqla_scheduler._statements.groups import Groups
 from sqla_scheduler._statements.history import History
 from sqla_scheduler._statements.listing import Listing
 from sqla_scheduler._statements.nodes import Nodes
@@ -23,6 +25,7 @@ from sqla_scheduler._statements.running import Running
 from sqla_scheduler._statements.scheduling import Scheduling
 
 __all__ = [
+    "Groups",
     "History",
     "Listing",
     "Nodes",
@@ -44,6 +47,7 @@ class Statements:
     history: History
     nodes: Nodes
     results: Results
+    groups: Groups
 
 
 @cache
@@ -56,4 +60,5 @@ def statements_for(table: Table, backend: Backend) -> Statements:
         history=History(table, backend),
         nodes=Nodes(table, backend),
         results=Results(table, backend),
+        groups=Groups(table, backend),
     )

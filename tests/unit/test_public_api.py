@@ -36,8 +36,8 @@ def test_every_public_name_has_a_docstring() -> None:
 
 def test_implementation_modules_are_private() -> None:
     public_modules = {
-        "alembic", "cli", "clock", "config", "context", "exceptions", "executions", "health",
-        "history", "interceptors", "listeners", "migrate", "models", "nodes", "results",
+        "alembic", "cli", "clock", "config", "context", "exceptions", "executions", "groups",
+        "health", "history", "interceptors", "listeners", "migrate", "models", "nodes", "results",
         "scheduler", "schedules", "sqlite", "tasks", "testing", "worker",
     }  # fmt: skip
     found = {

@@ -1,0 +1,291 @@
+"""Database operations on groups and chains, each a sync function over a ``Connection``.
+
+Like ``_store``: nothing here commits; the caller's transaction holds a group's members,
+its callback and its row together, and a member's finish together with its outcome.
+
+A group is a row of ``<table>_groups`` counting its members down. Its callback is in the
+scheduler's table from the start, ``awaiting`` the group at ``WAITING``, a time no pick
+reaches (so the picks need no condition for it); the transaction that counts the last
+member down moves it to now. The count is one row that every finishing member's
+transaction updates, so they queue on its lock and exactly one of them sees it reach 0,
+with no scan of the members however many they are. A chain is a group of one whose
+callback is itself the member of the next link's group.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any
+
+from sqlalchemy import Connection, Table
+
+from sqla_scheduler import _result_store
+from sqla_scheduler._dialects import backend_for, notice_of_later
+from sqla_scheduler._execution import WAITING, GroupPlan, TaskInstance, instance_values
+from sqla_scheduler._statements import Statements, statements_for
+from sqla_scheduler.groups import Group
+from sqla_scheduler.results import Result, decode_result
+
+__all__ = ["cancel", "finished", "forget_member", "get", "schedule"]
+
+
+def _statements(conn: Connection, table: Table) -> Statements:
+    return statements_for(table, backend_for(conn.dialect))
+
+
+def _new_id() -> int:
+    """A group's id: random, so that it is known before anything is written (no RETURNING
+    needed on MySQL), positive and within a BIGINT."""
+    return secrets.randbits(62) + 1
+
+
+def schedule(
+    conn: Connection,
+    table: Table,
+    plan: GroupPlan,
+    now: datetime,
+    trace_context: Mapping[str, str] | None = None,
+    on_inserted: Callable[[datetime], None] | None = None,
+) -> Group | None:
+    """Schedule ``plan`` in the caller's transaction; return its first group (the one
+    of its members), or ``None``, writing nothing, when a callback's key is taken (or,
+    ``plan.whole``, a member's)."""
+    stmts = _statements(conn, table)
+    for callback in [*plan.then, *(plan.members if plan.whole else ())]:
+        key = {"key_task": callback.task_name, "key_instance": callback.instance_id}
+        if conn.execute(stmts.groups.exists, key).first() is not None:
+            return None
+    ids = [_new_id() for _ in plan.then] or [_new_id()]
+    links = [
+        {
+            **instance_values(callback, now, trace_context),
+            "execution_time": WAITING,
+            "awaits": ids[k],
+            "group_id": ids[k + 1] if k + 1 < len(ids) else None,
+        }
+        for k, callback in enumerate(plan.then)
+    ]
+    if links and _insert(conn, stmts, links, now, on_inserted) != len(links):
+        raise ValueError(
+            "schedule_group: a callback's key was taken while it was scheduled: "
+            + ", ".join(f"{c.task_name}/{c.instance_id}" for c in plan.then)
+        )
+    members = [{**instance_values(m, now, trace_context), "group_id": ids[0]} for m in plan.members]
+    total = _insert(conn, stmts, members, now, on_inserted) if members else 0
+    callbacks: list[TaskInstance[Any] | None] = [*plan.then] or [None]
+    groups = [
+        Group(
+            id=group_id,
+            task_name=None if callback is None else callback.task_name,
+            instance_id=None if callback is None else callback.instance_id,
+            total=total if k == 0 else 1,  # each later link waits for the one before
+            remaining=total if k == 0 else 1,
+            created_at=now,
+            finished_at=now if k == 0 and total == 0 else None,
+        )
+        for k, (group_id, callback) in enumerate(zip(ids, callbacks, strict=True))
+    ]
+    conn.execute(stmts.groups.create, [_group_values(group) for group in groups])
+    first = groups[0]
+    if first.finished and first.task_name is not None and first.instance_id is not None:
+        _release(conn, stmts, first.id, first.task_name, first.instance_id, now)
+        if on_inserted is not None:
+            on_inserted(now)
+    return first
+
+
+def _group_values(group: Group) -> dict[str, Any]:
+    return {
+        "id": group.id,
+        "task_name": group.task_name,
+        "task_instance": group.instance_id,
+        "total": group.total,
+        "remaining": group.remaining,
+        "created_at": group.created_at,
+        "finished_at": group.finished_at,
+    }
+
+
+def _insert(
+    conn: Connection,
+    stmts: Statements,
+    rows: list[dict[str, Any]],
+    now: datetime,
+    on_inserted: Callable[[datetime], None] | None,
+) -> int:
+    """Insert ``rows`` that do not exist yet; return how many were. Those due by a time
+    before ``WAITING`` wake the schedulers: NOTIFY on PostgreSQL, ``on_inserted``."""
+    scheduling = stmts.scheduling
+    result = conn.execute(scheduling.insert, rows)
+    if scheduling.backend.inserts_return:
+        found = [(name, at) for name, at in result]
+        inserted = len(found)
+    else:  # counted (MySQL has no RETURNING): the times asked for wake (early is harmless)
+        inserted = result.rowcount
+        found = [(row["task_name"], row["execution_time"]) for row in rows] if inserted else []
+    due: dict[str, datetime] = {}
+    for name, at in found:
+        if at < WAITING:
+            due[name] = min(at, due.get(name, at))
+    if due:
+        _notify(conn, stmts, due, now)
+        if on_inserted is not None:
+            on_inserted(min(due.values()))
+    return inserted
+
+
+def _notify(
+    conn: Connection, stmts: Statements, due: Mapping[str, datetime], now: datetime
+) -> None:
+    """NOTIFY the schedulers of work of each task in ``due`` at its time (PostgreSQL)."""
+    notify = stmts.scheduling.notify
+    if notify is None:
+        return
+    for name, at in sorted(due.items()):
+        payload = name if at <= now else notice_of_later(name, at)
+        conn.execute(notify, {"channel": stmts.scheduling.channel, "payload": payload})
+
+
+def _release(
+    conn: Connection,
+    stmts: Statements,
+    group_id: int,
+    task_name: str,
+    instance_id: str,
+    now: datetime,
+) -> bool:
+    """Make the callback ``task_name``/``instance_id`` of ``group_id`` due ``now``;
+    whether it was there, waiting."""
+    params = {
+        "key_task": task_name,
+        "key_instance": instance_id,
+        "awaited": group_id,
+        "waiting": WAITING,
+        "now": now,
+    }
+    released = conn.execute(stmts.groups.release, params).rowcount == 1
+    if released:
+        _notify(conn, stmts, {task_name: now}, now)
+    return released
+
+
+def finished(conn: Connection, table: Table, counts: Mapping[int, int], now: datetime) -> bool:
+    """Count down each group in ``counts`` by its number of members that finished in the
+    caller's transaction; the group that reaches 0 makes its callback due ``now``.
+    Groups are counted in order of id, so that transactions finishing members of the
+    same groups lock them in one order. Whether a callback was made due."""
+    stmts = _statements(conn, table)
+    released = False
+    for group_id, count in sorted(counts.items()):
+        params = {"group_id": group_id, "finished": count, "now": now}
+        conn.execute(stmts.groups.count_down, params)
+        row = conn.execute(stmts.groups.get, params).first()
+        if row is None or row.remaining > 0 or row.remaining + count <= 0:
+            continue  # not finished; or finished before (a member counted down again)
+        if row.task_name is not None and row.cancelled_at is None:
+            released |= _release(conn, stmts, group_id, row.task_name, row.task_instance, now)
+    return released
+
+
+def forget_member(
+    conn: Connection, table: Table, task_name: str, instance_id: str
+) -> tuple[int | None, int | None]:
+    """The group and awaited group of the execution ``task_name``/``instance_id`` that is
+    not running, locked until the caller's transaction ends: ``(None, None)`` when it is
+    in neither (or not there)."""
+    stmts = _statements(conn, table)
+    params = {"key_task": task_name, "key_instance": instance_id}
+    row = conn.execute(stmts.groups.membership, params).first()
+    return (None, None) if row is None else (row.group_id, row.awaits)
+
+
+def get(conn: Connection, table: Table, group_id: int, *, members: bool = False) -> Group | None:
+    """The group ``group_id`` with its finished members counted by outcome (and, given
+    ``members``, each one's result); ``None`` when there is no such group."""
+    stmts = _statements(conn, table)
+    params = {"group_id": group_id}
+    row = conn.execute(stmts.groups.get, params).first()
+    if row is None:
+        return None
+    counts = {
+        str(outcome): int(n) for outcome, n in conn.execute(stmts.groups.outcome_counts, params)
+    }
+    found: tuple[Result, ...] = ()
+    if members:
+        found = tuple(
+            Result(
+                task_name=m.task_name,
+                instance_id=m.task_instance,
+                outcome=m.outcome,
+                value=decode_result(m.value),
+                error=m.error,
+                finished_at=m.finished_at,
+            )
+            for m in conn.execute(stmts.groups.members, params)
+        )
+    return Group(
+        id=row.id,
+        task_name=row.task_name,
+        instance_id=row.task_instance,
+        total=row.total,
+        remaining=row.remaining,
+        created_at=row.created_at,
+        finished_at=row.finished_at,
+        cancelled_at=row.cancelled_at,
+        outcomes=MappingProxyType(counts),
+        members=found,
+    )
+
+
+def cancel(conn: Connection, table: Table, group_id: int, now: datetime) -> int:
+    """Cancel the group ``group_id``: its members that are not running and its callback
+    (and, along a chain, every link after it), each kept as ``cancelled``. Members
+    running now finish as they would. Return how many executions were cancelled."""
+    stmts = _statements(conn, table)
+    params = {"group_id": group_id, "now": now}
+    if conn.execute(stmts.groups.cancel, params).rowcount == 0:
+        return 0  # no such group, or cancelled already
+    cancelled = 0
+    keys = [(name, instance) for name, instance in conn.execute(stmts.groups.unstarted, params)]
+    for name, instance in keys:
+        cancelled += _cancel_one(conn, stmts, name, instance, group_id, now)
+    if keys:
+        conn.execute(stmts.groups.count_down, {**params, "finished": len(keys)})
+    row = conn.execute(stmts.groups.get, params).first()
+    if row is not None and row.task_name is not None:
+        key = {"key_task": row.task_name, "key_instance": row.task_instance}
+        link = conn.execute(stmts.groups.membership, key).first()
+        if link is not None and link.awaits == group_id:
+            cancelled += _cancel_one(
+                conn, stmts, row.task_name, row.task_instance, link.group_id, now
+            )
+            if link.group_id is not None:
+                cancelled += cancel(conn, table, link.group_id, now)
+    return cancelled
+
+
+def _cancel_one(
+    conn: Connection,
+    stmts: Statements,
+    task_name: str,
+    instance_id: str,
+    group_id: int | None,
+    now: datetime,
+) -> int:
+    """Delete the execution at the key if it is not running, keeping ``cancelled`` under
+    ``group_id``; 1 if it was deleted."""
+    key = {"key_task": task_name, "key_instance": instance_id}
+    if conn.execute(stmts.scheduling.cancel(shown=False), key).rowcount != 1:
+        return 0
+    kept = _result_store.Kept(
+        task_name=task_name,
+        instance_id=instance_id,
+        outcome="cancelled",
+        finished_at=now,
+        group_id=group_id,
+    )
+    _result_store.record(conn, stmts.groups.table, [kept])
+    return 1
