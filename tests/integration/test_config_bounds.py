@@ -40,6 +40,8 @@ BOUNDS: dict[str, tuple[Any, Any, bool]] = {
     "delete_unresolved_after": (MS, LONGEST, False),
     "history_retention": (MS, LONGEST, False),
     "node_heartbeat_interval": (MS, DAY, False),
+    "result_retention": (MS, LONGEST, False),
+    "max_result_size": (1, 16 * 1024 * 1024, False),
     "pick_lower_fraction": (0.0, 10.0, True),
     "pick_upper_fraction": (0.0, 10.0, True),
 }
@@ -76,6 +78,10 @@ def configs(draw: st.DrawFn) -> SchedulerConfig:
         history=draw(st.sampled_from(["failures", "all", "none"])),
         history_retention=draw(_durations(MS, LONGEST)),
         node_heartbeat_interval=draw(_durations(MS, DAY)),
+        result_retention=draw(_durations(MS, LONGEST)),
+        max_result_size=draw(
+            st.sampled_from([1, 16 * 1024 * 1024]) | st.integers(1, 16 * 1024 * 1024)
+        ),
         listen=draw(st.booleans()),
         prepared_statements=draw(st.booleans()),
         pick_lower_fraction=lower,
