@@ -169,7 +169,8 @@ class Composing:
     ) -> Result | Coroutine[Any, Any, Result | None] | None:
         """The kept result of ``task_name``/``instance_id``: ``None`` while it has not
         finished (or was scheduled again since), when its task does not keep results, or
-        when it finished longer than ``result_retention`` ago."""
+        once it was pruned (a running scheduler deletes results older than
+        ``result_retention`` every ``revive_interval``)."""
         check_key(task_name, instance_id)
         return _bridge.call(
             target,
