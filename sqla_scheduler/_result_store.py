@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import Connection, Table, func, select
 
 from sqla_scheduler._dialects import backend_for, notice_of_result
 from sqla_scheduler._statements import statements_for
 from sqla_scheduler.results import Result, ResultOutcome, decode_result
 
-__all__ = ["Kept", "get", "prune", "record"]
+__all__ = ["Kept", "Listed", "count_results", "get", "list_results", "prune", "record"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,6 +76,76 @@ def get(conn: Connection, table: Table, task_name: str, instance_id: str) -> Res
         error=row.error,
         finished_at=row.finished_at,
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Listed:
+    """A kept result as a listing reads it: the start of its value's JSON text and of its
+    error, not the whole of either."""
+
+    id: int
+    task_name: str
+    instance_id: str
+    outcome: ResultOutcome
+    finished_at: datetime
+    #: The first characters of the value's JSON text (``None`` when none was kept: the
+    #: execution did not succeed).
+    value_preview: str | None
+    #: The first characters of the error text, where there is one.
+    error_preview: str | None
+
+
+def list_results(
+    conn: Connection,
+    table: Table,
+    *,
+    task_name: str | None = None,
+    instance_id: str | None = None,
+    outcome: ResultOutcome | None = None,
+    limit: int,
+    offset: int = 0,
+    value_chars: int,
+    error_chars: int,
+) -> list[Listed]:
+    """The kept results matching what is given, newest first, each with the first
+    ``value_chars`` characters of its value's JSON text and ``error_chars`` of its error."""
+    stmts = statements_for(table, backend_for(conn.dialect)).results
+    query = stmts.previews(
+        task_name=task_name,
+        instance_id=instance_id,
+        outcome=outcome,
+        limit=limit,
+        offset=offset,
+        value_chars=value_chars,
+        error_chars=error_chars,
+    )
+    return [
+        Listed(
+            id=row.id,
+            task_name=row.task_name,
+            instance_id=row.task_instance,
+            outcome=row.outcome,
+            finished_at=row.finished_at,
+            value_preview=row.value_preview,
+            error_preview=row.error_preview,
+        )
+        for row in conn.execute(query)
+    ]
+
+
+def count_results(
+    conn: Connection,
+    table: Table,
+    *,
+    task_name: str | None = None,
+    instance_id: str | None = None,
+    outcome: ResultOutcome | None = None,
+) -> int:
+    """How many kept results ``list_results`` would list without a limit."""
+    stmts = statements_for(table, backend_for(conn.dialect)).results
+    query = stmts.listing(task_name=task_name, instance_id=instance_id, outcome=outcome)
+    found = conn.execute(select(func.count()).select_from(query.order_by(None).subquery()))
+    return int(found.scalar_one())
 
 
 def prune(conn: Connection, table: Table, *, threshold: datetime, limit: int) -> int:

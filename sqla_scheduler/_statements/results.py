@@ -1,11 +1,22 @@
 """The kept results' statements: record final outcomes, read the newest one of an
-execution that is not in the scheduler's table, and prune."""
+execution that is not in the scheduler's table, list them with previews, and prune."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Delete, Insert, Select, Table, bindparam, delete, exists, insert, select
+from sqlalchemy import (
+    Delete,
+    Insert,
+    Select,
+    Table,
+    bindparam,
+    delete,
+    exists,
+    func,
+    insert,
+    select,
+)
 
 from sqla_scheduler._dialects import Backend, result_channel
 from sqla_scheduler._statements.shapes import Shapes
@@ -48,3 +59,48 @@ class Results(Shapes):
         )
         ids = select(oldest.subquery("oldest").c.id)
         self.prune: Delete = delete(r).where(r.c.id.in_(ids.scalar_subquery()))
+
+    def listing(
+        self, *, task_name: str | None, instance_id: str | None, outcome: str | None
+    ) -> Select[Any]:
+        """The results matching what is given, newest first, without their values and
+        errors (no limit; the caller adds one or counts them)."""
+        r = self.results
+        query = select(r.c.id, r.c.task_name, r.c.task_instance, r.c.outcome, r.c.finished_at)
+        if task_name is not None:
+            query = query.where(r.c.task_name == task_name)
+        if instance_id is not None:
+            query = query.where(r.c.task_instance == instance_id)
+        if outcome is not None:
+            query = query.where(r.c.outcome == outcome)
+        return query.order_by(r.c.id.desc())
+
+    def previews(
+        self,
+        *,
+        task_name: str | None,
+        instance_id: str | None,
+        outcome: str | None,
+        limit: int,
+        offset: int,
+        value_chars: int,
+        error_chars: int,
+    ) -> Select[Any]:
+        """One page of ``listing`` with ``value_preview`` and ``error_preview``, the first
+        ``value_chars`` characters of each value's JSON text and ``error_chars`` of each
+        error: a page costs the same whatever the results weigh (up to
+        ``max_result_size`` each)."""
+        r = self.results
+        listed = self.listing(task_name=task_name, instance_id=instance_id, outcome=outcome)
+        # The page's ids first, then its rows: values and errors are cut from the page's
+        # rows only, not from every row the OFFSET skips.
+        page = listed.limit(limit).offset(offset or None).subquery("page")
+        return (
+            select(
+                *page.c,
+                func.substr(r.c.value, 1, value_chars).label("value_preview"),
+                func.substr(r.c.error, 1, error_chars).label("error_preview"),
+            )
+            .join_from(page, r, r.c.id == page.c.id)
+            .order_by(page.c.id.desc())
+        )
