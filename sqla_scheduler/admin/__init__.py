@@ -10,9 +10,9 @@ Starlette application, behind HTTP Basic auth with no default password::
 It shows the scheduler nodes, alive or stale; the registered tasks by kind, paused or
 not; the recurring tasks with their schedule, next run, last success and failure and
 owner; running executions with their picker and heartbeat age; failing executions, latest
-failure first; orphaned rows; counts per state; and the history of finished attempts with
-its dead letters. It is read-only unless built with ``actions=True`` (run now, retry,
-delete, requeue, pause, resume).
+failure first; orphaned rows; counts per state; the history of finished attempts with
+its dead letters; and the kept results of tasks with ``keep_result``. It is read-only
+unless built with ``actions=True`` (run now, retry, delete, requeue, pause, resume).
 
 Needs the ``admin`` extra: ``pip install sqla-scheduler[admin]``.
 """

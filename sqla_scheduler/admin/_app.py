@@ -1,7 +1,8 @@
 """The admin page: its routes, and the pages and actions of the scheduler's executions.
 
 Every request reads the table in one transaction (see ``_reads``); what pages share
-(rendering, parameter checks, error pages) is ``_pages.Pages``.
+(rendering, parameter checks, error pages) is ``_pages.Pages``; the history's pages are
+``_history``'s, the kept results' ``_results``'s.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from sqla_scheduler.admin._pages import (
     text_param,
 )
 from sqla_scheduler.admin._reads import Listing
+from sqla_scheduler.admin._results import ResultPages
 from sqla_scheduler.admin._security import AllowedMethods, BasicAuth, SecurityHeaders
 from sqla_scheduler.admin._tasks import TaskActions
 from sqla_scheduler.admin._views import STATES
@@ -69,8 +71,8 @@ def create_app(
     dead letters (abandoned and undecodable history entries), as ``Scheduler.requeue``
     does; and pause or resume on each task, as ``Scheduler.pause`` and ``resume`` do.
     Tokens are derived from ``secret`` (random per app by default; pass the same bytes to
-    every process behind one load balancer). ``page_size`` is how many executions or
-    history entries a listing page shows.
+    every process behind one load balancer). ``page_size`` is how many executions, history
+    entries or kept results a listing page shows.
     """
     if not isinstance(scheduler, Scheduler):
         raise TypeError(f"create_app needs a Scheduler, got {type(scheduler).__name__}")
@@ -94,6 +96,7 @@ def create_app(
         page_size=page_size,
     )
     executions, history, tasks = _Executions(pages), HistoryPages(pages), TaskActions(pages)
+    results = ResultPages(pages)
     methods = ["GET", "HEAD", "POST"] if actions else ["GET", "HEAD"]
     routes = [
         Route("/", refusing_nul(executions.overview), methods=["GET"]),
@@ -108,6 +111,8 @@ def create_app(
         Route("/api/history", _api(history.api_listing, *_HISTORY), methods=["GET"]),
         Route("/api/dead-letters", _api(history.api_dead_letters, *_HISTORY), methods=["GET"]),
         Route("/api/history/entry", _api(history.api_entry, "id"), methods=["GET"]),
+        Route("/results", refusing_nul(results.listing), methods=["GET"]),
+        Route("/api/results", _api(results.api_listing, *_RESULTS), methods=["GET"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     if actions:
@@ -136,6 +141,7 @@ def create_app(
 
 _LISTING = ("state", "task", "instance", "page", "per_page")
 _HISTORY = ("task", "instance", "outcome", "page", "per_page")
+_RESULTS = ("task", "instance", "outcome", "page", "per_page")
 
 
 def _api(

@@ -15,12 +15,13 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from sqla_scheduler import _history_store, _store
+from sqla_scheduler import _history_store, _result_store, _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._dialects import replica_lag
 from sqla_scheduler._statements.history import REQUEUEABLE
 from sqla_scheduler.admin._views import (
     PREVIEW_CHARS,
+    RESULT_PREVIEW_CHARS,
     EntryView,
     ExecutionView,
     NodesView,
@@ -29,14 +30,16 @@ from sqla_scheduler.admin._views import (
     view_execution,
     view_listed_entry,
     view_recurring,
+    view_result,
     view_tasks,
 )
 from sqla_scheduler.executions import Execution, ExecutionState
 from sqla_scheduler.history import HistoryEntry, Outcome
+from sqla_scheduler.results import ResultOutcome
 from sqla_scheduler.scheduler import Scheduler
 from sqla_scheduler.tasks import RECURRING_INSTANCE_ID
 
-__all__ = ["HistoryListing", "Listing", "Reads"]
+__all__ = ["HistoryListing", "Listing", "Reads", "ResultListing"]
 
 #: How many rows of each section the overview shows; the listings page through the rest.
 SECTION_ROWS = 10
@@ -89,6 +92,31 @@ class HistoryListing:
         if self.outcome is not None:
             return (self.outcome,)
         return REQUEUEABLE if self.dead_letters else None
+
+    def query(self, **changes: Any) -> dict[str, Any]:
+        params = {
+            "task": self.task,
+            "instance": self.instance,
+            "outcome": self.outcome,
+            "page": self.page,
+        }
+        params.update(changes)
+        return params
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResultListing:
+    """A results listing request: which kept results, which page."""
+
+    task: str | None
+    instance: str | None
+    outcome: ResultOutcome | None
+    page: int
+    per_page: int
+
+    @property
+    def offset(self) -> int:
+        return (self.page - 1) * self.per_page
 
     def query(self, **changes: Any) -> dict[str, Any]:
         params = {
@@ -322,6 +350,46 @@ class Reads:
                 view_listed_entry(entry, data_preview=data, error_preview=error)
                 for entry, data, error in rows
             ],
+        }
+
+    async def results(self, listing: ResultListing) -> dict[str, Any]:
+        """One page of kept results, newest first, with the counts and how many pages
+        there are; each value and error read only as far as its preview shows."""
+        now = self.scheduler.clock.now()
+        table = self.scheduler.table
+        filters: dict[str, Any] = {
+            "task_name": listing.task,
+            "instance_id": listing.instance,
+            "outcome": listing.outcome,
+        }
+
+        def read(
+            conn: Connection,
+        ) -> tuple[dict[str, Any], int, list[_result_store.Listed]]:
+            header = self._header(conn, now)
+            total = _result_store.count_results(conn, table, **filters)
+            rows = (
+                _result_store.list_results(
+                    conn,
+                    table,
+                    limit=listing.per_page,
+                    offset=listing.offset,
+                    value_chars=RESULT_PREVIEW_CHARS,
+                    error_chars=PREVIEW_CHARS,
+                    **filters,
+                )
+                if listing.offset < total
+                else []
+            )
+            return header, total, rows
+
+        header, total, rows = await self.read_db.run(read, read_only=True)
+        return {
+            "now": now,
+            **header,
+            "total": total,
+            "pages": max(1, math.ceil(total / listing.per_page)),
+            "results": [view_result(listed) for listed in rows],
         }
 
     async def entry(

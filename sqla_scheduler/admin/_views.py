@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from sqla_scheduler._durations import format_duration
+from sqla_scheduler._result_store import Listed
 from sqla_scheduler._statements.history import REQUEUEABLE
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.exceptions import InvalidScheduleError
@@ -33,11 +34,13 @@ from sqla_scheduler.tasks import RecurringTask, Task, TaskKind
 __all__ = [
     "COUNTED_OUTCOMES",
     "PREVIEW_CHARS",
+    "RESULT_PREVIEW_CHARS",
     "STATES",
     "EntryView",
     "ExecutionView",
     "NodesView",
     "RecurringView",
+    "ResultView",
     "TaskView",
     "counted_outcomes",
     "describe_schedule",
@@ -49,6 +52,7 @@ __all__ = [
     "view_execution",
     "view_listed_entry",
     "view_recurring",
+    "view_result",
     "view_tasks",
 ]
 
@@ -183,13 +187,18 @@ def _preview(data: Any) -> str:
     return _shorten(json.dumps(data, sort_keys=True, ensure_ascii=False, default=str))
 
 
-def _shorten(text: str) -> str:
-    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+def _shorten(text: str, length: int = _PREVIEW) -> str:
+    return text if len(text) <= length else text[: length - 1] + "…"
 
 
 #: How many characters of a payload's JSON text a listing reads: one more than a preview
 #: shows, so that a longer payload is seen to be cut.
 PREVIEW_CHARS = _PREVIEW + 1
+#: How many characters of a kept result's value the results listing shows: more than of a
+#: payload, since the value is what the page is read for.
+_RESULT_PREVIEW = 200
+#: How many it reads, one more, as ``PREVIEW_CHARS``.
+RESULT_PREVIEW_CHARS = _RESULT_PREVIEW + 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -347,6 +356,44 @@ def view_listed_entry(
         else None,
         payload=None,
         full=False,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResultView:
+    """A kept result as the results listing shows it: the start of its value's JSON text
+    and the first line of its error, never the whole of either."""
+
+    result: Listed
+    #: At most ``_RESULT_PREVIEW`` characters of the value's JSON text (``None`` when the
+    #: execution did not succeed and kept no value).
+    value_preview: str | None
+    #: The first line of the error (its type and message), cut to a preview's length.
+    error_line: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The view as JSON-ready values (datetimes as ISO 8601 text)."""
+        r = self.result
+        return {
+            "id": r.id,
+            "task_name": r.task_name,
+            "instance_id": r.instance_id,
+            "outcome": r.outcome,
+            "succeeded": r.outcome == "succeeded",
+            "finished_at": iso(r.finished_at),
+            "value_preview": self.value_preview,
+            "error_line": self.error_line,
+        }
+
+
+def view_result(listed: Listed) -> ResultView:
+    """The ``ResultView`` of a result of a listing, which read only the first characters
+    of its value's JSON text and of its error."""
+    value = listed.value_preview
+    return ResultView(
+        result=listed,
+        value_preview=None if value is None else _shorten(value, _RESULT_PREVIEW),
+        error_line=_error_line(listed.error_preview),
     )
 
 

@@ -18,7 +18,7 @@ from starlette.types import ASGIApp
 from sqla_scheduler import ManualClock, Scheduler, custom, one_time, recurring
 from sqla_scheduler.admin import create_app
 from sqla_scheduler.admin._security import csrf_token
-from sqla_scheduler.models import history_table, nodes_table, table_for
+from sqla_scheduler.models import history_table, nodes_table, results_table, table_for
 from tests.conftest import Harness
 
 NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
@@ -40,6 +40,12 @@ ABANDONED_ERROR = (
 )
 #: Its payload, kept in history.
 ABANDONED_DATA = {"html": XSS, "note": "</pre><script>alert(7)</script>", "n": 3}
+#: What the handler of the hostile result returned, kept as its value.
+HOSTILE_VALUE = {"html": XSS, "note": "</code><script>alert(8)</script>"}
+#: The error kept with the result of the hostile instance.
+HOSTILE_RESULT_ERROR = (
+    "PayloadError: </code><script>alert(9)</script>\nTraceback (most recent call last):"
+)
 
 
 @recurring("nightly-report", "CRON|0 0 2 * * ?")
@@ -260,6 +266,45 @@ def seed_history(engine: Engine, now: datetime = NOW) -> None:
     ]
     with engine.begin() as conn:
         conn.execute(insert(history_table(table_for())), entries)
+
+
+def result_row(
+    task: str, instance: str, outcome: str, finished: datetime, **values: Any
+) -> dict[str, Any]:
+    """A kept result's row; its value as the JSON text the results table keeps."""
+    value = values.pop("value", None)
+    return {
+        "task_name": task,
+        "task_instance": instance,
+        "outcome": outcome,
+        "value": None if outcome != "succeeded" else json.dumps(value),
+        "error": None,
+        "finished_at": finished,
+        **values,
+    }
+
+
+def seed_results(engine: Engine, now: datetime = NOW) -> None:
+    """Kept results, oldest first (so that ids follow time), relative to ``now``: two
+    successes of ``render-report`` (``r-2``'s value hostile markup), an abandoned
+    ``charge`` with its error, an undecodable payload of the hostile instance (its error
+    hostile too) and a cancelled ``charge``."""
+    m, h = timedelta(minutes=1), timedelta(hours=1)
+    rows = [
+        result_row("render-report", "r-1", "succeeded", now - 3 * h, value={"url": "/r/1"}),
+        result_row(
+            "charge",
+            "c-1",
+            "abandoned",
+            now - 2 * h,
+            error="ValueError: card declined\nTraceback (most recent call last):\n  ...",
+        ),
+        result_row("render-report", "r-2", "succeeded", now - h, value=HOSTILE_VALUE),
+        result_row("render-report", XSS, "undecodable", now - 30 * m, error=HOSTILE_RESULT_ERROR),
+        result_row("charge", "c-2", "cancelled", now - 10 * m),
+    ]
+    with engine.begin() as conn:
+        conn.execute(insert(results_table(table_for())), rows)
 
 
 def node_row(name: str, last_seen: datetime, **values: Any) -> dict[str, Any]:

@@ -47,6 +47,8 @@ PAGES = [
     "/dead-letters",
     "/api/summary",
     "/api/history",
+    "/results",
+    "/api/results",
     "/static/admin.css",
 ]
 
@@ -200,7 +202,12 @@ async def test_a_database_error_is_a_plain_500_with_the_headers() -> None:
 
 async def test_pages_have_no_inline_script_or_style(seeded: Harness, make_app: AppFactory) -> None:
     async with client_for(make_app(actions=True)) as client:
-        for path in ("/", "/executions", "/execution?task=send-email&instance=welcome-1"):
+        for path in (
+            "/",
+            "/executions",
+            "/execution?task=send-email&instance=welcome-1",
+            "/results",
+        ):
             tags = start_tags((await client.get(path)).text)
             assert {"script", "style", "img", "svg", "iframe"}.isdisjoint(t for t, _ in tags)
             attributes = {name for _, attrs in tags for name, _ in attrs}

@@ -1,0 +1,89 @@
+"""The admin page's kept results: the final outcome of each execution of a task defined
+with ``keep_result=True``, newest first, with a preview of what its handler returned.
+
+Only previews: a value may weigh up to ``max_result_size`` (64KB by default), and a page
+of them would weigh megabytes; ``Scheduler.result`` and ``sqla-scheduler result`` read one
+whole.
+"""
+
+from __future__ import annotations
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from sqla_scheduler.admin._pages import Pages, page_params, text_param
+from sqla_scheduler.admin._reads import ResultListing
+from sqla_scheduler.models import MAX_INSTANCE_ID_LENGTH, MAX_TASK_NAME_LENGTH
+from sqla_scheduler.results import RESULT_OUTCOMES
+from sqla_scheduler.tasks import OneTimeTask
+
+__all__ = ["ResultPages"]
+
+
+class ResultPages:
+    """The request handlers of the results listing and its JSON twin."""
+
+    def __init__(self, pages: Pages) -> None:
+        self.pages = pages
+        self.scheduler = pages.scheduler
+        self.reads = pages.reads
+
+    async def listing(self, request: Request) -> Response:
+        """One page of kept results, newest first, filtered by task, instance and outcome."""
+        listing = _listing_params(request, self.pages.page_size)
+        found = await self.reads.results(listing)
+        tasks = self.scheduler.tasks
+        return self.pages.render(
+            request,
+            "results.html",
+            {
+                **found,
+                "listing": listing,
+                "path": "/results",
+                "outcomes": RESULT_OUTCOMES,
+                # the registered tasks that keep results: the filter suggests them
+                "task_names": sorted(
+                    name
+                    for name, task in tasks.items()
+                    if isinstance(task, OneTimeTask) and task.keep_result
+                ),
+                "retention": self.scheduler.config.result_retention,
+                "page_name": "results",
+            },
+        )
+
+    async def api_listing(self, request: Request) -> Response:
+        """One page of kept results as JSON."""
+        listing = _listing_params(request, self.pages.page_size)
+        found = await self.reads.results(listing)
+        return JSONResponse(
+            {
+                "task": listing.task,
+                "instance": listing.instance,
+                "outcome": listing.outcome,
+                "page": listing.page,
+                "per_page": listing.per_page,
+                "pages": found["pages"],
+                "total": found["total"],
+                "results": [v.to_json() for v in found["results"]],
+            }
+        )
+
+
+def _listing_params(request: Request, page_size: int) -> ResultListing:
+    """The results listing a request asks for; a 400 naming the parameter when it is wrong."""
+    q = request.query_params
+    outcome = q.get("outcome") or None
+    if outcome is not None and outcome not in RESULT_OUTCOMES:
+        raise HTTPException(
+            400, f"outcome must be one of {', '.join(RESULT_OUTCOMES)} (or empty for all)"
+        )
+    page, per_page = page_params(q, page_size)
+    return ResultListing(
+        task=text_param(q, "task", MAX_TASK_NAME_LENGTH),
+        instance=text_param(q, "instance", MAX_INSTANCE_ID_LENGTH),
+        outcome=outcome,  # checked against RESULT_OUTCOMES above
+        page=page,
+        per_page=per_page,
+    )
