@@ -78,6 +78,34 @@ def connected(
     without an error.
     """
     from sqla_scheduler import _store
+
+    with _sync_engine(url, scheduler) as (client, engine), engine.begin() as conn:
+        _store.check_table(conn, client.table)
+        yield client, conn
+
+
+@contextmanager
+def reached(
+    url: str | URL | Engine | AsyncEngine | None, scheduler: Scheduler | None
+) -> Iterator[tuple[Scheduler, Engine]]:
+    """A client and a sync engine for a one-off call that opens connections of its own,
+    such as ``Scheduler.wait`` (no transaction is held open while it waits); ``url`` and
+    ``scheduler`` as for [`connected`][], and the table looked up first as there."""
+    from sqla_scheduler import _store
+
+    with _sync_engine(url, scheduler) as (client, engine):
+        with engine.connect() as conn:
+            _store.check_table(conn, client.table)
+        yield client, engine
+
+
+@contextmanager
+def _sync_engine(
+    url: str | URL | Engine | AsyncEngine | None, scheduler: Scheduler | None
+) -> Iterator[tuple[Scheduler, Engine]]:
+    """The client and a sync engine on ``url``: disposed of after the block when made
+    here (async engines are reached through a sync twin: a one-off call blocks)."""
+    from sqla_scheduler import _store
     from sqla_scheduler._dialects import sync_url
     from sqla_scheduler.scheduler import Scheduler
 
@@ -88,15 +116,12 @@ def connected(
     if isinstance(url, Engine):
         engine, owned = url, False
     else:
-        # Async engines are read through a sync twin: this is a one-off, blocking call.
         engine = create_engine(sync_url(url.url if isinstance(url, AsyncEngine) else url))
         owned = True
     try:
         client = scheduler if scheduler is not None else Scheduler(engine)
         _store.check_sqlite_file(engine.url, client.table)
-        with engine.begin() as conn:
-            _store.check_table(conn, client.table)
-            yield client, conn
+        yield client, engine
     finally:
         if owned:
             engine.dispose()

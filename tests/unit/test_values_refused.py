@@ -21,6 +21,7 @@ from sqla_scheduler import (
 )
 from sqla_scheduler.executions import list_executions
 from sqla_scheduler.history import list_history, requeue
+from sqla_scheduler.results import read_result, wait_for_result
 
 job = one_time("job")(lambda ctx: None)
 URL = "sqlite:////nonexistent-directory/app.db"
@@ -165,6 +166,10 @@ def test_control_characters_in_a_task_name_are_refused(name: str) -> None:
         (lambda: list_executions(URL, limit=2**63), "limit must be an int from 0 to"),
         (lambda: list_executions(URL, offset=-1), "offset must be an int from 0 to"),
         (lambda: list_executions(URL, task_name="\ud800"), "task_name '\\\\ud800' contains"),
+        (lambda: read_result(URL, "t", "a\x00"), "task 't': instance id 'a\\\\x00' contains a"),
+        (lambda: read_result(URL, "\ud800", "i"), "task name '\\\\ud800' contains a lone"),
+        (lambda: wait_for_result(URL, "t", "i", timeout=-1), "timeout must be zero or more"),
+        (lambda: wait_for_result(URL, "t", "\x00", timeout=1), "instance id '\\\\x00' contains"),
     ],
 )
 def test_the_one_off_functions_check_before_connecting(call: Any, message: str) -> None:
