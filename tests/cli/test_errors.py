@@ -47,6 +47,7 @@ def test_failures_exit_with_one_line(pg_cluster: PostgresCluster, tmp_path: Path
         (("executions",), {"DATABASE_URL": UNREACHABLE}, 1, "cannot reach the database"),
         (("worker", APP), {"DATABASE_URL": UNREACHABLE}, 1, "cannot reach the database"),
         (("demo", "--database-url", UNREACHABLE), {}, 1, "cannot reach the database"),
+        (("result", "t", "i", "--wait", "60"), {"DATABASE_URL": UNREACHABLE}, 1, "cannot reach"),
         # a missing table
         (
             ("executions", "--url", not_migrated),
@@ -61,6 +62,19 @@ def test_failures_exit_with_one_line(pg_cluster: PostgresCluster, tmp_path: Path
             "does not exist in postgresql+psycopg://postgres@127.0.0.1",
         ),
         (("worker", APP), {"DATABASE_URL": not_migrated}, 1, "run `sqla-scheduler db upgrade`"),
+        # --wait looks the table up first: it fails at once, not after its timeout
+        (
+            ("result", "t", "i", "--url", not_migrated, "--wait", "60"),
+            {},
+            1,
+            "the table 'scheduled_tasks' does not exist in postgresql+psycopg://",
+        ),
+        (
+            ("result", "t", "i", "--url", f"sqlite:///{missing_file}", "--wait", "60"),
+            {},
+            1,
+            "nowhere.db' does not exist, nor then does the table 'scheduled_tasks'",
+        ),
         (
             ("executions", "--url", f"sqlite:///{missing_file}"),
             {},

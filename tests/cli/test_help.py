@@ -12,7 +12,7 @@ from tests._cli import INVOCATIONS, invoke_all, run
 HELP = {
     (): [
         "persistent, cluster-safe task scheduler", "db", "health", "worker", "executions",
-        "nodes", "admin", "demo", "alembic", "--version",
+        "result", "nodes", "admin", "demo", "alembic", "--version",
     ],
     ("alembic",): ["Bring the scheduler's tables into the application's own Alembic history"],
     ("alembic", "revision"): [
@@ -38,6 +38,11 @@ HELP = {
     ("executions",): [
         "List scheduled executions", "--state", "orphaned", "--task", "--limit", "--json",
         "--app", "DATABASE_URL", "SQLA_SCHEDULER_APP",
+    ],
+    ("result",): [
+        "Print the kept result of the execution TASK/INSTANCE", "keep_result=True",
+        "--wait SECONDS", "--json", "--app", "--read-url", "DATABASE_URL", "SQLA_SCHEDULER_APP",
+        "SQLA_SCHEDULER_READ_URL",
     ],
     ("nodes",): [
         "List the schedulers recorded in the nodes table, alive or stale", "--json",

@@ -1,9 +1,11 @@
 """A scheduler whose reads go to a streaming replica (``read_engine``, ``--read-url``): the
-admin page and the CLI's listings read there, and show what the replica has replayed;
+admin page, the CLI's listings and ``result`` read there, and show what the replica has
+replayed;
 actions and scheduling write to the primary; the header shows the replica's lag."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -101,6 +103,39 @@ def test_listings_of_the_command_line_read_the_replica(
     assert "mail-0002" not in with_variable.stdout
     resume_replay(replay_paused)
     assert "mail-0002" in invoke("executions", "--read-url", replica_url, env=env).stdout
+
+
+@one_time("report", keep_result=True)
+def report(ctx: Any) -> dict[str, int]:
+    return {"pages": 3}
+
+
+async def test_kept_results_are_read_on_the_replica(
+    replica_urls: tuple[str, str], engines: tuple[Engine, Engine], replay_paused: PostgresReplica
+) -> None:
+    primary_url, replica_url = replica_urls
+    primary, replica = engines
+    scheduler = Scheduler(primary, [report], read_engine=replica)
+    assert scheduler.schedule(primary, report.instance("rep-1"))
+    assert await scheduler.run_due() == 1  # its result committed on the primary
+    env = cli_env(DATABASE_URL=primary_url)
+    app = create_app(scheduler, username=USER, password=PASSWORD)
+    async with client_for(app) as client:
+        assert (await client.get("/api/results")).json()["total"] == 0  # not replayed yet
+        assert (
+            invoke("result", "report", "rep-1", "--read-url", replica_url, env=env).returncode == 1
+        )
+        assert invoke("result", "report", "rep-1", env=env).returncode == 0  # the primary's
+        resume_replay(replay_paused)
+        listed = (await client.get("/api/results")).json()["results"]
+        assert [(r["instance_id"], r["value_preview"]) for r in listed] == [
+            ("rep-1", '{"pages": 3}')
+        ]
+    done = invoke(
+        "result", "report", "rep-1", "--json", env={**env, "SQLA_SCHEDULER_READ_URL": replica_url}
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["value"] == {"pages": 3}
 
 
 def test_a_read_engine_of_another_database_system_is_refused(
