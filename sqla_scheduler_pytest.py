@@ -19,6 +19,9 @@ application's ``Scheduler`` on a test database::
   ``scheduler_executions(task)`` lists the executions in the table,
   ``scheduler_executions.assert_scheduled(task, instance_id, at=..., payload=...)`` and
   ``assert_not_scheduled(task, instance_id)`` assert what was scheduled.
+- ``scheduler_result``: ``scheduler_result(task, instance_id)`` is the ``Result`` the
+  execution of a task with ``keep_result=True`` kept (what its handler returned, or why it
+  did not succeed), or ``None`` while it has not run: after ``scheduler_run_due()``.
 
 The scheduler's loop must not be running during such a test: the fixtures decide when
 executions run, and on which clock.
@@ -31,15 +34,22 @@ the plugin, and it adds no option, hook or autouse fixture.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
-    from sqla_scheduler import ManualClock, Scheduler
+    from sqla_scheduler import ManualClock, Result, Scheduler
+    from sqla_scheduler.tasks import Task
     from sqla_scheduler.testing import ScheduledExecutions
 
-__all__ = ["scheduler_clock", "scheduler_executions", "scheduler_run_due", "sqla_scheduler"]
+__all__ = [
+    "scheduler_clock",
+    "scheduler_executions",
+    "scheduler_result",
+    "scheduler_run_due",
+    "sqla_scheduler",
+]
 
 
 @pytest.fixture
@@ -93,3 +103,12 @@ def scheduler_executions(
 
     with ScheduledExecutions(sqla_scheduler) as executions:
         yield executions
+
+
+@pytest.fixture
+def scheduler_result(
+    scheduler_executions: ScheduledExecutions,
+) -> Callable[[Task[Any] | str, str], Result | None]:
+    """``scheduler_result(task, instance_id)``: the result the execution kept, or ``None``
+    (read through a sync engine, in async tests too)."""
+    return scheduler_executions.result

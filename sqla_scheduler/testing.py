@@ -6,7 +6,8 @@
 - [`run_due`][] runs every due execution to completion, with no loop and no waiting
   (``await scheduler.run_due()`` is the async form).
 - [`ScheduledExecutions`][] lists what a scheduler's table holds and asserts that an
-  execution was scheduled (or was not), from sync and async tests alike.
+  execution was scheduled (or was not), from sync and async tests alike, and reads the
+  result an execution of a task with ``keep_result`` kept.
 
 The pytest plugin (installed with the package) offers these as fixtures: see the testing
 guide.
@@ -24,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqla_scheduler._execution import Execution
 from sqla_scheduler.clock import ManualClock
 from sqla_scheduler.context import ExecutionContext
+from sqla_scheduler.results import Result
 from sqla_scheduler.scheduler import Scheduler
 from sqla_scheduler.tasks import RECURRING_INSTANCE_ID, RecurringTask, Task
 
@@ -112,6 +114,13 @@ class ScheduledExecutions:
         """The execution of ``task`` with ``instance_id``, or ``None``."""
         name = task.name if isinstance(task, Task) else task
         return self.scheduler.get_execution(self._engine, name, instance_id)
+
+    def result(self, task: Task[Any] | str, instance_id: str) -> Result | None:
+        """The result kept by the execution of ``task`` with ``instance_id``, as
+        ``Scheduler.result`` reads it; ``None`` while it has not run (or was scheduled
+        again since), or when its task does not keep results (``keep_result=True``)."""
+        name = task.name if isinstance(task, Task) else task
+        return self.scheduler.result(self._engine, name, instance_id)
 
     def assert_scheduled(
         self,

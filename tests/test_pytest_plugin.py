@@ -25,6 +25,16 @@ def remind(ctx: ExecutionContext[str]) -> None:
     ran.append(ctx.payload)
 
 
+@one_time("count-words", payload_type=str, keep_result=True)
+def count_words(ctx: ExecutionContext[str]) -> dict[str, int]:
+    return {"words": len(ctx.payload.split())}
+
+
+@one_time("charge", keep_result=True, max_retries=0)
+def charge(ctx: ExecutionContext[None]) -> None:
+    raise ValueError(f"card declined for {ctx.instance_id}")
+
+
 @pytest.fixture
 def database(tmp_path):
     shutil.copyfile("app.db", tmp_path / "app.db")  # a fresh copy of the migrated file
@@ -34,7 +44,7 @@ def database(tmp_path):
 @pytest.fixture
 def sqla_scheduler(database):
     engine = create_engine(f"sqlite:///{database}")
-    yield Scheduler(engine, [remind])
+    yield Scheduler(engine, [remind, count_words, charge])
     engine.dispose()
 
 
@@ -50,7 +60,7 @@ import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from sqla_scheduler import Scheduler
-from conftest import ran, remind
+from conftest import charge, count_words, ran, remind
 
 
 def test_a_reminder_runs_at_its_time(
@@ -67,6 +77,24 @@ def test_a_reminder_runs_at_its_time(
     assert scheduler_run_due() == 1
     assert ran == ["ada"]
     scheduler_executions.assert_not_scheduled(remind)
+
+
+def test_a_result_is_read_once_what_is_due_ran(
+    sqla_scheduler, scheduler_clock, scheduler_run_due, scheduler_result
+):
+    engine = sqla_scheduler.engine
+    sqla_scheduler.schedule(engine, count_words.instance("w-1", "to be or not to be"))
+    sqla_scheduler.schedule(engine, charge.instance("c-1"))
+    sqla_scheduler.schedule(engine, remind.instance("r-4", "dee"))
+    assert scheduler_result(count_words, "w-1") is None  # not run yet
+    assert scheduler_run_due() == 3
+    words = scheduler_result(count_words, "w-1")
+    assert (words.outcome, words.value) == ("succeeded", {"words": 6})
+    assert words.finished_at == scheduler_clock.now()
+    declined = scheduler_result("charge", "c-1")
+    assert (declined.outcome, declined.value) == ("abandoned", None)
+    assert declined.error.splitlines()[0] == "ValueError: card declined for c-1"
+    assert scheduler_result(remind, "r-4") is None  # its task keeps no result
 
 
 def test_the_clock_is_the_schedulers_own_again_after_a_test(sqla_scheduler):
@@ -92,6 +120,16 @@ async def test_with_an_async_engine(database, scheduler_clock, scheduler_executi
     assert await scheduler.run_due() == 1
     scheduler_executions.assert_not_scheduled(remind, "r-3")
     await engine.dispose()
+
+
+@pytest.mark.anyio
+async def test_results_with_an_async_engine(database, scheduler_clock, scheduler_result):
+    engine = create_async_engine(f"sqlite+aiosqlite:///{database}")
+    scheduler = Scheduler(engine, [count_words], clock=scheduler_clock)
+    await scheduler.schedule(engine, count_words.instance("w-2", "read me"))
+    assert await scheduler.run_due() == 1
+    assert scheduler_result(count_words, "w-2").value == {"words": 2}  # no await: a sync read
+    await engine.dispose()
 """
 
 
@@ -100,7 +138,7 @@ def test_the_fixtures_drive_a_users_scheduler(pytester: pytest.Pytester) -> None
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_user=USER_TESTS)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=3, failed=2)
+    result.assert_outcomes(passed=5, failed=2)
     result.stdout.fnmatch_lines(
         [
             "*AssertionError: 'remind'/'r-2' has the payload 'bob', not 'eve'",
