@@ -18,6 +18,14 @@ transaction of its own, so a test can see every execution from outside the worke
   ``effects`` through ``ctx.session``, then a pause (``EFFECT_SLEEP_MS``, default 20)
   before the scheduler commits the row with the outcome: a kill in that pause must leave
   no effect behind.
+- ``gmember`` (``max_retries=3``): a member of a group; its payload says what it comes
+  to: ``ok`` returns ``{"n": <instance>}``, ``flaky`` fails its first attempt and then
+  returns so, ``abandon`` fails every attempt; each attempt pauses ``GROUP_SLEEP_MS``
+  (default 5) and records phase ``done`` or ``failed``. ``gtyped`` takes a ``Point``
+  payload: a member scheduled with another shape is undecodable.
+- ``gcallback`` (``transactional=True``): a group's callback; in its outcome's
+  transaction it writes a row in ``callbacks`` with its group, how many members its
+  ``ctx.group`` lists, their outcomes as JSON, and whether the group had finished.
 - ``poison``: an instance whose id starts with ``die`` kills the worker process
   (``os._exit``); one whose id starts with ``exit`` raises ``SystemExit(0)`` and one
   starting ``interrupt`` ``KeyboardInterrupt`` (each recording phase ``raised`` first);
@@ -31,13 +39,16 @@ when the test writes it (a :class:`DatabaseClock` over a :class:`SteppedClock`).
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Column,
     DateTime,
     Engine,
@@ -45,6 +56,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
+    Text,
     create_engine,
     func,
     insert,
@@ -89,6 +101,28 @@ effects = Table(
     Column("instance", String(255), nullable=False),
     Column("pid", Integer, nullable=False),
 )
+
+#: What each group's callback saw, written in its outcome's transaction: a second run of
+#: one callback would show as a second row.
+callbacks = Table(
+    "callbacks",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("instance", String(255), nullable=False),
+    Column("group_id", BigInteger, nullable=False),
+    Column("members", Integer, nullable=False),
+    Column("remaining", Integer, nullable=False),
+    Column("outcomes", Text, nullable=False),
+    Column("pid", Integer, nullable=False),
+)
+
+
+@dataclass
+class Point:
+    """``gtyped``'s payload."""
+
+    x: int
+
 
 #: The ``limited`` task's ``max_concurrency``.
 LIMIT = 2
@@ -141,6 +175,7 @@ def build_scheduler(
     step_file: str | None = None,
     node_heartbeat_interval: timedelta = timedelta(seconds=30),
     prepare: bool = True,
+    group_sleep: float = 0.005,
 ) -> Scheduler:
     """A scheduler on a sync engine (psycopg or pysqlite) with ``record`` and ``slow``.
     Without ``prepare`` (behind a pooler in transaction mode) psycopg prepares none of the
@@ -194,6 +229,35 @@ def build_scheduler(
         ctx.session.flush()
         time.sleep(effect_sleep)  # written, not committed: a kill here must undo the write
 
+    @one_time("gmember", max_retries=3)
+    def gmember(ctx: ExecutionContext[Any]) -> dict[str, str]:
+        time.sleep(group_sleep)
+        if ctx.payload == "abandon" or (ctx.payload == "flaky" and ctx.consecutive_failures == 0):
+            log_run("gmember", ctx.instance_id, "failed")
+            raise RuntimeError(f"{ctx.instance_id}: {ctx.payload}")
+        log_run("gmember", ctx.instance_id, "done")
+        return {"n": ctx.instance_id}
+
+    @one_time("gtyped", payload_type=Point)
+    def gtyped(ctx: ExecutionContext[Point]) -> None:
+        log_run("gtyped", ctx.instance_id, "done")
+
+    @one_time("gcallback", transactional=True)
+    def gcallback(ctx: ExecutionContext[Any]) -> None:
+        group = ctx.group
+        assert group is not None
+        seen = {m.instance_id: m.outcome for m in group.members}
+        ctx.session.execute(
+            insert(callbacks).values(
+                instance=ctx.instance_id,
+                group_id=group.id,
+                members=len(group.members),
+                remaining=group.remaining,
+                outcomes=json.dumps(seen, sort_keys=True),
+                pid=pid,
+            )
+        )
+
     @one_time("poison")
     def poison(ctx: ExecutionContext[Any]) -> None:
         if ctx.instance_id.startswith("die"):
@@ -221,7 +285,8 @@ def build_scheduler(
         clock = DatabaseClock(base) if db_clock else base
     if step_file is not None:
         clock = DatabaseClock(SteppedClock(step_file))
-    return Scheduler(engine, [record, slow, fault, limited, effect, poison], config, clock=clock)
+    tasks = [record, slow, fault, limited, effect, poison, gmember, gtyped, gcallback]
+    return Scheduler(engine, tasks, config, clock=clock)
 
 
 def one_time_task(scheduler: Scheduler, name: str) -> OneTimeTask[Any]:
@@ -262,7 +327,8 @@ def scheduler_from_env() -> Scheduler:
     ``WORKER_NAME``, ``CONCURRENCY``, ``POLL_MS``, ``HEARTBEAT_MS``, ``MISSED_LIMIT``,
     ``SHUTDOWN_WAIT_MS``, ``SLOW_DEADLINE_S``, ``FAULT_SLEEP_MS``, ``LIMITED_SLEEP_MS``,
     ``EFFECT_SLEEP_MS``, ``EFFECT_LOG``, ``MAX_RETRIES``, ``SKEW_S``, ``DB_CLOCK``,
-    ``STEP_FILE``, ``PREPARE`` (``0``: behind a pooler) and ``NODE_HEARTBEAT_MS``; with
+    ``STEP_FILE``, ``PREPARE`` (``0``: behind a pooler), ``NODE_HEARTBEAT_MS`` and
+    ``GROUP_SLEEP_MS``; with
     ``PARENT_PID``, the process exits when its parent does."""
     if "PARENT_PID" in os.environ:
         _exit_with_parent(int(os.environ["PARENT_PID"]))
@@ -285,6 +351,7 @@ def scheduler_from_env() -> Scheduler:
         step_file=os.environ.get("STEP_FILE"),
         prepare=os.environ.get("PREPARE", "1") != "0",
         node_heartbeat_interval=_ms("NODE_HEARTBEAT_MS", 30_000),
+        group_sleep=int(os.environ.get("GROUP_SLEEP_MS", 5)) / 1000,
     )
 
 
