@@ -84,7 +84,9 @@ def test_random_groups_call_back_exactly_once_through_a_kill(
     finally:
         engine_of(client).dispose()
     total = sum(len(members) for members in expected.values())
-    report = lambda: f"seed {seed}\n{workers.report()}"  # noqa: E731
+
+    def report() -> str:
+        return f"seed {seed}\n{workers.report()}"
 
     held = "select count(*) from scheduled_tasks where picked_by = 'w0'"
     wait_until(
