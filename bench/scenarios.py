@@ -22,7 +22,7 @@ from bench.harness import TASK_NAME, Bench
 from bench.raw_listener import CHANNEL as RAW_CHANNEL
 from bench.results import Figure, ScenarioError
 from bench.workers import WORKER_SCRIPT, Worker, stop_workers
-from sqla_scheduler import ExecutionContext, Scheduler, SchedulerConfig, one_time
+from sqla_scheduler import ExecutionContext, Scheduler, SchedulerConfig, TaskInstance, one_time
 
 RAW_LISTENER = Path(__file__).resolve().parent / "raw_listener.py"
 
@@ -41,9 +41,10 @@ def drain(
     extra: Sequence[str] = (),
     rows: int | None = None,
     url_of: Callable[[str], str] | None = None,
+    schedule: Callable[[Scheduler, Engine, list[TaskInstance[Any]]], int] | None = None,
 ) -> Figure:
-    """``drain_rows`` (or ``rows``) due executions scheduled at once, drained by
-    ``processes`` workers;
+    """``drain_rows`` (or ``rows``) due executions scheduled at once (by ``schedule``,
+    default ``schedule_batch``), drained by ``processes`` workers;
     on a fresh database, or on ``db`` (which may hold other rows: only the due rows of the
     bench's task are counted). ``url_of`` gives the workers' URL of a database (default
     the server's own)."""
@@ -71,7 +72,10 @@ def drain(
         with engine.connect():
             pass  # open the pool's connection before the clock starts
         with bench.connect(db, autocommit=True) as poll:
-            inserted = client.schedule_batch(engine, instances)
+            if schedule is None:
+                inserted = client.schedule_batch(engine, instances)
+            else:
+                inserted = schedule(client, engine, instances)
             t0 = time.perf_counter()
             if inserted != n:
                 raise ScenarioError(f"schedule_batch inserted {inserted} of {n}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import partial
 
+from bench.composing import callback_latency, drain_with_group, wait_latency
 from bench.control import drain_beside_limited, drain_limited, resume_latency
 from bench.floors import floor_batch, floor_drain, floor_single
 from bench.harness import Bench
@@ -38,6 +39,7 @@ FLOOR_OF = {
     "drain_history_all": "drain_history_none",
     "drain_limited": "drain_async_1",
     "drain_beside_limited": "drain_async_1",
+    "drain_with_group": "drain_async_1",
     "drain_transactional": "floor_row_tx",
     "drain_pgbouncer": "drain_async_1",
     **{f"drain_processes_{n}": "floor_drain" for n in PROCESSES},
@@ -57,6 +59,9 @@ SCENARIOS = (
     "history",
     "drain_limited",
     "drain_beside_limited",
+    "drain_with_group",
+    "callback_latency",
+    "wait_latency",
     "resume",
     "floor_row_tx",
     "drain_transactional",
@@ -100,6 +105,7 @@ RATIO_TARGETS = {
         "drain_history_all": 0.60,
         "drain_transactional": 0.70,
         "drain_beside_limited": 0.90,  # a limit does not slow the tasks without one
+        "drain_with_group": 0.90,  # a group's count-down does not slow the drain
         "drain_pgbouncer": 0.70,  # of the direct drain's
     },
     "mariadb": {
@@ -108,6 +114,7 @@ RATIO_TARGETS = {
         "schedule_async": 0.60,
         "schedule_batch": 0.80,
         "drain_beside_limited": 0.90,
+        "drain_with_group": 0.90,
     },
 }
 
@@ -115,7 +122,9 @@ RATIO_TARGETS = {
 def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
     """Run every scenario, or those named in ``only`` and the floors they compare with."""
     bench.prepare_template()
-    wanted = set(only) | {"drain_async_1" for key in only if key in ("scale", "drain_limited")}
+    wanted = set(only) | {
+        "drain_async_1" for key in only if key in ("scale", "drain_limited", "drain_with_group")
+    }
     wanted |= {"floor_latency" for key in only if key == "latency"}
     wanted |= {"drain_async_1" for key in only if key in ("drain_pgbouncer", "processes")}
     wanted |= {"latency" for key in only if key == "latency_pgbouncer"}
@@ -163,6 +172,26 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
         "drain beside a task with max_concurrency",
         "rows/s",
         partial(drain_beside_limited, bench),
+    )
+    s(
+        "drain_with_group",
+        "drain with a group finishing beside it",
+        "rows/s",
+        partial(drain_with_group, bench),
+    )
+    s(
+        "callback_latency_p50",
+        "last member to callback",
+        "ms",
+        lambda: callback_latency(bench)[0],
+        "callback_latency",
+    )
+    s(
+        "wait_latency_p50",
+        "result commit to wait() return",
+        "ms",
+        lambda: wait_latency(bench)[0],
+        "wait_latency",
     )
     s(
         "resume_p50",

@@ -15,7 +15,10 @@ a recurring ``tick`` task on that cron schedule (key ``tick@<execution_time>``);
 ``--retry-delay`` sets ``retry_base_delay``, ``--history`` the ``history`` setting and
 ``--max-concurrency`` the task's ``max_concurrency``; ``--transactional`` defines it with
 ``transactional=True``; ``--limited-beside N`` also registers a ``capped`` task with
-``max_concurrency=N`` (which has no rows: what it costs the ``noop`` drain).
+``max_concurrency=N`` (which has no rows: what it costs the ``noop`` drain);
+``--keep-result`` defines ``noop`` with ``keep_result=True``; ``--group-callback`` also
+registers a ``callback`` task (a no-op that reports its start as ``callback@<instance>``)
+for groups whose members are ``noop`` executions.
 SIGTERM or SIGINT stops the scheduler
 gracefully (``request_stop``) and the process exits 0.
 """
@@ -67,6 +70,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--limited-beside", type=int, default=None, help="also a 'capped' task with this limit"
     )
+    parser.add_argument("--keep-result", action="store_true", help="keep_result=True")
+    parser.add_argument(
+        "--group-callback", action="store_true", help="also a 'callback' task for groups"
+    )
     parser.add_argument(
         "--listen-url", default=None, help="listen_url: a direct connection for LISTEN alone"
     )
@@ -95,6 +102,7 @@ def make_task(
     fail_first: bool = False,
     max_concurrency: int | None = None,
     transactional: bool = False,
+    keep_result: bool = False,
 ) -> OneTimeTask[Any]:
     """The ``noop`` task, with an ``async def`` or a plain ``def`` handler."""
 
@@ -105,21 +113,22 @@ def make_task(
         if fail_first and not retry:
             raise RuntimeError("the first attempt fails (--fail-first)")
 
+    options: dict[str, Any] = {
+        "max_concurrency": max_concurrency,
+        "transactional": transactional,
+        "keep_result": keep_result,
+    }
     if handler_kind == "async":
 
         async def noop_async(ctx: ExecutionContext[Any]) -> None:
             begin(ctx)
 
-        return one_time(TASK_NAME, max_concurrency=max_concurrency, transactional=transactional)(
-            noop_async
-        )
+        return one_time(TASK_NAME, **options)(noop_async)
 
     def noop_sync(ctx: ExecutionContext[Any]) -> None:
         begin(ctx)
 
-    return one_time(TASK_NAME, max_concurrency=max_concurrency, transactional=transactional)(
-        noop_sync
-    )
+    return one_time(TASK_NAME, **options)(noop_sync)
 
 
 def make_tick(expression: str) -> RecurringTask[Any]:
@@ -138,6 +147,15 @@ def make_capped(limit: int) -> OneTimeTask[Any]:
         _report(ctx, f"capped@{ctx.instance_id}")
 
     return one_time("capped", max_concurrency=limit)(capped)
+
+
+def make_callback() -> OneTimeTask[Any]:
+    """The ``callback`` task of groups of ``noop`` executions."""
+
+    async def callback(ctx: ExecutionContext[Any]) -> None:
+        _report(ctx, f"callback@{ctx.instance_id}")
+
+    return one_time("callback")(callback)
 
 
 def make_config(args: argparse.Namespace) -> SchedulerConfig:
@@ -181,8 +199,11 @@ async def serve(args: argparse.Namespace) -> None:
             args.fail_first,
             args.max_concurrency,
             args.transactional,
+            args.keep_result,
         )
     ]
+    if args.group_callback:
+        tasks.append(make_callback())
     if args.cron is not None:
         tasks.append(make_tick(args.cron))
     if args.limited_beside is not None:

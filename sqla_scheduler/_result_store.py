@@ -52,12 +52,10 @@ def record(conn: Connection, table: Table, kept: Sequence[Kept]) -> None:
         return
     every = statements_for(table, backend_for(conn.dialect))
     conn.execute(every.results.record, [k.values() for k in kept])
-    notify = every.scheduling.notify
-    if notify is not None:
-        channel = every.results.result_channel
-        for k in kept:
-            payload = notice_of_result(k.task_name, k.instance_id)
-            conn.execute(notify, {"channel": channel, "payload": payload})
+    announce = every.results.announce
+    if announce is not None:
+        payloads = [notice_of_result(k.task_name, k.instance_id) for k in kept]
+        conn.execute(announce, {"channel": every.results.result_channel, "payloads": payloads})
 
 
 def get(conn: Connection, table: Table, task_name: str, instance_id: str) -> Result | None:

@@ -10,6 +10,7 @@ from sqlalchemy import (
     Insert,
     Select,
     Table,
+    Text,
     bindparam,
     delete,
     exists,
@@ -17,6 +18,7 @@ from sqlalchemy import (
     insert,
     select,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from sqla_scheduler._dialects import Backend, result_channel
 from sqla_scheduler._statements.shapes import Shapes
@@ -36,6 +38,18 @@ class Results(Shapes):
         self.result_channel = result_channel(table)
         #: Record final outcomes, each entry's values bound by column name.
         self.record: Insert = insert(r)
+        #: Announce each of the list ``payloads`` on the results' channel, in one statement
+        #: (PostgreSQL: a batch of a group's members is one round trip, not one each).
+        self.announce: Select[Any] | None = None
+        if backend.supports_notify:
+            payloads = (
+                func.unnest(bindparam("payloads", type_=ARRAY(Text())))
+                .table_valued("payload")
+                .render_derived(name="announced")
+            )
+            self.announce = select(
+                func.count(func.pg_notify(bindparam("channel"), payloads.c.payload))
+            ).select_from(payloads)
         at_key = (
             r.c.task_name == bindparam("key_task"),
             r.c.task_instance == bindparam("key_instance"),

@@ -1,0 +1,145 @@
+"""What composed work costs: a drain with a group finishing beside it, the time from a
+group's last member to its callback's start, and the time from a kept result's commit
+to the return of ``Scheduler.wait``.
+
+- ``drain_with_group``: ``drain_rows`` due executions of the bench's no-op task and half
+  as many more as the members of one group (with a callback), drained together by one
+  async worker: each batch of outcomes holding members also counts the group down and
+  keeps the members' results. Held to 90% of ``drain_async_1`` (rows per second).
+- ``callback_latency``: an idle async worker; each round schedules a group of one no-op
+  member with a callback, and times from the member's start (its handler does nothing:
+  the time includes its outcome's commit) to the callback's start: the count-down, the
+  NOTIFY and the pick. PostgreSQL target: p50 <= 5 ms.
+- ``wait_latency``: an idle async worker runs a no-op task with ``keep_result``; each
+  round schedules one execution due 50 ms later and waits for its result in this
+  process (``Scheduler.wait`` on a sync engine, listening before the execution starts),
+  and times from the handler's start (so the outcome's commit is included) to the
+  return of ``wait``. PostgreSQL target: p50 <= 3 ms.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import Engine
+
+from bench.harness import TASK_NAME, Bench
+from bench.results import Figure, ScenarioError
+from bench.scenarios import _percentiles, drain
+from bench.workers import Worker, stop_workers
+from sqla_scheduler import ExecutionContext, Scheduler, TaskInstance, one_time
+
+
+async def _nothing(ctx: ExecutionContext[Any]) -> None:
+    """The callback's handler, as this process defines it to make its instances."""
+
+
+CALLBACK = one_time("callback")(_nothing)
+
+
+def drain_with_group(bench: Bench) -> Figure:
+    plain = bench.counts.drain_rows
+    members = max(plain // 2, 10)
+
+    def schedule(client: Scheduler, engine: Engine, instances: list[TaskInstance[Any]]) -> int:
+        inserted = client.schedule_batch(engine, instances[:plain])
+        group = client.schedule_group(engine, instances[plain:], then=CALLBACK.instance("after"))
+        return inserted + group.total
+
+    return drain(
+        bench,
+        "drain_with_group",
+        f"drain: 1 process, async, {plain:,} rows and a group of {members:,} members",
+        "async",
+        1,
+        floor_key="drain_async_1",
+        extra=["--group-callback"],
+        rows=plain + members,
+        schedule=schedule,
+    )
+
+
+def _rounds(
+    bench: Bench, name: str, extra: list[str], run: Any, keys: list[tuple[str, str]]
+) -> list[float]:
+    """Run an idle async worker reporting starts, call ``run(client, engine)`` (which
+    returns this process's own marks by key), and return for each ``(later, earlier)``
+    key pair the ms from ``earlier``'s start (or mark) to ``later``'s."""
+    db = bench.new_db(name)
+    engine = bench.engine(db)
+    worker = Worker(
+        bench.url(db, use_async=True),
+        f"{name}-w0",
+        "async",
+        polling_interval=bench.polling_interval,
+        report_starts=True,
+        extra=extra,
+    )
+    marks: dict[str, float] = {}
+    try:
+        worker.wait_ready(60)
+        with engine.connect():
+            pass
+        time.sleep(0.5)  # let the worker's first (empty) poll finish
+        marks = run(Scheduler(engine, [bench.task]), engine)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with worker.starts_lock:
+                if all(later in worker.starts or later in marks for later, _ in keys):
+                    break
+            time.sleep(0.02)
+    finally:
+        problems = stop_workers([worker])
+        engine.dispose()
+        bench.problems.extend(f"{name}: {p}" for p in problems)
+    with worker.starts_lock:
+        times = {**worker.starts, **marks}
+    delays = sorted((times[a] - times[b]) * 1000.0 for a, b in keys if a in times and b in times)
+    if len(delays) < max(2, len(keys) // 2):
+        raise ScenarioError(f"{name}: only {len(delays)} of {len(keys)} rounds completed")
+    return delays
+
+
+def callback_latency(bench: Bench) -> list[Figure]:
+    n, gap = bench.counts.latency_runs, bench.counts.latency_gap
+    keys = [(f"callback@c{i:05d}", f"m{i:05d}") for i in range(n)]
+
+    def run(client: Scheduler, engine: Engine) -> dict[str, float]:
+        for i in range(n):
+            member = bench.task.instance(f"m{i:05d}")
+            client.schedule_group(engine, [member], then=CALLBACK.instance(f"c{i:05d}"))
+            time.sleep(gap)
+        return {}
+
+    delays = _rounds(bench, "callback_latency", ["--group-callback"], run, keys)
+    targets = {50: 5.0} if bench.server.name == "postgresql" else {}
+    return _percentiles(
+        bench, "callback_latency", "last member's start to callback's start", delays, targets
+    )
+
+
+def wait_latency(bench: Bench) -> list[Figure]:
+    n, gap = bench.counts.latency_runs, bench.counts.latency_gap
+    keys = [(f"returned@k{i:05d}", f"k{i:05d}") for i in range(n)]
+    kept = one_time(TASK_NAME, keep_result=True)(_nothing)
+
+    def run(client: Scheduler, engine: Engine) -> dict[str, float]:
+        returned: dict[str, float] = {}
+        for i in range(n):
+            key = f"k{i:05d}"
+            at = client.clock.now() + timedelta(milliseconds=50)
+            client.schedule(engine, kept.instance(key, at=at))
+            result = client.wait(engine, TASK_NAME, key, timeout=10)
+            returned[f"returned@{key}"] = time.time()
+            if not result.succeeded:
+                raise ScenarioError(f"wait_latency: {key} {result.outcome}")
+            time.sleep(gap)
+        return returned
+
+    delays = _rounds(bench, "wait_latency", ["--keep-result"], run, keys)
+    targets = {50: 3.0} if bench.server.name == "postgresql" else {}
+    return _percentiles(
+        bench, "wait_latency", "handler's start to wait()'s return", delays, targets
+    )
