@@ -142,9 +142,10 @@ class Composing:
     def cancel_group(self, target: AsyncTarget, group_id: int) -> Coroutine[Any, Any, int]: ...
     def cancel_group(self, target: Target, group_id: int) -> int | Coroutine[Any, Any, int]:
         """Cancel the group ``group_id``: its members not running (each kept as
-        ``cancelled``) and its callback, and along a chain every link after it. Running
-        members finish as they would. Returns how many executions were cancelled (0 for
-        an unknown group or one cancelled already)."""
+        ``cancelled``) and its callback unless it is running, and then along a chain every
+        link after it. Running members (and a running callback) finish as they would.
+        Returns how many executions were cancelled (0 for an unknown group or one
+        cancelled already)."""
         check_number("group_id", group_id, 1)
         return _bridge.call(
             target,

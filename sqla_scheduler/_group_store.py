@@ -242,8 +242,9 @@ def get(conn: Connection, table: Table, group_id: int, *, members: bool = False)
 
 def cancel(conn: Connection, table: Table, group_id: int, now: datetime) -> int:
     """Cancel the group ``group_id``: its members that are not running and its callback
-    (and, along a chain, every link after it), each kept as ``cancelled``. Members
-    running now finish as they would. Return how many executions were cancelled."""
+    unless it is running (and then, along a chain, every link after it), each kept as
+    ``cancelled``. Members running now finish as they would. Return how many executions
+    were cancelled."""
     stmts = _statements(conn, table)
     params = {"group_id": group_id, "now": now}
     if conn.execute(stmts.groups.cancel, params).rowcount == 0:
