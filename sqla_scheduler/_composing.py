@@ -169,9 +169,9 @@ class Composing:
         self, target: Target, task_name: str, instance_id: str
     ) -> Result | Coroutine[Any, Any, Result | None] | None:
         """The kept result of ``task_name``/``instance_id``: ``None`` while it has not
-        finished (or was scheduled again since), when its task does not keep results, or
-        once it was pruned (a running scheduler deletes results older than
-        ``result_retention`` every ``revive_interval``)."""
+        finished (or was scheduled again since), when its task does not keep results (and
+        it was no group's member), or once it was pruned (a running scheduler deletes
+        results older than ``result_retention`` every ``revive_interval``)."""
         check_key(task_name, instance_id)
         return _bridge.call(
             target,

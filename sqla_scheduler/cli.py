@@ -845,9 +845,9 @@ def result(
     """Print the kept result of the execution TASK/INSTANCE: its outcome, when it finished,
     and the value its handler returned (as JSON) or its error.
 
-    Only tasks defined with keep_result=True keep results, for result_retention. Exits 1
-    when there is none: the execution has not finished (--wait waits for it), its task
-    does not keep results, or the result was pruned.
+    Tasks defined with keep_result=True, and the members of groups, keep results, for
+    result_retention. Exits 1 when there is none: the execution has not finished (--wait
+    waits for it), its task does not keep results, or the result was pruned.
     """
     from sqla_scheduler.results import read_result, wait_for_result
 

@@ -140,8 +140,8 @@ class SchedulerConfig:
     wake-ups within milliseconds hold while every other statement goes through the
     pooler. ``None``: the engine's URL."""
     result_retention: timedelta = timedelta(days=14)
-    """How long the result of a task with ``keep_result`` stays after it finished (1ms to
-    36500d), whatever ``history`` says."""
+    """How long the result of a task with ``keep_result`` (or of a group's member) stays
+    after it finished (1ms to 36500d), whatever ``history`` says."""
     max_result_size: int = DEFAULT_MAX_RESULT_SIZE
     """The largest result, as JSON text in bytes, that a task may keep (1 byte to 16MB);
     from text, ``"64KB"`` or ``"1MB"`` (KB = 1024 bytes) or a number of bytes. A larger

@@ -241,11 +241,12 @@ def _paused(target: MetaData, name: str, schema: str | None) -> Table:
 
 
 def _results(target: MetaData, name: str, schema: str | None) -> Table:
-    """One entry per finished execution of a task with ``keep_result``: its final
-    ``outcome`` (``succeeded``, ``abandoned``, ``undecodable``, ``cancelled``), the JSON
-    text of what its handler returned (``value``, on success) or the last ``error``, newest
-    by ``id``. Task and instance are indexed for ``Scheduler.result``, ``finished_at`` for
-    pruning after ``result_retention``."""
+    """One entry per finished execution of a task with ``keep_result``, or of a group's
+    member (under its ``group_id``): its final ``outcome`` (``succeeded``, ``abandoned``,
+    ``undecodable``, ``cancelled``), the JSON text of what its handler returned (``value``,
+    on success) or the last ``error``, newest by ``id``. Task and instance are indexed for
+    ``Scheduler.result``, ``finished_at`` for pruning after ``result_retention``, and
+    ``group_id`` for a callback's ``ctx.group``."""
     table = Table(
         name,
         target,

@@ -54,7 +54,8 @@ RESULT_OUTCOMES: tuple[ResultOutcome, ...] = ("succeeded", "abandoned", "undecod
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Result:
-    """The final outcome of one execution of a task with ``keep_result``.
+    """The final outcome of one execution of a task with ``keep_result``, or of a group's
+    member.
 
     ``value`` is what the handler returned, as JSON gives it back (a dataclass or a
     pydantic model comes back as a dict), on success; ``None`` otherwise. ``error`` is
@@ -125,7 +126,7 @@ def read_result(
 ) -> Result | None:
     """The kept result of ``task_name``/``instance_id`` straight from the database at
     ``url``, as ``Scheduler.result`` reads it: ``None`` while it has not finished, when
-    its task does not keep results, or when it was pruned.
+    its task does not keep results (and it was no group's member), or when it was pruned.
 
     ``url`` and ``scheduler`` are those of
     [`list_executions`][sqla_scheduler.executions.list_executions]: without a scheduler

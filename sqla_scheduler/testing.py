@@ -118,7 +118,8 @@ class ScheduledExecutions:
     def result(self, task: Task[Any] | str, instance_id: str) -> Result | None:
         """The result kept by the execution of ``task`` with ``instance_id``, as
         ``Scheduler.result`` reads it; ``None`` while it has not run (or was scheduled
-        again since), or when its task does not keep results (``keep_result=True``)."""
+        again since), or when its task does not keep results (``keep_result=True``) and
+        it was no group's member."""
         name = task.name if isinstance(task, Task) else task
         return self.scheduler.result(self._engine, name, instance_id)
 
