@@ -460,10 +460,28 @@ def recurring_executions(
 
 
 def cancel_shown(
-    conn: Connection, table: Table, *, task_name: str, instance_id: str, shown_version: int
+    conn: Connection,
+    table: Table,
+    *,
+    task_name: str,
+    instance_id: str,
+    shown_version: int,
+    now: datetime,
+    keep_result: bool,
 ) -> bool:
-    """Delete an execution if no scheduler holds it and it is still at ``shown_version``."""
-    return cancel(conn, table, task_name, instance_id, shown_version=shown_version)
+    """Delete an execution if no scheduler holds it and it is still at ``shown_version``,
+    as ``cancel`` does: with ``keep_result`` (its task keeps results) its result is kept
+    as ``cancelled`` at ``now``, so that whoever waits for it is answered at once rather
+    than at their timeout; so is a group member's, at the same ``now``."""
+    return cancel(
+        conn,
+        table,
+        task_name,
+        instance_id,
+        shown_version=shown_version,
+        now=now,
+        keep_result=keep_result,
+    )
 
 
 # --- the runner's operations ---------------------------------------------------------

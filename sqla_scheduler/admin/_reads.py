@@ -37,7 +37,7 @@ from sqla_scheduler.executions import Execution, ExecutionState
 from sqla_scheduler.history import HistoryEntry, Outcome
 from sqla_scheduler.results import ResultOutcome
 from sqla_scheduler.scheduler import Scheduler
-from sqla_scheduler.tasks import RECURRING_INSTANCE_ID
+from sqla_scheduler.tasks import RECURRING_INSTANCE_ID, OneTimeTask
 
 __all__ = ["HistoryListing", "Listing", "Reads", "ResultListing"]
 
@@ -294,16 +294,27 @@ class Reads:
     async def act(
         self, action: str, task: str, instance: str, shown: int
     ) -> tuple[bool, Execution | None]:
-        """Delete (``delete``) or make due now (the others, as ``Scheduler.run_now`` does)
-        one execution, if it is still at version ``shown``; whether it was done, and the
-        execution as it is when not."""
+        """Delete (``delete``, as ``Scheduler.cancel`` does) or make due now (the others,
+        as ``Scheduler.run_now`` does) one execution, if it is still at version ``shown``;
+        whether it was done, and the execution as it is when not."""
         table = self.scheduler.table
         run_now = self.scheduler._ran_now(task, instance, shown)
+        # as Scheduler.cancel does: a task that keeps results keeps "cancelled", at the
+        # scheduler's time, so that a waiter on the result is answered now
+        registered = self.scheduler.tasks.get(task)
+        keep = isinstance(registered, OneTimeTask) and registered.keep_result
+        now = self.scheduler.clock.now()
 
         def write(conn: Connection) -> tuple[bool, Execution | None]:
             if action == "delete":
                 done = _store.cancel_shown(
-                    conn, table, task_name=task, instance_id=instance, shown_version=shown
+                    conn,
+                    table,
+                    task_name=task,
+                    instance_id=instance,
+                    shown_version=shown,
+                    now=now,
+                    keep_result=keep,
                 )
             else:
                 done = run_now(conn)

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from sqla_scheduler import Scheduler, one_time
+from sqla_scheduler import ManualClock, Scheduler, one_time
 from sqla_scheduler.admin import create_app
 from sqla_scheduler.admin._security import csrf_token
 from sqla_scheduler.models import table_for
@@ -246,3 +246,35 @@ async def test_a_nul_in_a_form_is_a_400(actions: httpx.AsyncClient, seeded: Harn
     response = await actions.post("/actions/retry", data=form("send-email", "a\x00b", 1))
     assert response.status_code == 400, response.text
     assert "NUL character" in response.text
+
+
+async def test_delete_keeps_the_result_of_a_task_that_keeps_results(db: Harness) -> None:
+    """The page's delete is ``Scheduler.cancel``'s: a task with ``keep_result`` keeps
+    ``cancelled`` at the scheduler's clock's time, so that a waiter on the result is
+    answered at once rather than at its timeout; a group's member is kept as cancelled at
+    that time too, and counted as finished (its group's callback is due then)."""
+    report = one_time("report", keep_result=True)(lambda ctx: "sent")
+    step = one_time("step")(lambda ctx: None)
+    clock = ManualClock(NOW)
+    scheduler = db.scheduler([report, step], clock)
+    later = NOW + timedelta(days=1)
+    await db.resolve(scheduler.schedule(db.engine, report.instance("alone", at=later)))
+    group = await db.resolve(
+        scheduler.schedule_group(
+            db.engine, [step.instance("member", at=later)], then=report.instance("then")
+        )
+    )
+    clock.advance(timedelta(minutes=5))
+    app = create_app(scheduler, username=USER, password=PASSWORD, actions=True, secret=SECRET)
+    async with client_for(app) as client:
+        for task, instance in (("report", "alone"), ("step", "member")):
+            response = await client.post("/actions/delete", data=form(task, instance, 1))
+            assert response.status_code == 303, response.text
+    kept = await db.resolve(scheduler.wait(db.engine, "report", "alone", timeout=0.5))
+    assert (kept.outcome, kept.finished_at) == ("cancelled", NOW + timedelta(minutes=5))
+    progress = await db.resolve(scheduler.group(db.engine, group.id))
+    assert (progress.remaining, dict(progress.outcomes)) == (0, {"cancelled": 1})
+    assert progress.finished_at == NOW + timedelta(minutes=5)
+    callback = db.row("report", "then")
+    assert callback is not None
+    assert callback["execution_time"] == NOW + timedelta(minutes=5)
