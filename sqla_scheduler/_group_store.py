@@ -29,7 +29,17 @@ from sqla_scheduler._statements import Statements, statements_for
 from sqla_scheduler.groups import Group
 from sqla_scheduler.results import Result, decode_result
 
-__all__ = ["cancel", "finished", "forget_member", "get", "schedule"]
+__all__ = [
+    "cancel",
+    "count_groups",
+    "finished",
+    "forget_member",
+    "get",
+    "list_groups",
+    "list_members",
+    "locked",
+    "schedule",
+]
 
 
 def _statements(conn: Connection, table: Table) -> Statements:
@@ -226,6 +236,74 @@ def get(conn: Connection, table: Table, group_id: int, *, members: bool = False)
             )
             for m in conn.execute(stmts.groups.members, params)
         )
+    return _group(row, counts, found)
+
+
+def list_groups(
+    conn: Connection,
+    table: Table,
+    *,
+    task_name: str | None = None,
+    limit: int,
+    offset: int = 0,
+) -> list[Group]:
+    """The groups (of callbacks of ``task_name``, when given), newest first, each with
+    its finished members counted by outcome (not their results): what the admin page
+    lists, counted for all of the page in one grouped read."""
+    stmts = _statements(conn, table).groups
+    query = stmts.listing(task_name=task_name).limit(limit).offset(offset or None)
+    rows = list(conn.execute(query))
+    counts: dict[int, dict[str, int]] = {row.id: {} for row in rows}
+    if rows:
+        found = conn.execute(stmts.page_outcome_counts, {"group_ids": list(counts)})
+        for group_id, outcome, n in found:
+            counts[group_id][str(outcome)] = int(n)
+    return [_group(row, counts[row.id]) for row in rows]
+
+
+def count_groups(conn: Connection, table: Table, *, task_name: str | None = None) -> int:
+    """How many groups ``list_groups`` would list without a limit."""
+    stmts = _statements(conn, table).groups
+    return int(conn.execute(stmts.count(task_name=task_name)).scalar_one())
+
+
+def list_members(
+    conn: Connection,
+    table: Table,
+    group_id: int,
+    *,
+    limit: int,
+    offset: int = 0,
+    value_chars: int,
+    error_chars: int,
+) -> list[_result_store.Listed]:
+    """The finished members of ``group_id``, newest first, each with the first
+    ``value_chars`` characters of its value's JSON text and ``error_chars`` of its error
+    (as the results listing reads them: a page costs the same whatever they weigh)."""
+    stmts = _statements(conn, table).groups
+    params = {
+        "group_id": group_id,
+        "limit": limit,
+        "offset": offset,
+        "value_chars": value_chars,
+        "error_chars": error_chars,
+    }
+    return [
+        _result_store.Listed(
+            id=row.id,
+            task_name=row.task_name,
+            instance_id=row.task_instance,
+            outcome=row.outcome,
+            finished_at=row.finished_at,
+            value_preview=row.value_preview,
+            error_preview=row.error_preview,
+        )
+        for row in conn.execute(stmts.member_previews, params)
+    ]
+
+
+def _group(row: Any, counts: Mapping[str, int], members: tuple[Result, ...] = ()) -> Group:
+    """The ``Group`` of a row of the groups table, with its members' ``counts`` by outcome."""
     return Group(
         id=row.id,
         task_name=row.task_name,
@@ -235,9 +313,17 @@ def get(conn: Connection, table: Table, group_id: int, *, members: bool = False)
         created_at=row.created_at,
         finished_at=row.finished_at,
         cancelled_at=row.cancelled_at,
-        outcomes=MappingProxyType(counts),
-        members=found,
+        outcomes=MappingProxyType(dict(counts)),
+        members=members,
     )
+
+
+def locked(conn: Connection, table: Table, group_id: int) -> Group | None:
+    """The group ``group_id`` (its members not counted by outcome), locked until the
+    caller's transaction ends; ``None`` when there is no such group."""
+    stmts = _statements(conn, table).groups
+    row = conn.execute(stmts.locked, {"group_id": group_id}).first()
+    return None if row is None else _group(row, {})
 
 
 def cancel(conn: Connection, table: Table, group_id: int, now: datetime) -> int:

@@ -1,15 +1,19 @@
 """The groups' statements: create a group, count its members down as they finish, make
-its callback due, show its progress, and cancel it."""
+its callback due, show its progress, list the groups and their finished members (the
+admin page), and cancel it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
     Insert,
     Select,
     Table,
     Update,
+    any_,
     bindparam,
     case,
     func,
@@ -17,6 +21,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from sqla_scheduler._dialects import Backend
 from sqla_scheduler._statements.shapes import Shapes
@@ -52,6 +57,8 @@ class Groups(Shapes):
         )
         #: The group ``group_id`` as it is now.
         self.get: Select[Any] = select(g).where(at_group)
+        #: The same, locked until the caller's transaction ends.
+        self.locked: Select[Any] = select(g).where(at_group).with_for_update()
         #: Make the callback at the bound key, waiting for the group ``awaited``, due at
         #: ``now``.
         self.release: Update = (
@@ -96,3 +103,64 @@ class Groups(Shapes):
             .where(at_group, g.c.cancelled_at.is_(None))
             .values(cancelled_at=self.time("now"))
         )
+        #: How many members of each of the groups bound as the list ``group_ids`` (a
+        #: listing's page of them) finished with each outcome: one grouped read through
+        #: the results' index on ``group_id``, whatever the number of groups shown.
+        self.page_outcome_counts: Select[Any] = (
+            select(r.c.group_id, r.c.outcome, func.count().label("count"))
+            .where(self._one_of_groups(r.c.group_id))
+            .group_by(r.c.group_id, r.c.outcome)
+        )
+        #: One page (``limit``, ``offset``) of the finished members of the group
+        #: ``group_id``, newest first, each with ``value_preview`` and ``error_preview``,
+        #: the first ``value_chars`` characters of its value's JSON text and
+        #: ``error_chars`` of its error. The page's ids are found first and only their rows
+        #: are cut, so that no row the OFFSET skips has its value read.
+        page = (
+            select(r.c.id)
+            .where(r.c.group_id == bindparam("group_id"))
+            .order_by(r.c.id.desc())
+            .limit(bindparam("limit"))
+            .offset(bindparam("offset"))
+            .subquery("page")
+        )
+        self.member_previews: Select[Any] = (
+            select(r.c.id, r.c.task_name, r.c.task_instance, r.c.outcome, r.c.finished_at)
+            .add_columns(
+                func.substr(r.c.value, 1, bindparam("value_chars")).label("value_preview"),
+                func.substr(r.c.error, 1, bindparam("error_chars")).label("error_preview"),
+            )
+            .join_from(page, r, r.c.id == page.c.id)
+            .order_by(r.c.id.desc())
+        )
+
+    def _one_of_groups(self, column: ColumnElement[int]) -> ColumnElement[bool]:
+        """``column`` is one of the ids bound as ``group_ids``: ``= ANY(array)`` on
+        PostgreSQL (one statement text whatever their number), an expanding ``IN``
+        elsewhere."""
+        if self.backend.binds_arrays:
+            return column == any_(bindparam("group_ids", type_=ARRAY(BigInteger())))
+        return column.in_(bindparam("group_ids", expanding=True))
+
+    def listing(self, *, task_name: str | None) -> Select[Any]:
+        """The groups (of callbacks of ``task_name``, when given), newest first: by
+        ``created_at``, then by ``id`` so that groups created in the same instant keep one
+        order from page to page (ids are random, so they alone would order nothing).
+        No limit; the caller adds one or counts them.
+
+        The groups table has no index on ``created_at`` or ``task_name``: a page is a
+        top-N sort over the table, of the same order of cost as the count every listing
+        makes for its number of pages."""
+        g = self.groups
+        query = select(g)
+        if task_name is not None:
+            query = query.where(g.c.task_name == task_name)
+        return query.order_by(g.c.created_at.desc(), g.c.id.desc())
+
+    def count(self, *, task_name: str | None) -> Select[Any]:
+        """How many groups ``listing`` would list without a limit."""
+        g = self.groups
+        query = select(func.count()).select_from(g)
+        if task_name is not None:
+            query = query.where(g.c.task_name == task_name)
+        return query

@@ -11,8 +11,9 @@ It shows the scheduler nodes, alive or stale; the registered tasks by kind, paus
 not; the recurring tasks with their schedule, next run, last success and failure and
 owner; running executions with their picker and heartbeat age; failing executions, latest
 failure first; orphaned rows; counts per state; the history of finished attempts with
-its dead letters; and the kept results of tasks with ``keep_result``. It is read-only
-unless built with ``actions=True`` (run now, retry, delete, requeue, pause, resume).
+its dead letters; the kept results of tasks with ``keep_result``; and the groups
+(``Scheduler.schedule_group``, chains) with their progress. It is read-only unless built
+with ``actions=True`` (run now, retry, delete, requeue, pause, resume, cancel a group).
 
 Needs the ``admin`` extra: ``pip install sqla-scheduler[admin]``.
 """

@@ -2,7 +2,7 @@
 
 Every request reads the table in one transaction (see ``_reads``); what pages share
 (rendering, parameter checks, error pages) is ``_pages.Pages``; the history's pages are
-``_history``'s, the kept results' ``_results``'s.
+``_history``'s, the kept results' ``_results``'s, the groups' ``_groups``'s.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from sqla_scheduler._checks import is_int
+from sqla_scheduler.admin._groups import GroupPages
 from sqla_scheduler.admin._history import HistoryPages
 from sqla_scheduler.admin._pages import (
     HERE,
@@ -69,10 +70,11 @@ def create_app(
     ``Scheduler.run_now`` does), retry and delete, each a POST form with a CSRF token that
     applies only if the execution is still at the version the page showed; requeue on the
     dead letters (abandoned and undecodable history entries), as ``Scheduler.requeue``
-    does; and pause or resume on each task, as ``Scheduler.pause`` and ``resume`` do.
+    does; pause or resume on each task, as ``Scheduler.pause`` and ``resume`` do; and
+    cancel on each group, as ``Scheduler.cancel_group`` does.
     Tokens are derived from ``secret`` (random per app by default; pass the same bytes to
     every process behind one load balancer). ``page_size`` is how many executions, history
-    entries or kept results a listing page shows.
+    entries, kept results or groups a listing page shows.
     """
     if not isinstance(scheduler, Scheduler):
         raise TypeError(f"create_app needs a Scheduler, got {type(scheduler).__name__}")
@@ -96,7 +98,7 @@ def create_app(
         page_size=page_size,
     )
     executions, history, tasks = _Executions(pages), HistoryPages(pages), TaskActions(pages)
-    results = ResultPages(pages)
+    results, groups = ResultPages(pages), GroupPages(pages)
     methods = ["GET", "HEAD", "POST"] if actions else ["GET", "HEAD"]
     routes = [
         Route("/", refusing_nul(executions.overview), methods=["GET"]),
@@ -113,6 +115,10 @@ def create_app(
         Route("/api/history/entry", _api(history.api_entry, "id"), methods=["GET"]),
         Route("/results", refusing_nul(results.listing), methods=["GET"]),
         Route("/api/results", _api(results.api_listing, *_RESULTS), methods=["GET"]),
+        Route("/groups", refusing_nul(groups.listing), methods=["GET"]),
+        Route("/groups/{group_id}", refusing_nul(groups.one), methods=["GET"]),
+        Route("/api/groups", _api(groups.api_listing, *_GROUPS), methods=["GET"]),
+        Route("/api/groups/{group_id}", _api(groups.api_one, *_MEMBERS), methods=["GET"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     if actions:
@@ -120,6 +126,7 @@ def create_app(
             Route("/actions/requeue", refusing_nul(history.requeue), methods=["POST"]),
             Route("/actions/pause", refusing_nul(tasks.pause), methods=["POST"]),
             Route("/actions/resume", refusing_nul(tasks.resume), methods=["POST"]),
+            Route("/actions/cancel-group", refusing_nul(groups.cancel), methods=["POST"]),
             Route("/actions/{action}", refusing_nul(executions.act), methods=["POST"]),
         ]
     app = Starlette(
@@ -142,6 +149,8 @@ def create_app(
 _LISTING = ("state", "task", "instance", "page", "per_page")
 _HISTORY = ("task", "instance", "outcome", "page", "per_page")
 _RESULTS = ("task", "instance", "outcome", "page", "per_page")
+_GROUPS = ("task", "page", "per_page")
+_MEMBERS = ("page", "per_page")
 
 
 def _api(

@@ -2,8 +2,8 @@
 how a page is rendered, the checks of query parameters and action forms, and error pages.
 
 The handlers live by subject (``_app`` for executions, ``_history`` for the history
-table), each over one ``Pages``. Links are built from the ASGI ``root_path``, so the app
-works wherever it is mounted.
+table, ``_results`` and ``_groups``), each over one ``Pages``. Links are built from the
+ASGI ``root_path``, so the app works wherever it is mounted.
 """
 
 from __future__ import annotations
@@ -55,6 +55,10 @@ NOTICES = {
     "requeue": "the execution was requeued: scheduled again, due now",
     "pause": "the task was paused: no scheduler picks its executions until it is resumed",
     "resume": "the task was resumed: its due executions run now",
+    "cancel-group": (
+        "the group was cancelled: its members that were not running and its callback "
+        "(along a chain, every later link) were cancelled"
+    ),
 }
 
 

@@ -18,8 +18,10 @@ from sqla_scheduler._statements.history import REQUEUEABLE
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.exceptions import InvalidScheduleError
 from sqla_scheduler.executions import Execution
+from sqla_scheduler.groups import Group
 from sqla_scheduler.history import HistoryEntry, HistorySetting, Outcome, keeps
 from sqla_scheduler.nodes import ALIVE_INTERVALS, Node
+from sqla_scheduler.results import RESULT_OUTCOMES
 from sqla_scheduler.schedules import (
     Cron,
     Daily,
@@ -36,8 +38,10 @@ __all__ = [
     "PREVIEW_CHARS",
     "RESULT_PREVIEW_CHARS",
     "STATES",
+    "CallbackView",
     "EntryView",
     "ExecutionView",
+    "GroupView",
     "NodesView",
     "RecurringView",
     "ResultView",
@@ -48,8 +52,10 @@ __all__ = [
     "heartbeat_health",
     "iso",
     "relative",
+    "view_callback",
     "view_entry",
     "view_execution",
+    "view_group",
     "view_listed_entry",
     "view_recurring",
     "view_result",
@@ -64,9 +70,10 @@ KINDS: tuple[TaskKind, ...] = ("recurring", "one_time", "custom")
 #: ``ok``, ``late`` (no heartbeat for over two intervals) or ``dead`` (none for longer
 #: than ``dead_after``: the scheduler is presumed crashed and the execution will be revived).
 Health = Literal["ok", "late", "dead"]
-#: What an execution is doing: ``running`` (picked), ``failing`` (waiting for a retry),
-#: ``due`` (waiting to be picked) or ``scheduled`` (waiting for its time).
-Status = Literal["running", "failing", "due", "scheduled"]
+#: What an execution is doing: ``running`` (picked), ``waiting`` (a group's callback, until
+#: every member of its group has finished), ``failing`` (waiting for a retry), ``due``
+#: (waiting to be picked) or ``scheduled`` (waiting for its time).
+Status = Literal["running", "waiting", "failing", "due", "scheduled"]
 
 _PREVIEW = 80
 
@@ -172,6 +179,8 @@ def describe_schedule(text: str | None) -> str | None:
 def _status(execution: Execution, now: datetime) -> Status:
     if execution.picked:
         return "running"
+    if execution.waiting:  # its time is a placeholder far ahead, not a time to show
+        return "waiting"
     if execution.consecutive_failures > 0:
         return "failing"
     if execution.execution_time <= now:
@@ -249,6 +258,9 @@ class ExecutionView:
             "version": e.version,
             "schedule": e.schedule,
             "payload_version": e.payload_version,
+            "group_id": e.group_id,
+            "awaits": e.awaits,
+            "waiting": e.waiting,
             "data_preview": self.payload_preview,
             **({} if self.payload is None else {"data": e.data}),
         }
@@ -395,6 +407,151 @@ def view_result(listed: Listed) -> ResultView:
         value_preview=None if value is None else _shorten(value, _RESULT_PREVIEW),
         error_line=_error_line(listed.error_preview),
     )
+
+
+#: What a group's callback is doing, as its page says: ``waiting`` for the members,
+#: ``due``, ``scheduled`` (a later run or a retry), ``failing``, ``running``; or, out of
+#: the table, ``finished`` (gone after its group finished: it ran, unless it was deleted
+#: by hand and kept no result), ``cancelled`` (with its group, or by hand with a kept
+#: result) or ``deleted`` (gone before its group finished: it will not run).
+CallbackState = Literal[
+    "waiting", "due", "scheduled", "failing", "running", "finished", "cancelled", "deleted"
+]
+#: Where a group stands: ``in_progress`` (members have not finished), ``finished``, or
+#: ``cancelled`` (``Scheduler.cancel_group``; members running then may finish after).
+GroupStatus = Literal["in_progress", "finished", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallbackView:
+    """A group's callback as the group's page shows it: its row while it is in the table,
+    the preview of its kept result once it left (a task with ``keep_result``, or a
+    callback cancelled with its group)."""
+
+    task_name: str
+    instance_id: str
+    state: CallbackState
+    execution: ExecutionView | None
+    result: ResultView | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The view as JSON-ready values (datetimes as ISO 8601 text)."""
+        return {
+            "task_name": self.task_name,
+            "instance_id": self.instance_id,
+            "state": self.state,
+            "execution": None if self.execution is None else self.execution.to_json(),
+            "result": None if self.result is None else self.result.to_json(),
+        }
+
+
+def view_callback(
+    group: Group, execution: ExecutionView | None, result: ResultView | None
+) -> CallbackView | None:
+    """The ``CallbackView`` of ``group``'s callback (``None`` for a group without one):
+    ``execution`` is the view of the row at its key, if one is there; ``result`` the
+    newest result kept at its key since the group was created, if any.
+
+    A row at the key that does not await ``group`` is another execution (the callback
+    ran and the key was scheduled again), so the callback is out of the table."""
+    if group.task_name is None or group.instance_id is None:
+        return None
+    state: CallbackState
+    if execution is not None and execution.execution.awaits == group.id:
+        result = None
+        state = execution.status
+    else:
+        execution = None
+        if result is not None and result.result.finished_at < group.created_at:
+            result = None  # kept by an earlier execution with this key
+        if result is not None:
+            state = "cancelled" if result.result.outcome == "cancelled" else "finished"
+        elif group.cancelled_at is not None:
+            state = "cancelled"
+        else:
+            state = "finished" if group.finished else "deleted"
+    return CallbackView(
+        task_name=group.task_name,
+        instance_id=group.instance_id,
+        state=state,
+        execution=execution,
+        result=result,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupView:
+    """A group as the admin page shows it: its progress (``done`` of ``total``), its
+    finished members counted by outcome, and, on its own page, its callback."""
+
+    group: Group
+    callback: CallbackView | None = None
+
+    @property
+    def status(self) -> GroupStatus:
+        """Whether it was cancelled, has finished, or is in progress."""
+        if self.group.cancelled_at is not None:
+            return "cancelled"
+        return "finished" if self.group.finished else "in_progress"
+
+    @property
+    def done(self) -> int:
+        """How many members have finished (``Group.done``)."""
+        return self.group.done
+
+    @property
+    def bar_max(self) -> int:
+        """The ``max`` of the progress bar: a ``<progress>`` needs one above 0, so a group
+        with no member is a full bar of 1."""
+        return max(self.group.total, 1)
+
+    @property
+    def bar_value(self) -> int:
+        """The ``value`` of the progress bar."""
+        return self.done if self.group.total > 0 else 1
+
+    @property
+    def percent(self) -> int:
+        """How much of the group has finished, in whole percent rounded down (100 only
+        when every member has)."""
+        return self.bar_value * 100 // self.bar_max
+
+    @property
+    def outcomes(self) -> list[tuple[str, int]]:
+        """The finished members' outcomes with their counts, in ``RESULT_OUTCOMES`` order
+        (any other the table holds after them)."""
+        counts = dict(self.group.outcomes)
+        known = [(o, counts.pop(o)) for o in RESULT_OUTCOMES if counts.get(o)]
+        return known + sorted((o, n) for o, n in counts.items() if n)
+
+    @property
+    def uncounted(self) -> int:
+        """Finished members with no outcome kept any more: results are pruned after
+        ``result_retention``, the group's count is not."""
+        return max(self.done - sum(self.group.outcomes.values()), 0)
+
+    def to_json(self) -> dict[str, Any]:
+        """The view as JSON-ready values (datetimes as ISO 8601 text)."""
+        g = self.group
+        return {
+            "id": g.id,
+            "task_name": g.task_name,
+            "instance_id": g.instance_id,
+            "status": self.status,
+            "total": g.total,
+            "remaining": max(g.remaining, 0),
+            "done": self.done,
+            "outcomes": dict(self.outcomes),
+            "created_at": iso(g.created_at),
+            "finished_at": iso(g.finished_at),
+            "cancelled_at": iso(g.cancelled_at),
+            **({} if self.callback is None else {"callback": self.callback.to_json()}),
+        }
+
+
+def view_group(group: Group, callback: CallbackView | None = None) -> GroupView:
+    """The ``GroupView`` of ``group`` (with its callback's view on the group's page)."""
+    return GroupView(group=group, callback=callback)
 
 
 #: The outcomes the overview counts for each task, over ``history_retention``.

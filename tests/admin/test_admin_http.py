@@ -49,6 +49,8 @@ PAGES = [
     "/api/history",
     "/results",
     "/api/results",
+    "/groups",
+    "/api/groups",
     "/static/admin.css",
 ]
 

@@ -41,6 +41,16 @@ CASES = [
     ("/api/history?page=" + str(PAGES), 200, '"entries":[]'),
     ("/api/executions?page=" + str(PAGES) + "&per_page=500", 200, '"executions":[]'),
     ("/history?page=" + str(PAGES) + "&refresh=5", 200, "<html"),
+    # a group's id is in the path, checked the same way
+    (
+        "/api/groups/" + str(BIG),
+        400,
+        f"group id must be a positive whole number of at most {BIG - 1}",
+    ),
+    ("/groups/\uff15", 400, "group id must be a positive whole number"),
+    ("/api/groups/" + str(BIG - 1), 404, f"There is no group {BIG - 1}."),
+    ("/api/groups?page=" + str(PAGES) + "&per_page=500", 200, '"groups":[]'),
+    ("/api/groups?instance=x", 400, "unknown parameter 'instance'"),
 ]
 
 
