@@ -280,7 +280,7 @@ class _Executions:
             raise HTTPException(400, "task and instance are required")
         shown = positive_int(form.get("version"), "version", default=None)
         done, current = await self.reads.act(action, task, instance, shown)
-        outcome = NOTICES[action] if done else "refused: " + _why_not(current, shown)
+        outcome = NOTICES[action] if done else "refused: " + _why_not(action, current, shown)
         logger.info(
             "%s by %r on %r / %r (shown version %d): %s",
             action,
@@ -302,7 +302,7 @@ class _Executions:
             return back_to(request, form.get("back"), action)
         if current is None:
             raise HTTPException(404, "There is no such execution any more; nothing was done.")
-        raise HTTPException(409, f"Nothing was done: {_why_not(current, shown)}.")
+        raise HTTPException(409, f"Nothing was done: {_why_not(action, current, shown)}.")
 
 
 def _listing_params(request: Request, page_size: int) -> Listing:
@@ -332,11 +332,16 @@ def _key_params(request: Request) -> tuple[str, str]:
     return task, instance
 
 
-def _why_not(current: Execution | None, shown: int) -> str:
+def _why_not(action: str, current: Execution | None, shown: int) -> str:
     if current is None:
         return "the execution no longer exists"
     if current.picked:
         return f"a scheduler ({current.picked_by}) is running the execution now"
+    if action != "delete" and current.waiting:
+        return (
+            f"the execution is the callback of group {current.awaits} and waits for its "
+            "members: it becomes due when the last of them finishes"
+        )
     return (
         f"the execution changed since the page showed it "
         f"(version {shown} was shown, it is now at {current.version})"

@@ -336,7 +336,8 @@ class Reads:
     ) -> tuple[bool, Execution | None]:
         """Delete (``delete``, as ``Scheduler.cancel`` does) or make due now (the others,
         as ``Scheduler.run_now`` does) one execution, if it is still at version ``shown``;
-        whether it was done, and the execution as it is when not."""
+        whether it was done, and the execution as it is when not. A group's callback that
+        waits for its members is not made due: that would run it before them."""
         table = self.scheduler.table
         run_now = self.scheduler._ran_now(task, instance, shown)
         # as Scheduler.cancel does: a task that keeps results keeps "cancelled", at the
@@ -357,6 +358,9 @@ class Reads:
                     keep_result=keep,
                 )
             else:
+                current = _store.get_execution(conn, table, task, instance)
+                if current is not None and current.waiting:
+                    return False, current  # its group's last member makes it due
                 done = run_now(conn)
             return done, None if done else _store.get_execution(conn, table, task, instance)
 

@@ -334,6 +334,51 @@ async def test_cancel_through_the_page_cancels_the_group(
         assert (await read_only.post("/actions/cancel-group", data=form)).status_code == 405
 
 
+async def test_a_waiting_callback_and_a_member_are_shown_with_their_group(
+    db: Harness, scheduler: Scheduler, client: httpx.AsyncClient
+) -> None:
+    group = await _group(
+        db, scheduler, {"m": 1}, report.instance("cb"), at=NOW + timedelta(hours=1)
+    )
+    link = f'<a class="group" href="/groups/{group.id}">group {group.id}</a>'
+    for path in ("/executions", "/executions?state=scheduled"):
+        html = (await client.get(path)).text
+        assert f"waiting for {link}" in html, path
+        assert f'<small class="member-of">in {link}</small>' in html, path
+        assert "9999" not in html, path
+        assert '<span class="badge status-waiting">waiting</span>' in html, path
+    # the callback has no Run now (its group's last member makes it due), only Delete
+    callback_row = re.search(r"<tr>(?:(?!</tr>).)*?>cb</a>.*?</tr>", html, re.S)
+    assert callback_row is not None
+    assert "/actions/run-now" not in callback_row.group(0)
+    assert "/actions/delete" in callback_row.group(0)
+
+    html = (await client.get("/execution", params={"task": "report", "instance": "cb"})).text
+    assert f"<dt>Callback of</dt><dd>{link}" in html
+    assert "9999" not in html
+    assert "A callback waiting for its group is not run now" in html
+    member_page = (await client.get("/execution", params={"task": "member", "instance": "m"})).text
+    assert f"<dt>Member of</dt><dd>{link}</dd>" in member_page
+
+    api = await _json(client, "/api/execution", task="report", instance="cb")
+    assert (api["status"], api["waiting"], api["awaits"], api["group_id"]) == (
+        "waiting",
+        True,
+        group.id,
+        None,
+    )
+    assert (await _json(client, "/api/execution", task="member", instance="m"))["group_id"] == (
+        group.id
+    )
+
+    # run now, posted by hand, is refused: it would run the callback before its member
+    form = {"csrf": TOKEN, "task": "report", "instance": "cb", "version": "1", "back": "/"}
+    refused = await client.post("/actions/run-now", data=form)
+    assert refused.status_code == 409
+    assert f"the callback of group {group.id} and waits for its members" in refused.text
+    assert db.row("report", "cb")["execution_time"].year == 9999  # type: ignore[index]
+
+
 async def test_group_pages_escape_hostile_names_ids_and_values(
     seeded: Seeded, scheduler: Scheduler
 ) -> None:
