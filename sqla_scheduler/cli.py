@@ -519,7 +519,8 @@ def executions(
 
     Prints a table (task, instance, execution time in UTC, state, picked by, heartbeat age,
     consecutive failures, priority, the first line of the last error), or with --json every
-    field of each execution, the last error's full text and traceback among them.
+    field of each execution, the last error's full text and traceback among them. A group's
+    callback that waits for its members is "waiting", with no execution time.
     """
     from sqla_scheduler.executions import list_executions
 
@@ -566,8 +567,8 @@ def _print_executions(found: list[Execution], known: frozenset[str] | None) -> N
             [
                 e.task_name,
                 e.instance_id,
-                _utc(e.execution_time),
-                e.status(now, known),
+                "-" if e.waiting else _utc(e.execution_time),
+                _state(e, now, known),
                 e.picked_by or "-",
                 _age(now - e.last_heartbeat) if e.picked and e.last_heartbeat else "-",
                 str(e.consecutive_failures),
@@ -578,6 +579,13 @@ def _print_executions(found: list[Execution], known: frozenset[str] | None) -> N
         ),
         empty="no executions",
     )
+
+
+def _state(e: Execution, now: datetime, known: frozenset[str] | None) -> str:
+    """``Execution.status``, or ``waiting`` for a group's callback that waits for its
+    members: its execution time is a placeholder in year 9999, not a time it will run."""
+    status = e.status(now, known)
+    return "waiting" if status == "scheduled" and e.waiting else status
 
 
 def _print_table(columns: list[tuple[str, str]], rows: Iterable[list[str]], *, empty: str) -> None:

@@ -283,3 +283,39 @@ def test_a_row_no_scheduler_can_read_is_left_out(seeded: Seeded) -> None:
     assert done.returncode == 0, done.stderr
     listed = {e["instance_id"] for e in json.loads(done.stdout)}
     assert listed == {"reminder-1", "order-7", "order-8", "legacy-1"}
+
+
+def test_a_waiting_callback_is_waiting_and_json_names_its_group(tmp_path: Path) -> None:
+    """A group's callback waits at a placeholder time in year 9999 until its members have
+    finished: the table says ``waiting`` (no time), ``--json`` has ``awaits`` and each
+    member's ``group_id``."""
+    db_url = f"sqlite:///{tmp_path / 'app.db'}"
+    migrate.upgrade(db_url)
+    engine = create_engine(db_url)
+    try:
+        client = Scheduler(engine, tasks=[send_email, charge])
+        group = client.schedule_group(
+            engine,
+            [charge.instance("order-1", {"cents": 1}, at=LATER)],
+            then=send_email.instance("receipt-1", {"to": "ada@example.com"}),
+        )
+    finally:
+        engine.dispose()
+    done = invoke("executions", "--url", db_url)
+    assert done.returncode == 0, done.stderr
+    rows = _rows(done.stdout)
+    assert rows["receipt-1"][2:4] == ["-", "waiting"]
+    assert rows["order-1"][3] == "scheduled"
+    assert "9999" not in done.stdout
+
+    listed = json.loads(invoke("executions", "--url", db_url, "--json").stdout)
+    by_instance = {e["instance_id"]: e for e in listed}
+    assert (by_instance["receipt-1"]["awaits"], by_instance["receipt-1"]["group_id"]) == (
+        group.id,
+        None,
+    )
+    assert (by_instance["order-1"]["awaits"], by_instance["order-1"]["group_id"]) == (
+        None,
+        group.id,
+    )
+    assert by_instance["receipt-1"]["execution_time"].startswith("9999-01-01T00:00:00")
