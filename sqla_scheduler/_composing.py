@@ -20,7 +20,7 @@ from sqla_scheduler import _bridge, _group_store, _result_store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target, driver_connect_args
 from sqla_scheduler._checks import check_key, check_number
 from sqla_scheduler._dialects import known_backend, result_channel
-from sqla_scheduler._execution import GroupPlan, TaskInstance, chain_of
+from sqla_scheduler._execution import GroupPlan, TaskInstance, group_plan
 from sqla_scheduler._result_wait import Bell, Waiting, check_timeout
 from sqla_scheduler._runner import Runner
 from sqla_scheduler.clock import Clock
@@ -30,20 +30,6 @@ from sqla_scheduler.interceptors import ExecutionInterceptor, capture
 from sqla_scheduler.results import Result
 
 __all__ = ["Composing"]
-
-
-def _members(instances: Iterable[TaskInstance[Any]]) -> list[TaskInstance[Any]]:
-    """``instances`` as a list, each an instance of a one-time or custom task."""
-    members = list(instances)
-    for member in members:
-        if not isinstance(member, TaskInstance):
-            raise TypeError(f"expected TaskInstances (made by task.instance(...)), got {member!r}")
-        if member.schedule is not None:
-            raise TypeError(
-                f"task {member.task_name!r}: a recurring task's instance cannot be a member "
-                "of a group (it never finishes)"
-            )
-    return members
 
 
 class Composing:
@@ -93,7 +79,7 @@ class Composing:
         one-time or custom tasks. Raises ``ValueError`` (writing nothing) when a
         callback's key is taken.
         """
-        plan = GroupPlan(_members(instances), () if then is None else chain_of(then))
+        plan = group_plan(instances, then)
 
         def scheduled(group: Group | None) -> Group:
             if group is None:

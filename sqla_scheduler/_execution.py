@@ -10,7 +10,7 @@ so values sit on the lowest floor and nothing below the scheduler reaches up to 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, ClassVar, Generic, Literal, TypeVar
@@ -39,8 +39,8 @@ __all__ = [
     "Key",
     "NextAt",
     "TaskInstance",
-    "chain_of",
     "check_aware",
+    "group_plan",
     "instance_values",
 ]
 
@@ -157,18 +157,35 @@ class GroupPlan:
     whole: bool = False
 
 
-def chain_of(then: object) -> tuple[TaskInstance[Any], ...]:
-    """``then`` (one instance or a sequence of them) as a chain of callbacks, each checked
-    (``TypeError`` naming what is not an instance)."""
-    links = (then,) if isinstance(then, TaskInstance) else then
-    if not isinstance(links, (list, tuple)) or not links:
-        raise TypeError(f"then must be a TaskInstance or a non-empty list of them, got {then!r}")
-    for link in links:
-        if not isinstance(link, TaskInstance):
+def group_plan(members: object, then: object = None, *, whole: bool = False) -> GroupPlan:
+    """``members`` and ``then`` (one instance, a list of them, or ``None``) as a checked
+    ``GroupPlan``: each an instance of a one-time or custom task (``TypeError`` naming
+    what is not), since a recurring task's instance never finishes."""
+    if isinstance(members, (str, bytes)) or not isinstance(members, Iterable):
+        raise TypeError(f"expected TaskInstances (made by task.instance(...)), got {members!r}")
+    found = list(members)
+    links: tuple[Any, ...] = ()
+    if then is not None:
+        links = (then,) if isinstance(then, TaskInstance) else tuple(_sequence("then", then))
+        if not links:
+            raise TypeError("then must be a TaskInstance or a non-empty list of them, got []")
+    for instance in (*found, *links):
+        if not isinstance(instance, TaskInstance):
             raise TypeError(
-                f"then must hold TaskInstances (made by task.instance(...)), got {link!r}"
+                f"expected TaskInstances (made by task.instance(...)), got {instance!r}"
             )
-    return tuple(links)
+        if instance.schedule is not None:
+            raise TypeError(
+                f"task {instance.task_name!r}: a recurring task's instance cannot be in a "
+                "group or a chain (it never finishes)"
+            )
+    return GroupPlan(found, links, whole=whole)
+
+
+def _sequence(name: str, value: object) -> Sequence[Any]:
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{name} must be a TaskInstance or a non-empty list of them, got {value!r}")
+    return value
 
 
 ExecutionState = Literal["all", "scheduled", "due", "running", "failing", "orphaned"]
@@ -177,7 +194,7 @@ now), ``running`` (picked), ``failing`` (one or more consecutive failures),
 ``orphaned`` (task names this scheduler does not know), or ``all``.
 """
 
-ExecutionStatus = Literal["running", "orphaned", "failing", "due", "scheduled"]
+ExecutionStatus = Literal["running", "orphaned", "waiting", "failing", "due", "scheduled"]
 """What one execution is doing, as ``Execution.status`` tells it."""
 
 
@@ -253,13 +270,16 @@ class Execution:
         """One word for what this execution is doing at ``now``.
 
         ``running`` when a scheduler has picked it; ``orphaned`` when ``known_tasks`` is
-        given and does not name its task; ``failing`` when its last attempt failed (it
-        waits for a retry); ``due`` when its time has come; ``scheduled`` otherwise.
+        given and does not name its task; ``waiting`` when it is a group's callback whose
+        members have not all finished; ``failing`` when its last attempt failed (it waits
+        for a retry); ``due`` when its time has come; ``scheduled`` otherwise.
         """
         if self.picked:
             return "running"
         if known_tasks is not None and self.task_name not in known_tasks:
             return "orphaned"
+        if self.waiting:
+            return "waiting"
         if self.consecutive_failures > 0:
             return "failing"
         if self.execution_time <= now:

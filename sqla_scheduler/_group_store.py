@@ -31,6 +31,7 @@ from sqla_scheduler.results import Result, decode_result
 
 __all__ = [
     "cancel",
+    "cancel_chain",
     "count_groups",
     "finished",
     "forget_member",
@@ -38,6 +39,7 @@ __all__ = [
     "list_groups",
     "list_members",
     "locked",
+    "prune",
     "schedule",
 ]
 
@@ -69,6 +71,12 @@ def schedule(
         if conn.execute(stmts.groups.exists, key).first() is not None:
             return None
     ids = [_new_id() for _ in plan.then] or [_new_id()]
+    members = [{**instance_values(m, now, trace_context), "group_id": ids[0]} for m in plan.members]
+    total = _insert(conn, stmts, members, now, on_inserted) if members else 0
+    if plan.whole and total < len(members):
+        if total == 0:
+            return None  # taken since it was looked up: nothing is written
+        raise ValueError(_taken("a member's key was taken while it was scheduled", plan))
     links = [
         {
             **instance_values(callback, now, trace_context),
@@ -79,12 +87,7 @@ def schedule(
         for k, callback in enumerate(plan.then)
     ]
     if links and _insert(conn, stmts, links, now, on_inserted) != len(links):
-        raise ValueError(
-            "schedule_group: a callback's key was taken while it was scheduled: "
-            + ", ".join(f"{c.task_name}/{c.instance_id}" for c in plan.then)
-        )
-    members = [{**instance_values(m, now, trace_context), "group_id": ids[0]} for m in plan.members]
-    total = _insert(conn, stmts, members, now, on_inserted) if members else 0
+        raise ValueError(_taken("a callback's key was taken while it was scheduled", plan))
     callbacks: list[TaskInstance[Any] | None] = [*plan.then] or [None]
     groups = [
         Group(
@@ -105,6 +108,11 @@ def schedule(
         if on_inserted is not None:
             on_inserted(now)
     return first
+
+
+def _taken(what: str, plan: GroupPlan) -> str:
+    keys = ", ".join(f"{i.task_name}/{i.instance_id}" for i in [*plan.members[:3], *plan.then])
+    return f"schedule_group: {what} ({keys}); nothing can be scheduled in this transaction"
 
 
 def _group_values(group: Group) -> dict[str, Any]:
@@ -318,6 +326,13 @@ def _group(row: Any, counts: Mapping[str, int], members: tuple[Result, ...] = ()
     )
 
 
+def prune(conn: Connection, table: Table, *, threshold: datetime, limit: int) -> int:
+    """Delete up to ``limit`` groups that finished or were cancelled before ``threshold``;
+    return how many."""
+    stmts = _statements(conn, table).groups
+    return conn.execute(stmts.prune, {"threshold": threshold, "limit": limit}).rowcount
+
+
 def locked(conn: Connection, table: Table, group_id: int) -> Group | None:
     """The group ``group_id`` (its members not counted by outcome), locked until the
     caller's transaction ends; ``None`` when there is no such group."""
@@ -329,29 +344,49 @@ def locked(conn: Connection, table: Table, group_id: int) -> Group | None:
 def cancel(conn: Connection, table: Table, group_id: int, now: datetime) -> int:
     """Cancel the group ``group_id``: its members that are not running and its callback
     unless it is running (and then, along a chain, every link after it), each kept as
-    ``cancelled``. Members running now finish as they would. Return how many executions
-    were cancelled."""
+    ``cancelled`` and counted as finished. Members running now finish as they would.
+    Return how many executions were cancelled: 0 for an unknown group, one cancelled
+    already, or a finished one whose callback has run (which stays as it was)."""
     stmts = _statements(conn, table)
     params = {"group_id": group_id, "now": now}
-    if conn.execute(stmts.groups.cancel, params).rowcount == 0:
-        return 0  # no such group, or cancelled already
-    cancelled = 0
+    group = locked(conn, table, group_id)  # concurrent cancels of one group queue here
+    if group is None or group.cancelled_at is not None:
+        return 0
     keys = [(name, instance) for name, instance in conn.execute(stmts.groups.unstarted, params)]
-    for name, instance in keys:
-        cancelled += _cancel_one(conn, stmts, name, instance, group_id, now)
-    if keys:
-        conn.execute(stmts.groups.count_down, {**params, "finished": len(keys)})
-    row = conn.execute(stmts.groups.get, params).first()
-    if row is not None and row.task_name is not None:
-        key = {"key_task": row.task_name, "key_instance": row.task_instance}
-        link = conn.execute(stmts.groups.membership, key).first()
-        if link is not None and link.awaits == group_id:
-            cancelled += _cancel_one(
-                conn, stmts, row.task_name, row.task_instance, link.group_id, now
-            )
-            if link.group_id is not None:
-                cancelled += cancel(conn, table, link.group_id, now)
+    members = sum(_cancel_one(conn, stmts, name, i, group_id, now) for name, i in keys)
+    if members:
+        conn.execute(stmts.groups.count_down, {**params, "finished": members})
+    cancelled = members + _cancel_callback(conn, table, group, now)
+    if cancelled or not group.finished:
+        conn.execute(stmts.groups.cancel, params)
     return cancelled
+
+
+def _cancel_callback(conn: Connection, table: Table, group: Group, now: datetime) -> int:
+    """Cancel ``group``'s callback if it has not started, and the chain after it; how
+    many executions that cancelled."""
+    if group.task_name is None or group.instance_id is None:
+        return 0
+    stmts = _statements(conn, table)
+    key = {"key_task": group.task_name, "key_instance": group.instance_id}
+    link = conn.execute(stmts.groups.membership, key).first()
+    if link is None or link.awaits != group.id:
+        return 0  # it ran, or it is running
+    if not _cancel_one(conn, stmts, group.task_name, group.instance_id, link.group_id, now):
+        return 0
+    if link.group_id is None:
+        return 1
+    return 1 + cancel_chain(conn, table, link.group_id, now)
+
+
+def cancel_chain(conn: Connection, table: Table, group_id: int, now: datetime) -> int:
+    """The link of ``group_id`` was cancelled before it ran: what waits for it is
+    cancelled too (it would otherwise run at once, ahead of the links before it). The
+    link counts as the group's finished member; return how many executions that
+    cancelled after it."""
+    stmts = _statements(conn, table)
+    conn.execute(stmts.groups.count_down, {"group_id": group_id, "finished": 1, "now": now})
+    return cancel(conn, table, group_id, now)
 
 
 def _cancel_one(

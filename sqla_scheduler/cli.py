@@ -582,10 +582,9 @@ def _print_executions(found: list[Execution], known: frozenset[str] | None) -> N
 
 
 def _state(e: Execution, now: datetime, known: frozenset[str] | None) -> str:
-    """``Execution.status``, or ``waiting`` for a group's callback that waits for its
-    members: its execution time is a placeholder in year 9999, not a time it will run."""
-    status = e.status(now, known)
-    return "waiting" if status == "scheduled" and e.waiting else status
+    """``Execution.status``: ``waiting`` for a group's callback that waits for its
+    members, whose execution time is a placeholder in year 9999, not a time it will run."""
+    return e.status(now, known)
 
 
 def _print_table(columns: list[tuple[str, str]], rows: Iterable[list[str]], *, empty: str) -> None:

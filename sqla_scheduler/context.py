@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from sqla_scheduler._execution import GroupPlan, TaskInstance, chain_of
+from sqla_scheduler._execution import GroupPlan, TaskInstance, group_plan
 
 if TYPE_CHECKING:
     from sqla_scheduler.groups import Group
@@ -167,7 +167,7 @@ class ExecutionContext(Generic[P]):
         if then is None:
             self._scheduled.append(instance)
         else:
-            self._plans.append(GroupPlan([instance], chain_of(then), whole=True))
+            self._plans.append(group_plan([instance], then, whole=True))
 
     def schedule_group(
         self,
@@ -176,14 +176,10 @@ class ExecutionContext(Generic[P]):
         then: TaskInstance[Any] | Sequence[TaskInstance[Any]] | None = None,
     ) -> None:
         """Schedule a group, as ``Scheduler.schedule_group`` does, committed together with
-        this execution's success."""
-        members = list(instances)
-        for member in members:
-            if not isinstance(member, TaskInstance):
-                raise TypeError(
-                    f"expected TaskInstances (made by task.instance(...)), got {member!r}"
-                )
-        self._plans.append(GroupPlan(members, () if then is None else chain_of(then)))
+        this execution's success. A callback whose key is taken then is not scheduled, nor
+        is the group: the scheduler logs a warning naming it (``Scheduler.schedule_group``
+        raises instead)."""
+        self._plans.append(group_plan(instances, then))
 
     @property
     def plans(self) -> tuple[GroupPlan, ...]:

@@ -25,7 +25,7 @@ from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target, check_sessio
 from sqla_scheduler._composing import Composing
 from sqla_scheduler._control import Control
 from sqla_scheduler._dialects import known_backend
-from sqla_scheduler._execution import Execution, GroupPlan, TaskInstance, chain_of
+from sqla_scheduler._execution import Execution, TaskInstance, group_plan
 from sqla_scheduler._observing import Observing
 from sqla_scheduler._runner import Lifecycle, Runner
 from sqla_scheduler.clock import Clock, DatabaseClock, SystemClock
@@ -136,7 +136,7 @@ class Scheduler(Observing, Control, Composing):
         """
         _check_instance(instance)
         if then is not None:
-            plan = GroupPlan([instance], chain_of(then), whole=True)
+            plan = group_plan([instance], then, whole=True)
             return _bridge.call(
                 target,
                 self.table,

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 from sqlalchemy import Table
 
-from sqla_scheduler import _history_store, _node_store, _result_store, _store
+from sqla_scheduler import _group_store, _history_store, _node_store, _result_store, _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._execution import Execution
@@ -281,8 +281,12 @@ class Maintenance:
 
     async def prune_results_once(self) -> int:
         """Delete kept results older than ``result_retention``, as ``prune_history_once``
-        does history entries; return how many."""
-        return await self._prune(_result_store.prune, self.config.result_retention, "results")
+        does history entries, and the groups that ended before then (whose members'
+        results go with them); return how many results."""
+        retention = self.config.result_retention
+        pruned = await self._prune(_result_store.prune, retention, "results")
+        await self._prune(_group_store.prune, retention, "groups")
+        return pruned
 
     async def _prune(self, prune_some: Callable[..., int], retention: timedelta, what: str) -> int:
         threshold = self.clock.now() - retention

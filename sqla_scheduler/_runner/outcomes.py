@@ -23,6 +23,7 @@ from sqla_scheduler._runner.held import Held
 from sqla_scheduler._store import Completion
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.context import ExecutionContext
+from sqla_scheduler.exceptions import PayloadError
 from sqla_scheduler.models import INT_MAX
 from sqla_scheduler.results import DEFAULT_MAX_RESULT_SIZE, ResultOutcome, encode_result
 from sqla_scheduler.schedules import Disabled, Schedule
@@ -236,7 +237,13 @@ def _finished(
     results."""
     if not keeps_result(task, execution):
         return finish(kind="remove")
-    value = encode_result(task.name, result, max_result_size)
+    if isinstance(task, OneTimeTask) and task.keep_result:
+        value = encode_result(task.name, result, max_result_size)
+    else:  # a group's member whose task keeps no result: its outcome is what counts
+        try:
+            value = encode_result(task.name, result, max_result_size)
+        except PayloadError:
+            value = None
     return finish(kind="remove", result=kept(execution, "succeeded", now, value=value))
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
+    Delete,
     Insert,
     Select,
     Table,
@@ -16,6 +17,7 @@ from sqlalchemy import (
     any_,
     bindparam,
     case,
+    delete,
     func,
     insert,
     select,
@@ -97,6 +99,18 @@ class Groups(Shapes):
         )
         #: Whether the bound key is taken (a callback cannot take over an execution).
         self.exists: Select[Any] = select(c.task_name).where(self.at_key)
+        #: Delete up to ``limit`` groups that finished or were cancelled before
+        #: ``threshold`` (through a derived table: MariaDB refuses a LIMIT in an IN
+        #: subquery). A group still counting its members down stays, however old.
+        ended = func.coalesce(g.c.finished_at, g.c.cancelled_at)
+        oldest = (
+            select(g.c.id)
+            .where(ended < bindparam("threshold", type_=g.c.created_at.type))
+            .order_by(g.c.created_at)
+            .limit(bindparam("limit"))
+        )
+        ids = select(oldest.subquery("oldest").c.id)
+        self.prune: Delete = delete(g).where(g.c.id.in_(ids.scalar_subquery()))
         #: Mark the group cancelled at ``now``, once.
         self.cancel: Update = (
             update(g)

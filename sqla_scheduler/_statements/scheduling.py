@@ -20,12 +20,14 @@ from sqlalchemy import (
     column,
     delete,
     func,
+    literal,
     select,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql.expression import Executable
 
 from sqla_scheduler._dialects import Backend
+from sqla_scheduler._execution import WAITING
 from sqla_scheduler._statements.marking import Marking
 from sqla_scheduler._statements.shapes import Shapes
 from sqla_scheduler._types import PayloadJSON
@@ -211,10 +213,12 @@ class Scheduling(Shapes):
             values["payload_version"] = bindparam("new_payload_version", type_=SmallInteger())
         if new_schedule:
             values["schedule"] = bindparam("new_schedule", type_=c.schedule.type)
+        # a group's callback waits for its members: it is not moved ahead of them
+        not_waiting = c.execution_time < literal(WAITING, c.execution_time.type)
         return Marking.build(
             self.table,
             one_statement=self.backend.updates_return,
-            where=self._unpicked_at_key(shown=shown),
+            where=(*self._unpicked_at_key(shown=shown), not_waiting),
             values=values,
             returning=(c.execution_time,),
             json_rows=self.backend.json_rows,

@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._result_store import Listed
@@ -177,15 +177,8 @@ def describe_schedule(text: str | None) -> str | None:
 
 
 def _status(execution: Execution, now: datetime) -> Status:
-    if execution.picked:
-        return "running"
-    if execution.waiting:  # its time is a placeholder far ahead, not a time to show
-        return "waiting"
-    if execution.consecutive_failures > 0:
-        return "failing"
-    if execution.execution_time <= now:
-        return "due"
-    return "scheduled"
+    # without the known tasks an execution is never "orphaned": every other status is one
+    return cast(Status, execution.status(now))
 
 
 def _pretty(data: Any) -> str:

@@ -328,8 +328,11 @@ async def test_bad_groups_are_refused_before_anything_is_written(db: Harness) ->
     seen = Seen()
     member, _, _ = _tasks(seen)
     scheduler = db.scheduler([every, member])
-    with pytest.raises(TypeError, match="a recurring task's instance cannot be a member"):
-        scheduler.schedule_group(db.engine, [every.instance("e", schedule="FIXED_DELAY|1h")])  # type: ignore[call-overload]
+    recurring_instance = every.instance("e", schedule="FIXED_DELAY|1h")
+    with pytest.raises(TypeError, match="a recurring task's instance cannot be in a group"):
+        scheduler.schedule_group(db.engine, [recurring_instance])  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match="task 'every': a recurring task's instance cannot be"):
+        scheduler.schedule(db.engine, member.instance("m", 1), then=recurring_instance)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="then must be a TaskInstance or a non-empty list"):
         scheduler.schedule(db.engine, member.instance("m", 1), then=[])  # type: ignore[call-overload]
     with pytest.raises(ValueError, match="group_id must be an int from 1"):
@@ -354,3 +357,73 @@ async def test_a_group_of_many_members_counts_down_without_scanning(
     (seen_group,) = seen.groups
     assert seen_group is not None
     assert (seen_group.remaining, dict(seen_group.outcomes)) == (0, {"succeeded": 2000})
+
+
+async def test_cancelling_a_waiting_link_cancels_the_links_after_it(
+    db: Harness, clock: ManualClock
+) -> None:
+    seen = Seen()
+    _, _, step = _tasks(seen)
+    scheduler = db.scheduler([step], clock)
+    later = NOW + timedelta(hours=1)
+    chain = [step.instance("b"), step.instance("c")]
+    await db.resolve(scheduler.schedule(db.engine, step.instance("a", at=later), then=chain))
+    assert await db.resolve(scheduler.cancel(db.engine, "step", "b")) is True
+    assert db.row("step", "c") is None  # it waited for b: it goes with it
+    clock.advance(timedelta(hours=2))
+    assert await scheduler.run_due() == 1
+    assert seen.order == ["a"]
+
+
+async def test_a_waiting_callback_cannot_be_run_now_or_moved(
+    db: Harness, clock: ManualClock
+) -> None:
+    seen = Seen()
+    member, callback, _ = _tasks(seen)
+    scheduler = db.scheduler([member, callback], clock)
+    later = NOW + timedelta(hours=1)
+    await db.resolve(
+        scheduler.schedule_group(
+            db.engine, [member.instance("m", 1, at=later)], then=callback.instance("c")
+        )
+    )
+    assert await db.resolve(scheduler.run_now(db.engine, "callback", "c")) is False
+    assert await db.resolve(scheduler.reschedule(db.engine, "callback", "c", NOW)) is False
+    execution = await db.resolve(scheduler.get_execution(db.engine, "callback", "c"))
+    assert execution.waiting
+    assert execution.status(NOW) == "waiting"
+    assert await scheduler.run_due() == 0
+
+
+async def test_a_member_keeps_its_outcome_when_its_value_is_not_json(
+    db: Harness, clock: ManualClock
+) -> None:
+    seen = Seen()
+    _, callback, _ = _tasks(seen)
+    odd = one_time("odd")(lambda ctx: {1, 2})  # keeps no result: its outcome is what counts
+    scheduler = db.scheduler([odd, callback], clock)
+    await db.resolve(
+        scheduler.schedule_group(db.engine, [odd.instance("o")], then=callback.instance("c"))
+    )
+    assert await scheduler.run_due() == 2
+    (seen_group,) = seen.groups
+    assert seen_group is not None
+    assert [(m.outcome, m.value) for m in seen_group.members] == [("succeeded", None)]
+
+
+async def test_cancelling_a_group_whose_callback_ran_changes_nothing(
+    db: Harness, clock: ManualClock
+) -> None:
+    seen = Seen()
+    member, callback, _ = _tasks(seen)
+    scheduler = db.scheduler([member, callback], clock, result_retention=timedelta(days=1))
+    group = await db.resolve(
+        scheduler.schedule_group(db.engine, [member.instance("m", 2)], then=callback.instance("c"))
+    )
+    assert await scheduler.run_due() == 2
+    assert await db.resolve(scheduler.cancel_group(db.engine, group.id)) == 0
+    progress = await db.resolve(scheduler.group(db.engine, group.id))
+    assert (progress.cancelled_at, progress.finished_at) == (None, NOW)
+    clock.advance(timedelta(days=2))  # ended longer ago than result_retention: pruned
+    assert await scheduler.prune_results() == 2  # the member's and the callback's
+    assert await db.resolve(scheduler.group(db.engine, group.id)) is None
