@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -39,6 +40,7 @@ __all__ = [
     "CustomTask",
     "NextAt",
     "OneTimeTask",
+    "RateLimit",
     "RecurringTask",
     "Task",
     "TaskInstance",
@@ -55,6 +57,63 @@ TaskKind = Literal["recurring", "one_time", "custom"]
 
 Handler = Callable[["ExecutionContext[P]"], Any]
 AbandonHook = Callable[["ExecutionContext[Any]", Any], Any]
+
+#: The most starts a rate limit allows in its window.
+_MAX_RATE_COUNT = 1_000_000
+#: The shortest window of a rate limit: below it, the time between a pick and the start of
+#: its handler would be a sizeable part of the window (see ``_rate_store``).
+_MIN_RATE_PER = timedelta(seconds=1)
+#: The longest window of a rate limit.
+_MAX_RATE_PER = timedelta(days=7)
+#: The seconds in each unit of a rate limit's text.
+_RATE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_RATE_TEXT = re.compile(r"(?P<count>[0-9]+)/(?P<every>[0-9]*)(?P<unit>[smhd])")
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """At most ``count`` executions of a task start in any window of ``per``, across every
+    process sharing the table: ``RateLimit(100, per=timedelta(minutes=1))``, or as text
+    ``"100/m"`` (see [`parse`][sqla_scheduler.tasks.RateLimit.parse]).
+
+    ``count`` is an int from 1 to 1,000,000; ``per`` a ``timedelta`` from 1 second to 7
+    days. Anything else raises [`TaskDefinitionError`][].
+    """
+
+    count: int
+    per: timedelta
+
+    def __post_init__(self) -> None:
+        if not is_int(self.count) or not 1 <= self.count <= _MAX_RATE_COUNT:
+            raise TaskDefinitionError(
+                f"a rate limit's count must be an int from 1 to {_MAX_RATE_COUNT:,}, "
+                f"got {self.count!r}"
+            )
+        if not isinstance(self.per, timedelta) or not _MIN_RATE_PER <= self.per <= _MAX_RATE_PER:
+            raise TaskDefinitionError(
+                f"a rate limit's per must be a timedelta from 1 second to 7 days, got {self.per!r}"
+            )
+
+    @classmethod
+    def parse(cls, text: str) -> RateLimit:
+        """``"COUNT/UNIT"``, UNIT one of ``s``, ``m``, ``h``, ``d``, optionally with a
+        number before it: ``"5/s"``, ``"100/m"``, ``"1000/h"``, ``"100/5m"`` (100 in any
+        five minutes)."""
+        found = _RATE_TEXT.fullmatch(text.strip()) if isinstance(text, str) else None
+        if found is None:
+            raise TaskDefinitionError(
+                f"a rate limit is written COUNT/UNIT, UNIT one of s, m, h, d, optionally "
+                f"with a number before it (5/s, 100/m, 100/5m), got {text!r}"
+            )
+        seconds = int(found["every"] or 1) * _RATE_UNITS[found["unit"]]
+        if not _MIN_RATE_PER.total_seconds() <= seconds <= _MAX_RATE_PER.total_seconds():
+            raise TaskDefinitionError(
+                f"a rate limit's window must be from 1 second to 7 days, got {text!r}"
+            )
+        try:
+            return cls(int(found["count"]), per=timedelta(seconds=seconds))
+        except TaskDefinitionError as exc:
+            raise TaskDefinitionError(f"{exc} (in {text!r})") from None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -74,6 +133,10 @@ class Task(Generic[P]):
     max_concurrency: int | None = None
     """At most this many executions of the task run at once across every process sharing
     the table (picked ones count, running or waiting); ``None``: no limit."""
+    rate_limit: RateLimit | None = None
+    """At most this many executions of the task start in any window of its length across
+    every process sharing the table (text such as ``"100/m"`` is parsed); ``None``: no
+    limit."""
     transactional: bool = False
     """Whether the handler gets ``ctx.session``, in the transaction that records its
     outcome: its writes commit if and only if its success is recorded."""
@@ -108,6 +171,7 @@ class Task(Generic[P]):
                 f"task {self.name!r}: max_concurrency must be an int from 1 to "
                 f"{MAX_TASK_CONCURRENCY} or None, got {self.max_concurrency!r}"
             )
+        object.__setattr__(self, "rate_limit", _check_rate_limit(self.name, self.rate_limit))
         if not isinstance(self.transactional, bool):
             raise TaskDefinitionError(
                 f"task {self.name!r}: transactional must be True or False, "
@@ -287,6 +351,7 @@ def recurring(
     priority: int = 0,
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
+    rate_limit: RateLimit | str | None = None,
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
@@ -301,6 +366,7 @@ def recurring(
     priority: int = 0,
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
+    rate_limit: RateLimit | str | None = None,
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
@@ -314,6 +380,7 @@ def recurring(
     priority: int = 0,
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
+    rate_limit: RateLimit | str | None = None,
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
@@ -323,8 +390,8 @@ def recurring(
     (``task.instance(id, payload, schedule=...)``), none created at start-up.
 
     The handler's return value becomes the next run's payload unless it is ``None``.
-    ``timeout``, ``max_concurrency``, ``transactional``, ``payload_version`` and
-    ``upcasters`` are those of ``one_time``.
+    ``timeout``, ``max_concurrency``, ``rate_limit``, ``transactional``,
+    ``payload_version`` and ``upcasters`` are those of ``one_time``.
     """
 
     return _decorator(
@@ -336,6 +403,7 @@ def recurring(
         priority=priority,
         timeout=timeout,
         max_concurrency=max_concurrency,
+        rate_limit=rate_limit,
         transactional=transactional,
         payload_version=payload_version,
         upcasters={} if upcasters is None else upcasters,
@@ -352,6 +420,7 @@ def one_time(
     priority: int = 0,
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
+    rate_limit: RateLimit | str | None = None,
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
@@ -367,6 +436,7 @@ def one_time(
     priority: int = 0,
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
+    rate_limit: RateLimit | str | None = None,
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
@@ -381,6 +451,7 @@ def one_time(
     priority: int = 0,
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
+    rate_limit: RateLimit | str | None = None,
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
@@ -399,6 +470,11 @@ def one_time(
 
     ``max_concurrency=N`` lets at most N executions of the task run at once across every
     process sharing the table (N from 1 to 1,000,000); the database enforces it.
+
+    ``rate_limit="100/m"`` (or a [`RateLimit`][]) lets at most
+    that many executions of the task start in any window of that length across every
+    process sharing the table; the database enforces it. Executions over the limit wait
+    for the window, in priority order, without failing.
 
     ``transactional=True`` gives the handler ``ctx.session``, joined to the transaction
     that records its outcome: its writes commit if and only if its success is recorded, so
@@ -424,6 +500,7 @@ def one_time(
         priority=priority,
         timeout=timeout,
         max_concurrency=max_concurrency,
+        rate_limit=rate_limit,
         transactional=transactional,
         payload_version=payload_version,
         upcasters={} if upcasters is None else upcasters,
@@ -441,6 +518,7 @@ def custom(
     priority: int = 0,
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
+    rate_limit: RateLimit | str | None = None,
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
@@ -456,6 +534,7 @@ def custom(
     priority: int = 0,
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
+    rate_limit: RateLimit | str | None = None,
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
@@ -470,6 +549,7 @@ def custom(
     priority: int = 0,
     timeout: timedelta | float | None = None,
     max_concurrency: int | None = None,
+    rate_limit: RateLimit | str | None = None,
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
@@ -477,8 +557,9 @@ def custom(
 ) -> Callable[[Handler[Any]], CustomTask[Any]]:
     """Define a custom task: its handler returns [`NextAt`][] to run again, ``None`` to end.
 
-    ``max_retries``, ``on_abandon``, ``timeout``, ``max_concurrency``, ``transactional``,
-    ``payload_version``, ``upcasters`` and ``keep_result`` are those of ``one_time``. With
+    ``max_retries``, ``on_abandon``, ``timeout``, ``max_concurrency``, ``rate_limit``,
+    ``transactional``, ``payload_version``, ``upcasters`` and ``keep_result`` are those of
+    ``one_time``. With
     ``keep_result=True`` the handler ends the execution by returning anything but a
     ``NextAt``, and that value is its result.
     """
@@ -492,6 +573,7 @@ def custom(
         priority=priority,
         timeout=timeout,
         max_concurrency=max_concurrency,
+        rate_limit=rate_limit,
         transactional=transactional,
         payload_version=payload_version,
         upcasters={} if upcasters is None else upcasters,
@@ -570,6 +652,21 @@ def _check_timeout(task_name: str, value: object) -> timedelta | None:
             f"task {task_name!r}: timeout must be more than 0 and at most 100 years, got {value!r}"
         )
     return value if isinstance(value, timedelta) else timedelta(seconds=seconds)
+
+
+def _check_rate_limit(task_name: str, value: object) -> RateLimit | None:
+    """``value`` (a ``RateLimit`` or its text) as a ``RateLimit``, or ``None``."""
+    if value is None or isinstance(value, RateLimit):
+        return value
+    if not isinstance(value, str):
+        raise TaskDefinitionError(
+            f"task {task_name!r}: rate_limit must be a RateLimit or text such as '100/m', "
+            f"got {value!r}"
+        )
+    try:
+        return RateLimit.parse(value)
+    except TaskDefinitionError as exc:
+        raise TaskDefinitionError(f"task {task_name!r}: rate_limit: {exc}") from None
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:

@@ -15,6 +15,7 @@ from sqla_scheduler import (
     FixedDelay,
     NextAt,
     OneTimeTask,
+    RateLimit,
     RecurringTask,
     custom,
     one_time,
@@ -221,3 +222,69 @@ def test_instance_at_needs_an_aware_time() -> None:
     task = one_time("email")(handler)
     with pytest.raises(TaskDefinitionError, match=r"task 'email': at must be timezone-aware"):
         task.instance("x", at=datetime(2030, 1, 1))
+
+
+@pytest.mark.parametrize(
+    ("text", "count", "per"),
+    [
+        ("5/s", 5, timedelta(seconds=1)),
+        ("100/m", 100, timedelta(minutes=1)),
+        ("1000/h", 1000, timedelta(hours=1)),
+        ("20000/d", 20000, timedelta(days=1)),
+        (" 100/5m ", 100, timedelta(minutes=5)),
+        ("1/7d", 1, timedelta(days=7)),
+        ("1000000/s", 1_000_000, timedelta(seconds=1)),
+    ],
+)
+def test_rate_limits_read_from_text(text: str, count: int, per: timedelta) -> None:
+    assert RateLimit.parse(text) == RateLimit(count, per=per)
+    for decorator in (one_time("job", rate_limit=text), custom("job", rate_limit=text)):
+        assert decorator(handler).rate_limit == RateLimit(count, per=per)
+    assert recurring("tick", "FIXED_DELAY|1m", rate_limit=text)(handler).rate_limit == RateLimit(
+        count, per=per
+    )
+
+
+def test_rate_limit_objects_are_taken_as_they_are() -> None:
+    limit = RateLimit(3, per=timedelta(seconds=90))
+    assert one_time("job", rate_limit=limit)(handler).rate_limit is limit
+    assert one_time("job")(handler).rate_limit is None
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ("0/s", r"count must be an int from 1 to 1,000,000, got 0 \(in '0/s'\)"),
+        ("1000001/s", "count must be an int from 1 to 1,000,000"),
+        ("5/0s", "window must be from 1 second to 7 days, got '5/0s'"),
+        ("5/8d", "window must be from 1 second to 7 days"),
+        ("5/100000000000000d", "window must be from 1 second to 7 days"),
+        ("5/ms", "written COUNT/UNIT"),
+        ("5 per second", "written COUNT/UNIT"),
+        ("1.5/s", "written COUNT/UNIT"),
+        ("-1/s", "written COUNT/UNIT"),
+        ("５/s", "written COUNT/UNIT"),  # noqa: RUF001 - a full-width digit is refused
+        ("", "written COUNT/UNIT"),
+        (5, " must be a RateLimit or text such as '100/m', got 5"),
+        (timedelta(seconds=1), " must be a RateLimit or text"),
+    ],
+)
+def test_bad_rate_limits_name_the_task_field_and_value(value: Any, fragment: str) -> None:
+    with pytest.raises(TaskDefinitionError, match=rf"task 'job': rate_limit.*{fragment}"):
+        one_time("job", rate_limit=value)(handler)
+
+
+@pytest.mark.parametrize(
+    ("count", "per", "fragment"),
+    [
+        (0, timedelta(seconds=1), "count must be an int from 1 to 1,000,000, got 0"),
+        (True, timedelta(seconds=1), "count must be an int"),
+        (2.0, timedelta(seconds=1), "count must be an int"),
+        (5, timedelta(milliseconds=999), "per must be a timedelta from 1 second to 7 days"),
+        (5, timedelta(days=7, seconds=1), "per must be a timedelta from 1 second to 7 days"),
+        (5, 60, "per must be a timedelta"),
+    ],
+)
+def test_bad_rate_limit_objects(count: Any, per: Any, fragment: str) -> None:
+    with pytest.raises(TaskDefinitionError, match=fragment):
+        RateLimit(count, per=per)
