@@ -38,6 +38,7 @@ from sqla_scheduler.models import (
     HISTORY_SUFFIX,
     NODES_SUFFIX,
     PAUSED_SUFFIX,
+    RATES_SUFFIX,
     RECORD_SUFFIX,
     RESULTS_SUFFIX,
     record_table,
@@ -95,6 +96,8 @@ class Names:
     @property
     def groups(self) -> str:
         return self.table + GROUPS_SUFFIX
+    def rates(self) -> str:
+        return self.table + RATES_SUFFIX
 
     @property
     def record(self) -> str:
@@ -484,6 +487,32 @@ def _groups_down(op: Op, names: Names) -> None:
         batch.drop_column("group_id")
 
 
+# 14 (7d3f1e9a2c48): the starts counted against tasks' rate limits.
+
+
+def _rates_up(op: Op, names: Names) -> None:
+    rates = names.rates
+    op.create_table(
+        rates,
+        sa.Column("id", BIG_ID, nullable=False),
+        sa.Column("task_name", sa.String(100), nullable=False),
+        sa.Column("start_by", UTCDateTime(), nullable=False),
+        sa.Column("starts", sa.Integer(), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f(f"pk_{rates}")),
+        schema=names.schema,
+        **TABLE_OPTIONS,
+    )
+    op.create_index(
+        f"ix_{rates}_task", rates, ["task_name", "start_by", "starts"], schema=names.schema
+    )
+
+
+def _rates_down(op: Op, names: Names) -> None:
+    rates = names.rates
+    op.drop_index(f"ix_{rates}_task", table_name=rates, schema=names.schema)
+    op.drop_table(rates, schema=names.schema)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Step:
     """One schema change: its number, the branch revision that runs it, and both ways."""
@@ -511,6 +540,7 @@ STEPS: tuple[Step, ...] = tuple(
             ("1ab727525351", _node_interval_up, _node_interval_down),
             ("4c6e8a2b9d15", _results_up, _results_down),
             ("a2e5c7f9b136", _groups_up, _groups_down),
+            ("7d3f1e9a2c48", _rates_up, _rates_down),
         ],
         start=1,
     )

@@ -55,6 +55,7 @@ __all__ = [
     "metadata_for",
     "nodes_table",
     "paused_table",
+    "rates_table",
     "record_table",
     "results_table",
     "scheduled_tasks_table",
@@ -80,6 +81,9 @@ RESULTS_SUFFIX = "_results"
 """The table of kept results is named after the scheduler's table with this suffix."""
 GROUPS_SUFFIX = "_groups"
 """The table of groups is named after the scheduler's table with this suffix."""
+RATES_SUFFIX = "_rates"
+"""The table of the starts counted against tasks' rate limits is named after the
+scheduler's table with this suffix."""
 RECORD_SUFFIX = "_schema"
 """The one-row table recording the migration step the tables are at is named after the
 scheduler's table with this suffix."""
@@ -115,9 +119,9 @@ def scheduled_tasks_table(
 ) -> Table:
     """Build the scheduler's table as ``name`` (in ``schema``) on ``target`` metadata,
     with its history (``<name>_history``), nodes (``<name>_nodes``), paused tasks
-    (``<name>_paused``), kept results (``<name>_results``) and groups (``<name>_groups``)
-    tables beside it, and the record of the migration step they are at
-    (``<name>_schema``).
+    (``<name>_paused``), kept results (``<name>_results``), groups (``<name>_groups``)
+    and rate-limited tasks' starts (``<name>_rates``) tables beside it, and the record of
+    the migration step they are at (``<name>_schema``).
 
     The two partial indexes serve the hot queries. Unpicked rows by task, priority and
     time: a scheduler reads its own tasks' rows only, and within each task and priority
@@ -171,6 +175,7 @@ def scheduled_tasks_table(
     _paused(target, name + PAUSED_SUFFIX, schema)
     _results(target, name + RESULTS_SUFFIX, schema)
     _groups(target, name + GROUPS_SUFFIX, schema)
+    _rates(target, name + RATES_SUFFIX, schema)
     _record(target, name + RECORD_SUFFIX, schema)
     return table
 
@@ -288,6 +293,26 @@ def _groups(target: MetaData, name: str, schema: str | None) -> Table:
     )
 
 
+def _rates(target: MetaData, name: str, schema: str | None) -> Table:
+    """The starts counted against each task's ``rate_limit``: one entry per pick that took
+    any, ``starts`` of them, the latest by ``start_by``. A pick of the task sums those of
+    the entries in its window, under the task's lock (see ``_rate_store``); entries out of
+    every window are deleted a batch at a time. Indexed by task and time, with the count,
+    so that the sum reads the index alone."""
+    table = Table(
+        name,
+        target,
+        Column("id", BIG_ID, primary_key=True),
+        Column("task_name", String(MAX_TASK_NAME_LENGTH), nullable=False),
+        Column("start_by", UTCDateTime(), nullable=False),
+        Column("starts", Integer(), nullable=False),
+        schema=schema,
+        **TABLE_OPTIONS,
+    )
+    Index(f"ix_{name}_task", table.c.task_name, table.c.start_by, table.c.starts)
+    return table
+
+
 def _record(target: MetaData, name: str, schema: str | None) -> Table:
     """One row: the migration step the tables are at, written by each step that runs."""
     return Table(
@@ -327,6 +352,10 @@ def results_table(table: Table) -> Table:
 def groups_table(table: Table) -> Table:
     """The table of groups that goes with the scheduler's ``table``."""
     return _beside(table, GROUPS_SUFFIX)
+def rates_table(table: Table) -> Table:
+    """The table of the starts counted against rate limits that goes with the scheduler's
+    ``table``."""
+    return _beside(table, RATES_SUFFIX)
 
 
 def record_table(table: Table) -> Table:
