@@ -13,12 +13,13 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Any, Literal, NamedTuple, TypeVar
+from functools import partial
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from sqlalchemy import Connection, RowMapping, Table, inspect
 from sqlalchemy.engine import URL
 
-from sqla_scheduler import _group_store, _history_store, _result_store
+from sqla_scheduler import _group_store, _history_store, _rate_store, _result_store
 from sqla_scheduler._dialects import backend_for, known_backend, notice_of_later
 from sqla_scheduler._execution import (
     KEEP,
@@ -36,6 +37,9 @@ from sqla_scheduler._types import dumps_payload
 from sqla_scheduler.exceptions import MissingTableError
 from sqla_scheduler.schedules import parse_schedule
 
+if TYPE_CHECKING:
+    from sqla_scheduler.tasks import RateLimit
+
 Key = tuple[str, str]
 T = TypeVar("T")
 
@@ -46,6 +50,7 @@ PER_STATEMENT = 1000
 __all__ = [
     "LimitedPick",
     "Recurring",
+    "TaskLimits",
     "cancel",
     "cancel_shown",
     "check_sqlite_file",
@@ -511,45 +516,87 @@ def pick(
     return picked
 
 
+class TaskLimits(NamedTuple):
+    """A limited task: the most of its executions picked at once (``max_concurrency``) and
+    its ``rate_limit``, each ``None`` when it has none."""
+
+    name: str
+    most: int | None = None
+    rate: RateLimit | None = None
+
+
 class LimitedPick(NamedTuple):
     """What ``pick_limited`` took, and whether it took all that was due: every task had
-    room for more than it found (so only new work, or time, can give it more to pick)."""
+    room for more than it found (so only new work, or time, can give it more to pick).
+
+    And what the pick of each rate-limited task came to (``rated``: see
+    ``_rate_store.Rated``)."""
 
     executions: list[Execution]
     drained: bool
+    rated: dict[str, _rate_store.Rated]
 
 
 def pick_limited(
     conn: Connection,
     table: Table,
     *,
-    limits: Sequence[tuple[str, int]],
+    limits: Sequence[TaskLimits],
     limit: int,
     picker: str,
     now: datetime,
+    prompt: int | None = None,
+    clock: Callable[[], datetime] | None = None,
 ) -> LimitedPick:
-    """Pick up to ``limit`` due executions of the tasks in ``limits`` (name, most at once),
-    none beyond its task's most: in the caller's transaction, each task's picks counted
-    under its lock (PostgreSQL; SQLite lets one writer in at a time), so that concurrent
-    pickers in any number of processes never exceed it together."""
-    stmts = _statements(conn, table).running
+    """Pick up to ``limit`` due executions of the tasks in ``limits``, none beyond its
+    task's most at once nor its rate limit: in the caller's transaction, each task's picks
+    counted under its lock (PostgreSQL; SQLite lets one writer in at a time), so that
+    concurrent pickers in any number of processes never exceed it together.
+
+    A rate-limited task's picks are counted with the time ``clock()`` reads under its lock
+    (default ``now``; see ``_rate_store``). Of the executions picked, the first ``prompt``
+    (default all) can start at once (free workers); the others wait for a worker, so they
+    are only picked while the task's window keeps room to spare beyond them.
+    """
+    every = _statements(conn, table)
+    stmts = every.running
     picked: list[Execution] = []
     drained = True
-    for name, most in sorted(limits):
+    rated: dict[str, _rate_store.Rated] = {}
+    at_once = limit if prompt is None else prompt
+    for name, most, rate in sorted(limits, key=lambda task: task.name):
         room = limit - len(picked)
         if room <= 0:
-            return LimitedPick(picked, drained=False)
+            return LimitedPick(picked, False, rated)
         if stmts.lock_task is not None:
             conn.execute(stmts.lock_task, {"lock_key": _lock_key(table, name)})
-        running = int(conn.execute(stmts.count_picked, {"name": name}).scalar_one())
-        allowed = min(room, most - running)
-        if allowed <= 0:
-            drained = False  # full: what is due waits for a place
+        allowed = room
+        if most is not None:
+            running = int(conn.execute(stmts.count_picked, {"name": name}).scalar_one())
+            allowed = min(room, most - running)
+            if allowed <= 0:
+                drained = False  # full: what is due waits for a place
+                continue
+        if rate is None:
+            found = pick(conn, table, names=[name], limit=allowed, picker=picker, now=now)
+            drained = drained and len(found) < allowed
+            picked += found
             continue
-        found = pick(conn, table, names=[name], limit=allowed, picker=picker, now=now)
-        drained = drained and len(found) < allowed
-        picked += found
-    return LimitedPick(picked, drained)
+        rated[name] = _rate_store.pick(
+            conn,
+            every.rates,
+            name,
+            rate,
+            allowed=allowed,
+            at_once=at_once - len(picked),
+            concurrent=most is not None,
+            now=now,
+            clock=clock,
+            take=partial(pick, conn, table, names=[name], picker=picker, now=now),
+        )
+        picked += rated[name].found
+        drained = drained and rated[name].drained
+    return LimitedPick(picked, drained, rated)
 
 
 def _lock_key(table: Table, task_name: str) -> int:

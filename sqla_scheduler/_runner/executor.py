@@ -61,6 +61,7 @@ class Executor:
         interceptors: Sequence[ExecutionInterceptor] = (),
         sessions: SessionFactory | None = None,
         limited: frozenset[str] = frozenset(),
+        on_handed_back: Callable[[], None] | None = None,
     ) -> None:
         self.tasks = tasks
         self._db = db
@@ -76,6 +77,9 @@ class Executor:
         self.interceptors = interceptors
         self._threads = threads
         self._starts = _StartRecorder(db, table, clock)
+        #: Called once a rate-limited execution handed back for starting late is due again
+        #: (the picker's wake-up: it was picked by this process, no other hears of it).
+        self._on_handed_back = on_handed_back
 
     async def run_once(self, held: Held) -> Outcome:
         """Run ``held``'s handler (when it may run) and return what it came to."""
@@ -123,6 +127,9 @@ class Executor:
         if spent is not None:
             return Outcome(held=held, decision=spent, context=context, on_abandon=task.on_abandon)
 
+        late = self._late(held)
+        if late is not None:
+            return late
         if self.listeners:
             dispatch(self.listeners, "on_start", context)
         started_at = self.clock.now()
@@ -177,6 +184,25 @@ class Executor:
         """The group a callback waited for, with its members' outcomes and results."""
         read = partial(_group_store.get, table=self._table, group_id=group_id, members=True)
         return await self._db.shielded(read)
+
+    def _late(self, held: Held) -> Outcome | None:
+        """A release of ``held`` when it is a rate-limited task's execution past the time
+        it had to start by (see ``_rate_store``): its start was counted, to come by then,
+        when it was picked. Handed back untouched, it is picked again as its window allows;
+        ``None`` when it may start."""
+        now = self.clock.now()
+        if held.start_by is None or now <= held.start_by:
+            return None
+        log.info(
+            "%s did not start by %s, as its rate limit needs: handing it back",
+            held.label,
+            held.start_by.isoformat(),
+        )
+        return Outcome(
+            held=held,
+            decision=outcomes.release(held.execution, now),
+            on_recorded=self._on_handed_back,
+        )
 
     async def _attempt(
         self, task: Task[Any], context: ExecutionContext[Any], handler: Handler[Any]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqla_scheduler._execution import Execution, Key
 
@@ -30,6 +31,9 @@ class Held:
     lost: bool = False
     #: Its outcome is being committed; a heartbeat miss now is not a loss.
     completing: bool = False
+    #: The latest its handler may start (a rate-limited task's, whose start was counted
+    #: when it was picked: see ``_rate_store``); later, it is handed back instead.
+    start_by: datetime | None = None
 
     @property
     def key(self) -> Key:

@@ -99,6 +99,11 @@ class Runner:
             held=held,
             waker=waker,
             limits=limits,
+            rates={
+                name: task.rate_limit
+                for name, task in self.tasks.items()
+                if task.rate_limit is not None
+            },
             paused=paused,
             on_paused=self._hand_back,
         )
@@ -114,6 +119,7 @@ class Runner:
             interceptors=list(interceptors),
             sessions=sessions,
             limited=frozenset(limits),
+            on_handed_back=waker.news,
         )
         self.completer = Completer(
             db=db,
@@ -294,7 +300,8 @@ class Runner:
             await self.maintenance.register_recurring()
             ran = 0
             while True:
-                batch = await self.picker.run_once(self.config.concurrency)
+                # one at a time: a rate-limited task's picks must start at once
+                batch = await self.picker.run_once(self.config.concurrency, prompt=1)
                 if not batch:
                     return ran
                 for held in batch:

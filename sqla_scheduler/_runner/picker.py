@@ -7,13 +7,25 @@ freed capacity, a commit in this process, a revival), for the earliest execution
 knows of (``refresh_next`` asks the table after a pick that took all that was due), or
 for its poll, whichever comes first.
 
-Tasks with ``max_concurrency`` are picked first, in a transaction of their own that
-counts each one's picked executions under its lock (``_store.pick_limited``); the others
-with one statement, as if there were no limits at all. While a backlog of other tasks
-keeps the picker busy, that transaction is skipped once it found the limited tasks with
-room to spare and nothing more due, until the waker hears of work (``Waker.heard``),
-a time it knows of comes, or ``_LIMITED_RECHECK`` passes: so a limited task registered
-beside them does not slow their picks.
+Tasks with ``max_concurrency`` or ``rate_limit`` are picked first, in a transaction of
+their own that counts each one's picked executions, or its starts in the window, under
+its lock (``_store.pick_limited``); the others with one statement, as if there were no
+limits at all. While a backlog of other tasks keeps the picker busy, that transaction is
+skipped once it found the limited tasks with room to spare and nothing more due, until
+the waker hears of work (``Waker.heard``), a time it knows of comes, or
+``_LIMITED_RECHECK`` passes: so a limited task registered beside them does not slow
+their picks.
+
+A rate-limited task whose window is full is left out of the picks until its window has
+room again, and the picker wakes up then (``reopens``). Its executions are counted as
+started when they are picked, each to start within a slack of its pick or be handed
+back (``Held.start_by``; see ``_rate_store``): beyond the free workers they are only
+picked while the window keeps room to spare. In a backlog with room to spare, a pick
+counts more starts ahead (``_Credit``), which the next picks take with one statement
+each, without the lock; what they do not take is given back. When its due executions
+wait for a free worker (``held_back``), the picker picks again as soon as one is free
+rather than once its hand falls to the lower limit, so that a backlog of other work,
+picked ahead, cannot keep them waiting.
 
 Every ``polling_interval`` it also reads the paused tasks (``refresh_paused``): that is
 how a process learns of a pause it cannot hear of (other processes on SQLite, a LISTEN
@@ -32,6 +44,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
+from typing import TYPE_CHECKING
 
 import anyio
 from sqlalchemy import Table
@@ -40,9 +53,13 @@ from sqla_scheduler import _control_store, _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._execution import Execution
 from sqla_scheduler._runner.held import Held, HeldSet, PausedTasks
+from sqla_scheduler._runner.limited import LimitedPicks, pick_plain
 from sqla_scheduler._runner.waker import Waker
 from sqla_scheduler.clock import Clock
 from sqla_scheduler.config import SchedulerConfig
+
+if TYPE_CHECKING:
+    from sqla_scheduler.tasks import RateLimit
 
 __all__ = ["Picker"]
 
@@ -72,16 +89,28 @@ class Picker:
         held: HeldSet,
         waker: Waker,
         limits: Mapping[str, int] | None = None,
+        rates: Mapping[str, RateLimit] | None = None,
         paused: PausedTasks | None = None,
         on_paused: Callable[[str], None] = lambda task_name: None,
     ) -> None:
         self.db = db
         self.table = table
-        #: Every task this scheduler runs, and those with a ``max_concurrency`` (its value).
+        #: Every task this scheduler runs, those with a ``max_concurrency`` (its value) and
+        #: those with a ``rate_limit`` (its value).
         self.names = names
         self.limits = dict(limits or {})
-        self._unlimited = [name for name in names if name not in self.limits]
-        self._limited = sorted(self.limits.items())
+        self.rates = dict(rates or {})
+        self._unlimited = [n for n in names if n not in self.limits and n not in self.rates]
+        #: The picks of the tasks with either limit.
+        self.limited = LimitedPicks(
+            db=db,
+            table=table,
+            config=config,
+            clock=clock,
+            waker=waker,
+            limits=self.limits,
+            rates=self.rates,
+        )
         self.config = config
         self.clock = clock
         self.held = held
@@ -109,10 +138,15 @@ class Picker:
     def low(self) -> int:
         """Pick again once no more than this many executions are outstanding."""
         if self.boost == 1:
-            return self._base_low
-        # Under a backlog, top up at half the upper limit: the next pick then runs while
-        # the workers still have half a pick's worth to do, instead of once they starve.
-        return max(self._base_low * self.boost, self.high // 2)
+            low = self._base_low
+        else:
+            # Under a backlog, top up at half the upper limit: the next pick then runs
+            # while the workers still have half a pick's worth to do, instead of once they
+            # starve.
+            low = max(self._base_low * self.boost, self.high // 2)
+        if self.limited.held_back:  # as soon as a worker is free: a rate-limited task waits
+            return min(low, self.config.concurrency - 1)
+        return low
 
     @property
     def high(self) -> int:
@@ -123,46 +157,42 @@ class Picker:
         """Whether a pick now would take anything (the outstanding count is low)."""
         return self.held.outstanding <= self.low
 
+    @property
+    def backlog(self) -> bool:
+        """Whether more is known to be due than the last pick took: it was full, or it left
+        a rate-limited task's executions waiting for a free worker."""
+        return self.more_due or self.limited.held_back
+
     def wants_more(self) -> bool:
         """Whether more is known to be due (a full pick, or the time waited for has come)
         and there is room for it now."""
-        return (self.more_due or self.waker.due()) and self.held.outstanding <= self.low
+        return (self.backlog or self.waker.due()) and self.held.outstanding <= self.low
 
-    async def run_once(self, limit: int | None = None) -> list[Held]:
-        """Pick up to ``limit`` due executions (default: up to the upper limit); hold them."""
+    async def run_once(self, limit: int | None = None, prompt: int | None = None) -> list[Held]:
+        """Pick up to ``limit`` due executions (default: up to the upper limit); hold them.
+        ``prompt``: how many of them can start at once (default: the free workers)."""
         if limit is None:
             limit = self.high - self.held.outstanding
-        self.picked_by = self.waker.due_by()
+        if prompt is None:
+            prompt = self.config.concurrency - self.held.outstanding
+        self.picked_by = due_by = self.waker.due_by()
         picked: list[Execution] = []
-        if self._limited and limit > 0 and self._limited_may_be_due():
+        start_by: dict[str, datetime] = {}
+        limited = self.limited.now()
+        if limited and limit > 0 and self._limited_may_be_due():
             heard_of, at = self.waker.heard_of, time.monotonic()
-            picked, drained = await self.db.shielded(
-                partial(
-                    _store.pick_limited,
-                    table=self.table,
-                    limits=self._limited,
-                    limit=limit,
-                    picker=self.config.scheduler_name,
-                    now=self.picked_by,
-                ),
-                lane="picker-limited",
+            picked, start_by, drained = await self.limited.pick(
+                limited, limit, max(prompt, 0), due_by
             )
             self._limited_drained = (heard_of, at) if drained else None
+        elif limit > 0:
+            self.limited.skip()
         if self._unlimited and limit > len(picked):
-            picked += await self.db.shielded(
-                partial(
-                    _store.pick,
-                    table=self.table,
-                    names=self._unlimited,
-                    limit=limit - len(picked),
-                    picker=self.config.scheduler_name,
-                    now=self.picked_by,
-                ),
-                autocommit=True,
-                lane="picker",
-                plan_once=True,
+            room = limit - len(picked)
+            picked += await pick_plain(
+                self.db, self.table, self.config, self._unlimited, room, due_by
             )
-        self.more_due = len(picked) == limit
+        self.more_due = len(picked) == limit or self.limited.credit_spent
         if not self.more_due:
             self.boost = 1
         elif (
@@ -172,7 +202,11 @@ class Picker:
             # The queue ran dry while we picked: keep more in hand next time.
             self.boost = min(self.boost * 2, _MAX_BOOST)
         self.held.outstanding += len(picked)
-        return [self.held.hold(execution) for execution in picked]
+        held = [self.held.hold(execution) for execution in picked]
+        if start_by:
+            for one in held:
+                one.start_by = start_by.get(one.execution.task_name)
+        return held
 
     def _limited_may_be_due(self) -> bool:
         """Whether the limited tasks may have work to pick: always, but while a backlog
@@ -202,6 +236,7 @@ class Picker:
         )
         if next_at is not None:
             self.waker.wake_at(next_at)
+        self.limited.wake_at_reopen()  # the table knows nothing of it
 
     async def refresh_paused(self) -> None:
         """Read the paused tasks from the table; hand back what is held of each one that
@@ -260,10 +295,10 @@ class Picker:
                 if self.wants_more():
                     continue  # handlers already drained the queue: pick again at once
             pick = True
-            if not self.wants_work() and (self.more_due or self.waker.due()):
+            if not self.wants_work() and (self.backlog or self.waker.due()):
                 # more is due than there is room for: the workers and the completer wake
                 # us when room is made
-                await self.waker.wait(self._paused_wait(None if self.more_due else poll))
+                await self.waker.wait(self._paused_wait(None if self.backlog else poll))
             elif not await self.waker.wait(self._paused_wait(self.waker.seconds_to_next(poll))):
                 self.waker.known = False  # a poll: ask the table again after the pick
             elif self.waker.retimed:

@@ -77,11 +77,14 @@ class Waker:
         self.heard()
         self.wake()
 
-    def wake_at(self, at: datetime) -> None:
+    def wake_at(self, at: datetime, *, news: bool = True) -> None:
         """Learn that an execution is due at ``at``; end the current wait if that is
         earlier than what the wait is for (from the loop's own thread): at once if it is
-        due already, else only so that the wait is for the new time (``retimed``)."""
-        self.heard()
+        due already, else only so that the wait is for the new time (``retimed``).
+        Without ``news`` it is a time the picker worked out itself (when a rate-limited
+        task's window has room again), not news of work (``heard``)."""
+        if news:
+            self.heard()
         if self.next_at is None or at < self.next_at:
             self.next_at = at
             if at - AHEAD <= self.clock.now():

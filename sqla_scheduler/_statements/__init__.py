@@ -1,11 +1,11 @@
 """Every SQL statement the library runs, built with SQLAlchemy Core; no I/O here.
 
-Statements are built once per table and database and cached, in seven parts: what the
+Statements are built once per table and database and cached, in eight parts: what the
 application and admin page write (``Scheduling``), what a runner runs (``Running``), what
 is read to show (``Listing``), the history table's (``History``), the nodes table's
-(``Nodes``), the kept results' (``Results``) and the groups' (``Groups``). "Now" is
-always a bound parameter, so tests can pin time and production binds the scheduler's
-clock.
+(``Nodes``), the kept results' (``Results``), the groups' (``Groups``) and the rate
+limits' (``Rates``). "Now" is always a bound parameter, so tests can pin time and
+production binds the scheduler's clock.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from sqla_scheduler._statements.groups import Groups
 from sqla_scheduler._statements.history import History
 from sqla_scheduler._statements.listing import Listing
 from sqla_scheduler._statements.nodes import Nodes
+from sqla_scheduler._statements.rates import Rates
 from sqla_scheduler._statements.results import Results
 from sqla_scheduler._statements.running import Running
 from sqla_scheduler._statements.scheduling import Scheduling
@@ -29,6 +30,7 @@ __all__ = [
     "History",
     "Listing",
     "Nodes",
+    "Rates",
     "Results",
     "Running",
     "Scheduling",
@@ -48,6 +50,7 @@ class Statements:
     nodes: Nodes
     results: Results
     groups: Groups
+    rates: Rates
 
 
 @cache
@@ -61,4 +64,5 @@ def statements_for(table: Table, backend: Backend) -> Statements:
         nodes=Nodes(table, backend),
         results=Results(table, backend),
         groups=Groups(table, backend),
+        rates=Rates(table, backend),
     )
