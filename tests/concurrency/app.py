@@ -26,6 +26,9 @@ transaction of its own, so a test can see every execution from outside the worke
 - ``gcallback`` (``transactional=True``): a group's callback; in its outcome's
   transaction it writes a row in ``callbacks`` with its group, how many members its
   ``ctx.group`` lists, their outcomes as JSON, and whether the group had finished.
+- ``rated``: only with ``RATE_LIMIT`` (its ``rate_limit``, e.g. ``20/s``); a row in
+  ``rated_starts`` with the time its handler started (``time.time()``, in microseconds,
+  read first thing).
 - ``poison``: an instance whose id starts with ``die`` kills the worker process
   (``os._exit``); one whose id starts with ``exit`` raises ``SystemExit(0)`` and one
   starting ``interrupt`` ``KeyboardInterrupt`` (each recording phase ``raised`` first);
@@ -124,6 +127,16 @@ class Point:
     x: int
 
 
+#: When each handler of the ``rated`` task started, and in which worker.
+rated_starts = Table(
+    "rated_starts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("instance", String(255), nullable=False),
+    Column("worker", String(255), nullable=False),
+    Column("at_us", BigInteger, nullable=False),
+)
+
 #: The ``limited`` task's ``max_concurrency``.
 LIMIT = 2
 
@@ -176,10 +189,11 @@ def build_scheduler(
     node_heartbeat_interval: timedelta = timedelta(seconds=30),
     prepare: bool = True,
     group_sleep: float = 0.005,
+    rate_limit: str | None = None,
 ) -> Scheduler:
     """A scheduler on a sync engine (psycopg or pysqlite) with ``record`` and ``slow``.
     Without ``prepare`` (behind a pooler in transaction mode) psycopg prepares none of the
-    app's own statements."""
+    app's own statements. With ``rate_limit``, ``rated`` too."""
     # The runner holds up to concurrency + 4 connections, and each handler one more.
     args: dict[str, Any] = {} if prepare else {"connect_args": {"prepare_threshold": None}}
     engine = configure_sqlite(
@@ -268,6 +282,22 @@ def build_scheduler(
             raise SystemExit(0) if ctx.instance_id.startswith("exit") else KeyboardInterrupt
         log_run("poison", ctx.instance_id, "done")
 
+    tasks: list[OneTimeTask[Any]] = [record, slow, fault, limited, effect, poison]
+    tasks += [gmember, gtyped, gcallback]
+    if rate_limit is not None:
+
+        @one_time("rated", rate_limit=rate_limit)
+        def rated(ctx: ExecutionContext[Any]) -> None:
+            at = time.time()
+            with engine.begin() as conn:
+                conn.execute(
+                    insert(rated_starts).values(
+                        instance=ctx.instance_id, worker=name, at_us=round(at * 1_000_000)
+                    )
+                )
+
+        tasks.append(rated)
+
     config = SchedulerConfig(
         scheduler_name=name,
         concurrency=concurrency,
@@ -285,7 +315,6 @@ def build_scheduler(
         clock = DatabaseClock(base) if db_clock else base
     if step_file is not None:
         clock = DatabaseClock(SteppedClock(step_file))
-    tasks = [record, slow, fault, limited, effect, poison, gmember, gtyped, gcallback]
     return Scheduler(engine, tasks, config, clock=clock)
 
 
@@ -327,8 +356,8 @@ def scheduler_from_env() -> Scheduler:
     ``WORKER_NAME``, ``CONCURRENCY``, ``POLL_MS``, ``HEARTBEAT_MS``, ``MISSED_LIMIT``,
     ``SHUTDOWN_WAIT_MS``, ``SLOW_DEADLINE_S``, ``FAULT_SLEEP_MS``, ``LIMITED_SLEEP_MS``,
     ``EFFECT_SLEEP_MS``, ``EFFECT_LOG``, ``MAX_RETRIES``, ``SKEW_S``, ``DB_CLOCK``,
-    ``STEP_FILE``, ``PREPARE`` (``0``: behind a pooler), ``NODE_HEARTBEAT_MS`` and
-    ``GROUP_SLEEP_MS``; with
+    ``STEP_FILE``, ``PREPARE`` (``0``: behind a pooler), ``NODE_HEARTBEAT_MS``,
+    ``GROUP_SLEEP_MS`` and ``RATE_LIMIT``; with
     ``PARENT_PID``, the process exits when its parent does."""
     if "PARENT_PID" in os.environ:
         _exit_with_parent(int(os.environ["PARENT_PID"]))
@@ -352,6 +381,7 @@ def scheduler_from_env() -> Scheduler:
         prepare=os.environ.get("PREPARE", "1") != "0",
         node_heartbeat_interval=_ms("NODE_HEARTBEAT_MS", 30_000),
         group_sleep=int(os.environ.get("GROUP_SLEEP_MS", 5)) / 1000,
+        rate_limit=os.environ.get("RATE_LIMIT"),
     )
 
 
