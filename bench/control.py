@@ -1,5 +1,6 @@
-"""What control costs: the drain of a task with ``max_concurrency=5`` beside the unlimited
-drain (``drain_async_1``), and how long a resumed task's due execution waits to start.
+"""What control costs: the drain of a task with ``max_concurrency=5``, and of one with a
+``rate_limit`` above the drain rate, beside the unlimited drain (``drain_async_1``), and how
+long a resumed task's due execution waits to start.
 
 - ``drain_limited``: ``drain_rows / 10`` due executions of the bench's no-op task, limited
   to 5 at once, drained by one async worker (concurrency 10). Each pick of a limited task
@@ -7,6 +8,11 @@ drain (``drain_async_1``), and how long a resumed task's due execution waits to 
 - ``drain_beside_limited``: the drain of ``drain_async_1``, by a worker that also
   registers a task with ``max_concurrency=5`` (no rows of its own): a limit must not slow
   the picks of tasks without one (target >= 90% of ``drain_async_1``).
+- ``drain_rated``: the drain of ``drain_async_1`` (``drain_rows`` due executions, one async
+  worker, concurrency 10) of the no-op task with ``rate_limit=RATE``, well above the
+  unlimited drain's rate, so that the limit itself holds nothing back: what counting each
+  start in the task's slots costs (target >= 90% of ``drain_async_1``). Each pick of the
+  task is a transaction that takes its lock, finds free slots and stamps them.
 - ``resume``: an idle async worker (default configuration but for the poll) and a paused
   task; each round schedules one execution (due now, not picked: the task is paused),
   then resumes the task, and times from the resume's commit to the handler's start; the
@@ -25,6 +31,8 @@ from bench.scenarios import _percentiles, _starts_after, drain
 from sqla_scheduler import Scheduler
 
 LIMIT = 5
+#: The rate limit of ``drain_rated``: some three times the unlimited drain's rate here.
+RATE = "50000/s"
 
 
 def drain_limited(bench: Bench) -> Figure:
@@ -49,6 +57,18 @@ def drain_beside_limited(bench: Bench) -> Figure:
         1,
         floor_key="drain_async_1",
         extra=["--limited-beside", str(LIMIT)],
+    )
+
+
+def drain_rated(bench: Bench) -> Figure:
+    return drain(
+        bench,
+        "drain_rated",
+        f"drain: 1 process, async, rate_limit={RATE}",
+        "async",
+        1,
+        floor_key="drain_async_1",
+        extra=["--rate-limit", RATE],
     )
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from bench.composing import callback_latency, drain_with_group, wait_latency
-from bench.control import drain_beside_limited, drain_limited, resume_latency
+from bench.control import drain_beside_limited, drain_limited, drain_rated, resume_latency
 from bench.floors import floor_batch, floor_drain, floor_single
 from bench.harness import Bench
 from bench.history import history_drains
@@ -40,6 +40,7 @@ FLOOR_OF = {
     "drain_limited": "drain_async_1",
     "drain_beside_limited": "drain_async_1",
     "drain_with_group": "drain_async_1",
+    "drain_rated": "drain_async_1",
     "drain_transactional": "floor_row_tx",
     "drain_pgbouncer": "drain_async_1",
     **{f"drain_processes_{n}": "floor_drain" for n in PROCESSES},
@@ -62,6 +63,7 @@ SCENARIOS = (
     "drain_with_group",
     "callback_latency",
     "wait_latency",
+    "drain_rated",
     "resume",
     "floor_row_tx",
     "drain_transactional",
@@ -106,6 +108,7 @@ RATIO_TARGETS = {
         "drain_transactional": 0.70,
         "drain_beside_limited": 0.90,  # a limit does not slow the tasks without one
         "drain_with_group": 0.90,  # a group's count-down does not slow the drain
+        "drain_rated": 0.90,  # a rate limit above the drain rate costs it little
         "drain_pgbouncer": 0.70,  # of the direct drain's
     },
     "mariadb": {
@@ -115,6 +118,7 @@ RATIO_TARGETS = {
         "schedule_batch": 0.80,
         "drain_beside_limited": 0.90,
         "drain_with_group": 0.90,
+        "drain_rated": 0.90,
     },
 }
 
@@ -192,6 +196,10 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
         "ms",
         lambda: wait_latency(bench)[0],
         "wait_latency",
+        "drain_rated",
+        "drain of a task with a rate_limit above the drain rate",
+        "rows/s",
+        partial(drain_rated, bench),
     )
     s(
         "resume_p50",

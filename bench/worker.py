@@ -13,7 +13,8 @@ begins, the key being its instance id (``#retry`` added on a retry). ``--cron EX
 a recurring ``tick`` task on that cron schedule (key ``tick@<execution_time>``);
 ``--fail-first`` makes the first attempt of each ``noop`` execution fail,
 ``--retry-delay`` sets ``retry_base_delay``, ``--history`` the ``history`` setting and
-``--max-concurrency`` the task's ``max_concurrency``; ``--transactional`` defines it with
+``--max-concurrency`` the task's ``max_concurrency``, ``--rate-limit`` its ``rate_limit``
+(text such as ``50000/s``); ``--transactional`` defines it with
 ``transactional=True``; ``--limited-beside N`` also registers a ``capped`` task with
 ``max_concurrency=N`` (which has no rows: what it costs the ``noop`` drain);
 ``--keep-result`` defines ``noop`` with ``keep_result=True``; ``--group-callback`` also
@@ -66,6 +67,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--retry-delay", type=float, default=None, help="seconds")
     parser.add_argument("--history", choices=("failures", "all", "none"), default=None)
     parser.add_argument("--max-concurrency", type=int, default=None, help="the task's limit")
+    parser.add_argument("--rate-limit", default=None, help="the task's rate_limit (50000/s)")
     parser.add_argument("--transactional", action="store_true", help="transactional=True")
     parser.add_argument(
         "--limited-beside", type=int, default=None, help="also a 'capped' task with this limit"
@@ -103,6 +105,7 @@ def make_task(
     max_concurrency: int | None = None,
     transactional: bool = False,
     keep_result: bool = False,
+    rate_limit: str | None = None,
 ) -> OneTimeTask[Any]:
     """The ``noop`` task, with an ``async def`` or a plain ``def`` handler."""
 
@@ -113,22 +116,24 @@ def make_task(
         if fail_first and not retry:
             raise RuntimeError("the first attempt fails (--fail-first)")
 
-    options: dict[str, Any] = {
-        "max_concurrency": max_concurrency,
-        "transactional": transactional,
-        "keep_result": keep_result,
-    }
+    define = one_time(
+        TASK_NAME,
+        max_concurrency=max_concurrency,
+        transactional=transactional,
+        keep_result=keep_result,
+        rate_limit=rate_limit,
+    )
     if handler_kind == "async":
 
         async def noop_async(ctx: ExecutionContext[Any]) -> None:
             begin(ctx)
 
-        return one_time(TASK_NAME, **options)(noop_async)
+        return define(noop_async)
 
     def noop_sync(ctx: ExecutionContext[Any]) -> None:
         begin(ctx)
 
-    return one_time(TASK_NAME, **options)(noop_sync)
+    return define(noop_sync)
 
 
 def make_tick(expression: str) -> RecurringTask[Any]:
@@ -200,6 +205,7 @@ async def serve(args: argparse.Namespace) -> None:
             args.max_concurrency,
             args.transactional,
             args.keep_result,
+            args.rate_limit,
         )
     ]
     if args.group_callback:
