@@ -300,7 +300,8 @@ class Runner:
             await self.maintenance.register_recurring()
             ran = 0
             while True:
-                # one at a time: a rate-limited task's picks must start at once
+                # its handlers run one after the other: of a rate-limited task's picks,
+                # one starts at once (the others only while its window has room to spare)
                 batch = await self.picker.run_once(self.config.concurrency, prompt=1)
                 if not batch:
                     return ran
