@@ -96,6 +96,8 @@ class Names:
     @property
     def groups(self) -> str:
         return self.table + GROUPS_SUFFIX
+
+    @property
     def rates(self) -> str:
         return self.table + RATES_SUFFIX
 

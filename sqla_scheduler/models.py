@@ -352,6 +352,8 @@ def results_table(table: Table) -> Table:
 def groups_table(table: Table) -> Table:
     """The table of groups that goes with the scheduler's ``table``."""
     return _beside(table, GROUPS_SUFFIX)
+
+
 def rates_table(table: Table) -> Table:
     """The table of the starts counted against rate limits that goes with the scheduler's
     ``table``."""
