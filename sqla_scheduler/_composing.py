@@ -21,13 +21,13 @@ from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target, driver_conne
 from sqla_scheduler._checks import check_key, check_number
 from sqla_scheduler._dialects import known_backend, result_channel
 from sqla_scheduler._execution import GroupPlan, TaskInstance, group_plan
+from sqla_scheduler._result import Result
 from sqla_scheduler._result_wait import Bell, Waiting, check_timeout
 from sqla_scheduler._runner import Runner
 from sqla_scheduler.clock import Clock
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.groups import Group
 from sqla_scheduler.interceptors import ExecutionInterceptor, capture
-from sqla_scheduler.results import Result
 
 __all__ = ["Composing"]
 

@@ -25,9 +25,9 @@ from sqlalchemy import Connection, Table
 from sqla_scheduler import _result_store
 from sqla_scheduler._dialects import backend_for, notice_of_later
 from sqla_scheduler._execution import WAITING, GroupPlan, TaskInstance, instance_values
+from sqla_scheduler._result import Result, decode_result
 from sqla_scheduler._statements import Statements, statements_for
 from sqla_scheduler.groups import Group
-from sqla_scheduler.results import Result, decode_result
 
 __all__ = [
     "cancel",

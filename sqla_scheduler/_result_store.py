@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy import Connection, Table, func, select
 
 from sqla_scheduler._dialects import backend_for, notice_of_result
+from sqla_scheduler._result import Result, ResultOutcome, decode_result
 from sqla_scheduler._statements import statements_for
-from sqla_scheduler.results import Result, ResultOutcome, decode_result
 
 __all__ = ["Kept", "Listed", "count_results", "get", "list_results", "prune", "record"]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
 
-from sqla_scheduler.results import Result
+from sqla_scheduler._result import Result
 
 __all__ = ["Group"]
 

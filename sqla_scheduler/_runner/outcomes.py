@@ -18,6 +18,7 @@ from typing import Any
 from sqla_scheduler._app_code import calling
 from sqla_scheduler._error_text import error_text
 from sqla_scheduler._execution import KEEP, Execution, GroupPlan, NextAt, TaskInstance
+from sqla_scheduler._result import DEFAULT_MAX_RESULT_SIZE, ResultOutcome, encode_result
 from sqla_scheduler._result_store import Kept
 from sqla_scheduler._runner.held import Held
 from sqla_scheduler._store import Completion
@@ -25,7 +26,6 @@ from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.context import ExecutionContext
 from sqla_scheduler.exceptions import PayloadError
 from sqla_scheduler.models import INT_MAX
-from sqla_scheduler.results import DEFAULT_MAX_RESULT_SIZE, ResultOutcome, encode_result
 from sqla_scheduler.schedules import Disabled, Schedule
 from sqla_scheduler.tasks import OneTimeTask, RecurringTask, Task, as_schedule
 

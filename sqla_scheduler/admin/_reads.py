@@ -18,6 +18,7 @@ from sqlalchemy import Connection
 from sqla_scheduler import _group_store, _history_store, _result_store, _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._dialects import replica_lag
+from sqla_scheduler._result import ResultOutcome
 from sqla_scheduler._statements.history import REQUEUEABLE
 from sqla_scheduler.admin._views import (
     PREVIEW_CHARS,
@@ -39,7 +40,6 @@ from sqla_scheduler.admin._views import (
 from sqla_scheduler.executions import Execution, ExecutionState
 from sqla_scheduler.groups import Group
 from sqla_scheduler.history import HistoryEntry, Outcome
-from sqla_scheduler.results import ResultOutcome
 from sqla_scheduler.scheduler import Scheduler
 from sqla_scheduler.tasks import RECURRING_INSTANCE_ID, OneTimeTask
 

@@ -12,10 +12,10 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from sqla_scheduler._result import RESULT_OUTCOMES
 from sqla_scheduler.admin._pages import Pages, page_params, text_param
 from sqla_scheduler.admin._reads import ResultListing
 from sqla_scheduler.models import MAX_INSTANCE_ID_LENGTH, MAX_TASK_NAME_LENGTH
-from sqla_scheduler.results import RESULT_OUTCOMES
 from sqla_scheduler.tasks import OneTimeTask
 
 __all__ = ["ResultPages"]

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, cast
 
 from sqla_scheduler._durations import format_duration
+from sqla_scheduler._result import RESULT_OUTCOMES
 from sqla_scheduler._result_store import Listed
 from sqla_scheduler._statements.history import REQUEUEABLE
 from sqla_scheduler.config import SchedulerConfig
@@ -21,7 +22,6 @@ from sqla_scheduler.executions import Execution
 from sqla_scheduler.groups import Group
 from sqla_scheduler.history import HistoryEntry, HistorySetting, Outcome, keeps
 from sqla_scheduler.nodes import ALIVE_INTERVALS, Node
-from sqla_scheduler.results import RESULT_OUTCOMES
 from sqla_scheduler.schedules import (
     Cron,
     Daily,
