@@ -15,30 +15,29 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from sqla_scheduler import _group_store, _history_store, _result_store, _store
+from sqla_scheduler import _history_store, _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._dialects import replica_lag
-from sqla_scheduler._result import ResultOutcome
 from sqla_scheduler._statements.history import REQUEUEABLE
+from sqla_scheduler.admin._composed_reads import (
+    ComposedReads,
+    GroupListing,
+    MemberListing,
+    ResultListing,
+)
 from sqla_scheduler.admin._views import (
     PREVIEW_CHARS,
-    RESULT_PREVIEW_CHARS,
     EntryView,
     ExecutionView,
-    GroupView,
     NodesView,
     counted_outcomes,
-    view_callback,
     view_entry,
     view_execution,
-    view_group,
     view_listed_entry,
     view_recurring,
-    view_result,
     view_tasks,
 )
 from sqla_scheduler.executions import Execution, ExecutionState
-from sqla_scheduler.groups import Group
 from sqla_scheduler.history import HistoryEntry, Outcome
 from sqla_scheduler.scheduler import Scheduler
 from sqla_scheduler.tasks import RECURRING_INSTANCE_ID, OneTimeTask
@@ -108,69 +107,9 @@ class HistoryListing:
         return params
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ResultListing:
-    """A results listing request: which kept results, which page."""
-
-    task: str | None
-    instance: str | None
-    outcome: ResultOutcome | None
-    page: int
-    per_page: int
-
-    @property
-    def offset(self) -> int:
-        return (self.page - 1) * self.per_page
-
-    def query(self, **changes: Any) -> dict[str, Any]:
-        params = {
-            "task": self.task,
-            "instance": self.instance,
-            "outcome": self.outcome,
-            "page": self.page,
-        }
-        params.update(changes)
-        return params
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GroupListing:
-    """A groups listing request: the groups of which callback task, which page."""
-
-    task: str | None
-    page: int
-    per_page: int
-
-    @property
-    def offset(self) -> int:
-        return (self.page - 1) * self.per_page
-
-    def query(self, **changes: Any) -> dict[str, Any]:
-        params = {"task": self.task, "page": self.page}
-        params.update(changes)
-        return params
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MemberListing:
-    """A group's page: which group, which page of its finished members."""
-
-    group_id: int
-    page: int
-    per_page: int
-
-    @property
-    def offset(self) -> int:
-        return (self.page - 1) * self.per_page
-
-    def query(self, **changes: Any) -> dict[str, Any]:
-        params: dict[str, Any] = {"page": self.page}
-        params.update(changes)
-        return params
-
-
-class Reads:
-    """The admin page's transactions on one scheduler's table."""
+class Reads(ComposedReads):
+    """The admin page's transactions on one scheduler's table (those of results and
+    groups in ``ComposedReads``)."""
 
     def __init__(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
@@ -406,164 +345,6 @@ class Reads:
                 for entry, data, error in rows
             ],
         }
-
-    async def results(self, listing: ResultListing) -> dict[str, Any]:
-        """One page of kept results, newest first, with the counts and how many pages
-        there are; each value and error read only as far as its preview shows."""
-        now = self.scheduler.clock.now()
-        table = self.scheduler.table
-        filters: dict[str, Any] = {
-            "task_name": listing.task,
-            "instance_id": listing.instance,
-            "outcome": listing.outcome,
-        }
-
-        def read(
-            conn: Connection,
-        ) -> tuple[dict[str, Any], int, list[_result_store.Listed]]:
-            header = self._header(conn, now)
-            total = _result_store.count_results(conn, table, **filters)
-            rows = (
-                _result_store.list_results(
-                    conn,
-                    table,
-                    limit=listing.per_page,
-                    offset=listing.offset,
-                    value_chars=RESULT_PREVIEW_CHARS,
-                    error_chars=PREVIEW_CHARS,
-                    **filters,
-                )
-                if listing.offset < total
-                else []
-            )
-            return header, total, rows
-
-        header, total, rows = await self.read_db.run(read, read_only=True)
-        return {
-            "now": now,
-            **header,
-            "total": total,
-            "pages": max(1, math.ceil(total / listing.per_page)),
-            "results": [view_result(listed) for listed in rows],
-        }
-
-    async def groups(self, listing: GroupListing) -> dict[str, Any]:
-        """One page of groups, newest first, each with its progress and its finished
-        members counted by outcome, with the counts and how many pages there are."""
-        now = self.scheduler.clock.now()
-        table = self.scheduler.table
-
-        def read(conn: Connection) -> tuple[dict[str, Any], int, list[Group]]:
-            header = self._header(conn, now)
-            total = _group_store.count_groups(conn, table, task_name=listing.task)
-            rows = (
-                _group_store.list_groups(
-                    conn,
-                    table,
-                    task_name=listing.task,
-                    limit=listing.per_page,
-                    offset=listing.offset,
-                )
-                if listing.offset < total
-                else []
-            )
-            return header, total, rows
-
-        header, total, rows = await self.read_db.run(read, read_only=True)
-        return {
-            "now": now,
-            **header,
-            "total": total,
-            "pages": max(1, math.ceil(total / listing.per_page)),
-            "groups": [view_group(group) for group in rows],
-        }
-
-    async def group(self, listing: MemberListing) -> dict[str, Any]:
-        """One group (``group`` is ``None`` when there is none) with its callback as it
-        stands and one page of its finished members' kept outcomes, newest first, each
-        value and error read only as far as its preview shows."""
-        now = self.scheduler.clock.now()
-        table = self.scheduler.table
-
-        def read(
-            conn: Connection,
-        ) -> tuple[
-            dict[str, Any],
-            Group | None,
-            Execution | None,
-            _result_store.Listed | None,
-            list[_result_store.Listed],
-        ]:
-            header = self._header(conn, now)
-            group = _group_store.get(conn, table, listing.group_id)
-            if group is None:
-                return header, None, None, None, []
-            execution = kept = None
-            name, instance = group.task_name, group.instance_id
-            if name is not None and instance is not None:
-                execution = _store.get_execution(conn, table, name, instance)
-                if execution is None or execution.awaits != group.id:
-                    found = _result_store.list_results(
-                        conn,
-                        table,
-                        task_name=name,
-                        instance_id=instance,
-                        limit=1,
-                        value_chars=RESULT_PREVIEW_CHARS,
-                        error_chars=PREVIEW_CHARS,
-                    )
-                    kept = found[0] if found else None
-            listed = sum(group.outcomes.values())
-            members = (
-                _group_store.list_members(
-                    conn,
-                    table,
-                    group.id,
-                    limit=listing.per_page,
-                    offset=listing.offset,
-                    value_chars=RESULT_PREVIEW_CHARS,
-                    error_chars=PREVIEW_CHARS,
-                )
-                if listing.offset < listed
-                else []
-            )
-            return header, group, execution, kept, members
-
-        header, group, execution, kept, members = await self.read_db.run(read, read_only=True)
-        view: GroupView | None = None
-        listed = 0
-        if group is not None:
-            callback = view_callback(
-                group,
-                None if execution is None else self._view(execution, now),
-                None if kept is None else view_result(kept),
-            )
-            view = view_group(group, callback)
-            listed = sum(group.outcomes.values())
-        return {
-            "now": now,
-            **header,
-            "group": view,
-            "total": listed,
-            "pages": max(1, math.ceil(listed / listing.per_page)),
-            "members": [view_result(m) for m in members],
-        }
-
-    async def cancel_group(self, group_id: int) -> tuple[Group | None, int | None]:
-        """Cancel the group ``group_id`` as ``Scheduler.cancel_group`` does, unless it was
-        cancelled already: the group as it was (``None`` when there is none) and how many
-        executions were cancelled (``None`` when nothing was done). The group's row is
-        locked first, so that of two cancels at once one is done and one is told so."""
-        table = self.scheduler.table
-
-        def write(conn: Connection) -> tuple[Group | None, int | None]:
-            before = _group_store.locked(conn, table, group_id)
-            if before is None or before.cancelled_at is not None:
-                return before, None
-            cancelled: int = self.scheduler.cancel_group(conn, group_id)
-            return before, cancelled
-
-        return await self.db.run(write, read_only=False)
 
     async def entry(
         self, history_id: int
