@@ -7,9 +7,11 @@ execution views), so that each class stays one screenful of concerns.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from functools import partial
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Connection
 
@@ -29,7 +31,18 @@ from sqla_scheduler.executions import Execution
 from sqla_scheduler.groups import Group
 from sqla_scheduler.scheduler import Scheduler
 
-__all__ = ["ComposedReads", "GroupListing", "MemberListing", "ResultListing"]
+__all__ = ["ComposedReads", "GroupListing", "MemberListing", "Paging", "ResultListing"]
+
+T = TypeVar("T")
+
+
+class Paging(Protocol):
+    """A listing request's page: how many rows a page has, and where this one starts."""
+
+    @property
+    def per_page(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,6 +121,27 @@ class ComposedReads:
     ) -> ExecutionView:
         raise NotImplementedError  # an execution as the pages show it: ``Reads._view``
 
+    async def _page(
+        self,
+        now: datetime,
+        page: Paging,
+        count: Callable[[Connection], int],
+        rows: Callable[[Connection], list[T]],
+    ) -> tuple[dict[str, Any], list[T]]:
+        """One page of a listing, read in one transaction on ``read_db``: the page's
+        header (see ``Reads._header``) with ``now``, the ``total`` that ``count`` counts
+        and how many ``pages`` of ``page.per_page`` that makes, and what ``rows`` reads
+        (nothing past the last row)."""
+
+        def read(conn: Connection) -> tuple[dict[str, Any], int, list[T]]:
+            header = self._header(conn, now)
+            total = count(conn)
+            return header, total, rows(conn) if page.offset < total else []
+
+        header, total, found = await self.read_db.run(read, read_only=True)
+        pages = max(1, math.ceil(total / page.per_page))
+        return {"now": now, **header, "total": total, "pages": pages}, found
+
     async def results(self, listing: ResultListing) -> dict[str, Any]:
         """One page of kept results, newest first, with the counts and how many pages
         there are; each value and error read only as far as its preview shows."""
@@ -119,34 +153,21 @@ class ComposedReads:
             "outcome": listing.outcome,
         }
 
-        def read(
-            conn: Connection,
-        ) -> tuple[dict[str, Any], int, list[_result_store.Listed]]:
-            header = self._header(conn, now)
-            total = _result_store.count_results(conn, table, **filters)
-            rows = (
-                _result_store.list_results(
-                    conn,
-                    table,
-                    limit=listing.per_page,
-                    offset=listing.offset,
-                    value_chars=RESULT_PREVIEW_CHARS,
-                    error_chars=PREVIEW_CHARS,
-                    **filters,
-                )
-                if listing.offset < total
-                else []
-            )
-            return header, total, rows
-
-        header, total, rows = await self.read_db.run(read, read_only=True)
-        return {
-            "now": now,
-            **header,
-            "total": total,
-            "pages": max(1, math.ceil(total / listing.per_page)),
-            "results": [view_result(listed) for listed in rows],
-        }
+        listed, rows = await self._page(
+            now,
+            listing,
+            partial(_result_store.count_results, table=table, **filters),
+            partial(
+                _result_store.list_results,
+                table=table,
+                limit=listing.per_page,
+                offset=listing.offset,
+                value_chars=RESULT_PREVIEW_CHARS,
+                error_chars=PREVIEW_CHARS,
+                **filters,
+            ),
+        )
+        return {**listed, "results": [view_result(row) for row in rows]}
 
     async def groups(self, listing: GroupListing) -> dict[str, Any]:
         """One page of groups, newest first, each with its progress and its finished
@@ -154,30 +175,19 @@ class ComposedReads:
         now = self.scheduler.clock.now()
         table = self.scheduler.table
 
-        def read(conn: Connection) -> tuple[dict[str, Any], int, list[Group]]:
-            header = self._header(conn, now)
-            total = _group_store.count_groups(conn, table, task_name=listing.task)
-            rows = (
-                _group_store.list_groups(
-                    conn,
-                    table,
-                    task_name=listing.task,
-                    limit=listing.per_page,
-                    offset=listing.offset,
-                )
-                if listing.offset < total
-                else []
-            )
-            return header, total, rows
-
-        header, total, rows = await self.read_db.run(read, read_only=True)
-        return {
-            "now": now,
-            **header,
-            "total": total,
-            "pages": max(1, math.ceil(total / listing.per_page)),
-            "groups": [view_group(group) for group in rows],
-        }
+        listed, rows = await self._page(
+            now,
+            listing,
+            partial(_group_store.count_groups, table=table, task_name=listing.task),
+            partial(
+                _group_store.list_groups,
+                table=table,
+                task_name=listing.task,
+                limit=listing.per_page,
+                offset=listing.offset,
+            ),
+        )
+        return {**listed, "groups": [view_group(group) for group in rows]}
 
     async def group(self, listing: MemberListing) -> dict[str, Any]:
         """One group (``group`` is ``None`` when there is none) with its callback as it

@@ -7,7 +7,6 @@ replica's, when it has one), writes to its ``engine``.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -228,33 +227,20 @@ class Reads(ComposedReads):
             "now": now,
         }
 
-        def read(
-            conn: Connection,
-        ) -> tuple[dict[str, Any], int, list[tuple[Execution, str | None]]]:
-            header = self._header(conn, now)
-            total = _store.count_executions(conn, table, **filters)
-            rows = (
-                _store.list_previews(
-                    conn,
-                    table,
-                    limit=listing.per_page,
-                    offset=listing.offset,
-                    preview=PREVIEW_CHARS,
-                    **filters,
-                )
-                if listing.offset < total
-                else []
-            )
-            return header, total, rows
-
-        header, total, rows = await self.read_db.run(read, read_only=True)
-        return {
-            "now": now,
-            **header,
-            "total": total,
-            "pages": max(1, math.ceil(total / listing.per_page)),
-            "executions": self._views(rows, now),
-        }
+        listed, rows = await self._page(
+            now,
+            listing,
+            partial(_store.count_executions, table=table, **filters),
+            partial(
+                _store.list_previews,
+                table=table,
+                limit=listing.per_page,
+                offset=listing.offset,
+                preview=PREVIEW_CHARS,
+                **filters,
+            ),
+        )
+        return {**listed, "executions": self._views(rows, now)}
 
     async def one(
         self, task: str, instance: str
@@ -315,36 +301,24 @@ class Reads(ComposedReads):
             "outcomes": listing.outcomes,
         }
 
-        def read(
-            conn: Connection,
-        ) -> tuple[dict[str, Any], int, list[tuple[HistoryEntry, str | None, str | None]]]:
-            header = self._header(conn, now)
-            total = _history_store.count_entries(conn, table, **filters)
-            rows = (
-                _history_store.list_previews(
-                    conn,
-                    table,
-                    limit=listing.per_page,
-                    offset=listing.offset,
-                    preview=PREVIEW_CHARS,
-                    **filters,
-                )
-                if listing.offset < total
-                else []
-            )
-            return header, total, rows
-
-        header, total, rows = await self.read_db.run(read, read_only=True)
-        return {
-            "now": now,
-            **header,
-            "total": total,
-            "pages": max(1, math.ceil(total / listing.per_page)),
-            "entries": [
-                view_listed_entry(entry, data_preview=data, error_preview=error)
-                for entry, data, error in rows
-            ],
-        }
+        listed, rows = await self._page(
+            now,
+            listing,
+            partial(_history_store.count_entries, table=table, **filters),
+            partial(
+                _history_store.list_previews,
+                table=table,
+                limit=listing.per_page,
+                offset=listing.offset,
+                preview=PREVIEW_CHARS,
+                **filters,
+            ),
+        )
+        entries = [
+            view_listed_entry(entry, data_preview=data, error_preview=error)
+            for entry, data, error in rows
+        ]
+        return {**listed, "entries": entries}
 
     async def entry(
         self, history_id: int
