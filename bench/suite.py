@@ -127,7 +127,9 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
     """Run every scenario, or those named in ``only`` and the floors they compare with."""
     bench.prepare_template()
     wanted = set(only) | {
-        "drain_async_1" for key in only if key in ("scale", "drain_limited", "drain_with_group")
+        "drain_async_1"
+        for key in only
+        if key in ("scale", "drain_limited", "drain_with_group", "drain_rated")
     }
     wanted |= {"floor_latency" for key in only if key == "latency"}
     wanted |= {"drain_async_1" for key in only if key in ("drain_pgbouncer", "processes")}
@@ -196,6 +198,8 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
         "ms",
         lambda: wait_latency(bench)[0],
         "wait_latency",
+    )
+    s(
         "drain_rated",
         "drain of a task with a rate_limit above the drain rate",
         "rows/s",

@@ -199,8 +199,11 @@ def finished(conn: Connection, table: Table, counts: Mapping[int, int], now: dat
     released = False
     for group_id, count in sorted(counts.items()):
         params = {"group_id": group_id, "finished": count, "now": now}
-        conn.execute(stmts.groups.count_down, params)
-        row = conn.execute(stmts.groups.get, params).first()
+        if stmts.groups.counted_down is not None:
+            row = conn.execute(stmts.groups.counted_down, params).first()
+        else:  # MySQL: no UPDATE ... RETURNING; the row is ours to read until commit
+            conn.execute(stmts.groups.count_down, params)
+            row = conn.execute(stmts.groups.get, params).first()
         if row is None or row.remaining > 0 or row.remaining + count <= 0:
             continue  # not finished; or finished before (a member counted down again)
         if row.task_name is not None and row.cancelled_at is None:
@@ -228,22 +231,23 @@ def get(conn: Connection, table: Table, group_id: int, *, members: bool = False)
     row = conn.execute(stmts.groups.get, params).first()
     if row is None:
         return None
-    counts = {
-        str(outcome): int(n) for outcome, n in conn.execute(stmts.groups.outcome_counts, params)
-    }
-    found: tuple[Result, ...] = ()
-    if members:
-        found = tuple(
-            Result(
-                task_name=m.task_name,
-                instance_id=m.task_instance,
-                outcome=m.outcome,
-                value=decode_result(m.value),
-                error=m.error,
-                finished_at=m.finished_at,
-            )
-            for m in conn.execute(stmts.groups.members, params)
+    if not members:
+        counted = conn.execute(stmts.groups.outcome_counts, params)
+        return _group(row, {str(outcome): int(n) for outcome, n in counted})
+    found = tuple(
+        Result(
+            task_name=m.task_name,
+            instance_id=m.task_instance,
+            outcome=m.outcome,
+            value=decode_result(m.value),
+            error=m.error,
+            finished_at=m.finished_at,
         )
+        for m in conn.execute(stmts.groups.members, params)
+    )
+    counts: dict[str, int] = {}
+    for member in found:  # counted here: one round trip fewer before a callback starts
+        counts[member.outcome] = counts.get(member.outcome, 0) + 1
     return _group(row, counts, found)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Table, func, select
 
-from sqla_scheduler._dialects import backend_for, notice_of_result
+from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._result import Result, ResultOutcome, decode_result
 from sqla_scheduler._statements import statements_for
 
@@ -50,12 +50,9 @@ def record(conn: Connection, table: Table, kept: Sequence[Kept]) -> None:
     """Write ``kept`` in one statement, and announce each on commit (PostgreSQL)."""
     if not kept:
         return
-    every = statements_for(table, backend_for(conn.dialect))
-    conn.execute(every.results.record, [k.values() for k in kept])
-    announce = every.results.announce
-    if announce is not None:
-        payloads = [notice_of_result(k.task_name, k.instance_id) for k in kept]
-        conn.execute(announce, {"channel": every.results.result_channel, "payloads": payloads})
+    stmts = statements_for(table, backend_for(conn.dialect)).results
+    record = stmts.record if stmts.record_announced is None else stmts.record_announced
+    conn.execute(record, [k.values() for k in kept])
 
 
 def get(conn: Connection, table: Table, task_name: str, instance_id: str) -> Result | None:

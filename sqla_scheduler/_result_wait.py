@@ -19,7 +19,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from sqla_scheduler._dialects import notice_of_result
+from sqla_scheduler._dialects import read_result_notice
 
 __all__ = ["FIRST_POLL", "LAST_POLL", "Bell", "Waiting", "check_timeout"]
 
@@ -80,7 +80,7 @@ class Bell:
     ) -> None:
         self._connect_args = connect_args
         self._channel = channel
-        self._expected = notice_of_result(task_name, instance_id)
+        self._expected = [task_name, instance_id]
         self._rung = threading.Event()
         self._ready = threading.Event()
         self._stop = threading.Event()
@@ -112,7 +112,7 @@ class Bell:
                 self._ready.set()
                 while not self._stop.is_set():
                     for notice in conn.notifies(timeout=_TICK, stop_after=1):
-                        if notice.payload == self._expected:
+                        if read_result_notice(notice.payload) == self._expected:
                             self._rung.set()
         except Exception:
             if not self.listening:

@@ -12,11 +12,11 @@ __all__ = [
     "notice_of_check",
     "notice_of_later",
     "notice_of_pause",
-    "notice_of_result",
     "notify_channel",
     "read_check_notice",
     "read_notice",
     "read_pause_notice",
+    "read_result_notice",
     "result_channel",
 ]
 
@@ -44,10 +44,17 @@ def result_channel(table: Table) -> str:
     return channel
 
 
-def notice_of_result(task_name: str, instance_id: str) -> str:
-    """The NOTIFY payload announcing that the result of ``task_name``/``instance_id`` is
-    recorded."""
-    return json.dumps([task_name, instance_id])
+def read_result_notice(payload: str) -> list[str] | None:
+    """The ``[task name, instance id]`` a NOTIFY on the results' channel announces the
+    result of (the JSON array the INSERT that records it sends, as PostgreSQL writes
+    it: compared as values, not as text); ``None`` for any other payload."""
+    try:
+        notice = json.loads(payload)
+    except ValueError:
+        return None
+    if isinstance(notice, list) and len(notice) == 2 and all(isinstance(v, str) for v in notice):
+        return notice
+    return None
 
 
 def notice_of_later(task_name: str, at: datetime) -> str:

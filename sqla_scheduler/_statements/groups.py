@@ -57,6 +57,12 @@ class Groups(Shapes):
                 (g.c.remaining, left),
             )
         )
+        #: ``count_down`` returning the group as it is after (where UPDATE returns rows:
+        #: one round trip where two would be, on the path from a member's finish to its
+        #: callback's start); ``None``: run ``count_down`` then ``get``.
+        self.counted_down: Update | None = (
+            self.count_down.returning(*g.c) if backend.updates_return else None
+        )
         #: The group ``group_id`` as it is now.
         self.get: Select[Any] = select(g).where(at_group)
         #: The same, locked until the caller's transaction ends.

@@ -12,13 +12,14 @@ from sqlalchemy import (
     Table,
     Text,
     bindparam,
+    cast,
     delete,
     exists,
     func,
     insert,
+    literal,
     select,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
 
 from sqla_scheduler._dialects import Backend, result_channel
 from sqla_scheduler._statements.shapes import Shapes
@@ -38,18 +39,16 @@ class Results(Shapes):
         self.result_channel = result_channel(table)
         #: Record final outcomes, each entry's values bound by column name.
         self.record: Insert = insert(r)
-        #: Announce each of the list ``payloads`` on the results' channel, in one statement
-        #: (PostgreSQL: a batch of a group's members is one round trip, not one each).
-        self.announce: Select[Any] | None = None
+        #: ``record`` that also announces each result on the results' channel as it is
+        #: written (PostgreSQL: a NOTIFY in RETURNING, so the batch of results and their
+        #: announcements is one round trip); ``None``: there is nothing to announce. The
+        #: payload is ``[task_name, task_instance]`` as JSON (see ``read_result_notice``).
+        self.record_announced: Insert | None = None
         if backend.supports_notify:
-            payloads = (
-                func.unnest(bindparam("payloads", type_=ARRAY(Text())))
-                .table_valued("payload")
-                .render_derived(name="announced")
+            notice = func.json_build_array(r.c.task_name, r.c.task_instance)
+            self.record_announced = insert(r).returning(
+                func.pg_notify(literal(self.result_channel), cast(notice, Text))
             )
-            self.announce = select(
-                func.count(func.pg_notify(bindparam("channel"), payloads.c.payload))
-            ).select_from(payloads)
         at_key = (
             r.c.task_name == bindparam("key_task"),
             r.c.task_instance == bindparam("key_instance"),

@@ -267,13 +267,14 @@ async def test_wait_is_woken_by_the_commit_that_records_the_result(db: Harness) 
     def commit_soon() -> None:
         time.sleep(0.3)  # the waiter has read once and waits
         with db.sync_engine.begin() as conn:
-            kept = Kept(task_name="job", instance_id="j", outcome="succeeded", finished_at=NOW)
+            # an instance id beyond ASCII: PostgreSQL writes it as it is in the NOTIFY
+            kept = Kept(task_name="job", instance_id="j-é", outcome="succeeded", finished_at=NOW)
             record(conn, db.table, [kept])
         committed.append(time.monotonic())
 
     async with anyio.create_task_group() as group:
         group.start_soon(anyio.to_thread.run_sync, commit_soon)
-        result = await _wait(db, scheduler, "job", "j", seconds=10)
+        result = await _wait(db, scheduler, "job", "j-é", seconds=10)
     returned = time.monotonic()
     assert result.outcome == "succeeded"
     assert returned - committed[0] < 0.5
