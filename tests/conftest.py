@@ -61,6 +61,13 @@ THROUGH_PGBOUNCER = frozenset(
 )
 
 
+#: The modules whose async ``db`` cases run on PostgreSQL alone: what they test runs in
+#: the scheduler's own units of work, the same statements through ``run_sync`` as with a
+#: sync engine, and every async driver is run by the other modules; on SQLite and
+#: MariaDB their sync cases carry the database's differences (the suite's 8 minutes).
+ASYNC_ON_POSTGRESQL_ONLY = frozenset({"test_groups.py", "test_rate_limits.py"})
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip the SQLite cases of ``postgres_only`` tests, saying why; drop trio with an AsyncEngine;
     put the ``slow`` tests first.
@@ -74,7 +81,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     instead of leaving one of them to end the run alone.
     """
     deselected = [
-        item for item in items if _trio_with_async_engine(item) or _pgbouncer_elsewhere(item)
+        item
+        for item in items
+        if _trio_with_async_engine(item) or _pgbouncer_elsewhere(item) or _async_elsewhere(item)
     ]
     if deselected:
         config.hook.pytest_deselected(items=deselected)
@@ -127,6 +136,12 @@ def _pgbouncer_elsewhere(item: pytest.Item) -> bool:
     params = getattr(getattr(item, "callspec", None), "params", {})
     through = params.get("db", ("", ""))[1] == "pgbouncer"
     return through and item.path.name not in THROUGH_PGBOUNCER
+
+
+def _async_elsewhere(item: pytest.Item) -> bool:
+    mode, backend = getattr(getattr(item, "callspec", None), "params", {}).get("db", ("", ""))
+    asynchronous = mode == "async" and backend != "postgresql"
+    return asynchronous and item.path.name in ASYNC_ON_POSTGRESQL_ONLY
 
 
 def _trio_with_async_engine(item: pytest.Item) -> bool:
