@@ -560,6 +560,7 @@ async def test_run_in_a_task_group_picks_new_work_and_stops(db: Harness):
 
 async def test_stop_releases_what_is_still_running(db: Harness):
     started = threading.Event()
+    polite_started = threading.Event()
     polite_done = threading.Event()
 
     def stubborn(ctx: Any) -> None:
@@ -567,6 +568,7 @@ async def test_stop_releases_what_is_still_running(db: Harness):
         threading.Event().wait(2)  # ignores the shutdown signal
 
     def polite(ctx: Any) -> None:
+        polite_started.set()
         ctx.shutdown.wait(30)
         polite_done.set()
 
@@ -580,7 +582,8 @@ async def test_stop_releases_what_is_still_running(db: Harness):
         scheduler.schedule_batch(db.engine, [tasks[0].instance("s"), tasks[1].instance("p")])
     )
     async with scheduler:
-        await wait_for(lambda: started.is_set() and db.count("picked") == 2)
+        # both handlers running: one picked and not yet started would be handed back
+        await wait_for(lambda: started.is_set() and polite_started.is_set())
     assert polite_done.is_set()
     assert db.row("polite", "p") is None, "a handler that returned on shutdown completes"
     released = db.row("stubborn", "s")
