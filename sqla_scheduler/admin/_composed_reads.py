@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from sqlalchemy import Connection
 
@@ -36,74 +36,53 @@ __all__ = ["ComposedReads", "GroupListing", "MemberListing", "Paging", "ResultLi
 T = TypeVar("T")
 
 
-class Paging(Protocol):
-    """A listing request's page: how many rows a page has, and where this one starts."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Paging:
+    """A listing request's page: which one, of how many rows; ``QUERIED`` names the
+    fields its links carry in their query string, before the page."""
+
+    QUERIED: ClassVar[tuple[str, ...]] = ()
+
+    page: int
+    per_page: int
 
     @property
-    def per_page(self) -> int: ...
-    @property
-    def offset(self) -> int: ...
+    def offset(self) -> int:
+        return (self.page - 1) * self.per_page
+
+    def query(self, **changes: Any) -> dict[str, Any]:
+        """The query string of this page's link, with ``changes`` (another page, say)."""
+        params = {name: getattr(self, name) for name in self.QUERIED}
+        return {**params, "page": self.page, **changes}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ResultListing:
+class ResultListing(Paging):
     """A results listing request: which kept results, which page."""
+
+    QUERIED = ("task", "instance", "outcome")
 
     task: str | None
     instance: str | None
     outcome: ResultOutcome | None
-    page: int
-    per_page: int
-
-    @property
-    def offset(self) -> int:
-        return (self.page - 1) * self.per_page
-
-    def query(self, **changes: Any) -> dict[str, Any]:
-        params = {
-            "task": self.task,
-            "instance": self.instance,
-            "outcome": self.outcome,
-            "page": self.page,
-        }
-        params.update(changes)
-        return params
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GroupListing:
+class GroupListing(Paging):
     """A groups listing request: the groups of which callback task, which page."""
 
+    QUERIED = ("task",)
+
     task: str | None
-    page: int
-    per_page: int
-
-    @property
-    def offset(self) -> int:
-        return (self.page - 1) * self.per_page
-
-    def query(self, **changes: Any) -> dict[str, Any]:
-        params = {"task": self.task, "page": self.page}
-        params.update(changes)
-        return params
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class MemberListing:
+class MemberListing(Paging):
     """A group's page: which group, which page of its finished members."""
 
+    QUERIED = ()
+
     group_id: int
-    page: int
-    per_page: int
-
-    @property
-    def offset(self) -> int:
-        return (self.page - 1) * self.per_page
-
-    def query(self, **changes: Any) -> dict[str, Any]:
-        params: dict[str, Any] = {"page": self.page}
-        params.update(changes)
-        return params
 
 
 class ComposedReads:

@@ -22,6 +22,7 @@ from sqla_scheduler.admin._composed_reads import (
     ComposedReads,
     GroupListing,
     MemberListing,
+    Paging,
     ResultListing,
 )
 from sqla_scheduler.admin._views import (
@@ -48,45 +49,27 @@ SECTION_ROWS = 10
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Listing:
+class Listing(Paging):
     """A listing request: which executions, which page."""
+
+    QUERIED = ("state", "task", "instance")
 
     state: ExecutionState
     task: str | None
     instance: str | None
-    page: int
-    per_page: int
-
-    @property
-    def offset(self) -> int:
-        return (self.page - 1) * self.per_page
-
-    def query(self, **changes: Any) -> dict[str, Any]:
-        params = {
-            "state": self.state,
-            "task": self.task,
-            "instance": self.instance,
-            "page": self.page,
-        }
-        params.update(changes)
-        return params
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HistoryListing:
+class HistoryListing(Paging):
     """A history listing request: which entries (of the dead letters alone, or of all
     history), which page."""
+
+    QUERIED = ("task", "instance", "outcome")
 
     dead_letters: bool
     task: str | None
     instance: str | None
     outcome: Outcome | None
-    page: int
-    per_page: int
-
-    @property
-    def offset(self) -> int:
-        return (self.page - 1) * self.per_page
 
     @property
     def outcomes(self) -> tuple[str, ...] | None:
@@ -94,16 +77,6 @@ class HistoryListing:
         if self.outcome is not None:
             return (self.outcome,)
         return REQUEUEABLE if self.dead_letters else None
-
-    def query(self, **changes: Any) -> dict[str, Any]:
-        params = {
-            "task": self.task,
-            "instance": self.instance,
-            "outcome": self.outcome,
-            "page": self.page,
-        }
-        params.update(changes)
-        return params
 
 
 class Reads(ComposedReads):
