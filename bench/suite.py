@@ -193,7 +193,7 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
         "callback_latency",
     )
     s(
-        "wait_latency_p50",
+        "wait_commit_p50",
         "result commit to wait() return",
         "ms",
         lambda: wait_latency(bench)[0],

@@ -19,7 +19,9 @@ a recurring ``tick`` task on that cron schedule (key ``tick@<execution_time>``);
 ``max_concurrency=N`` (which has no rows: what it costs the ``noop`` drain);
 ``--keep-result`` defines ``noop`` with ``keep_result=True``; ``--group-callback`` also
 registers a ``callback`` task (a no-op that reports its start as ``callback@<instance>``)
-for groups whose members are ``noop`` executions.
+for groups whose members are ``noop`` executions; ``--report-commits`` prints
+``START committed@<instance> <time.time() as its COMMIT was sent> <execution_time>``
+once an execution's success has been committed (a listener's ``on_success``).
 SIGTERM or SIGINT stops the scheduler
 gracefully (``request_stop``) and the process exits 0.
 """
@@ -35,7 +37,7 @@ from datetime import timedelta
 from typing import Any
 
 import anyio
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from sqla_scheduler import (
@@ -48,6 +50,7 @@ from sqla_scheduler import (
     one_time,
     recurring,
 )
+from sqla_scheduler.listeners import SchedulerListener
 
 TASK_NAME = "noop"
 
@@ -74,6 +77,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--keep-result", action="store_true", help="keep_result=True")
     parser.add_argument(
+        "--report-commits", action="store_true", help="report each success once committed"
+    )
+    parser.add_argument(
         "--group-callback", action="store_true", help="also a 'callback' task for groups"
     )
     parser.add_argument(
@@ -96,6 +102,24 @@ def _emit(line: str) -> None:
 
 def _report(ctx: ExecutionContext[Any], key: str) -> None:
     _emit(f"START {key} {time.time():.6f} {ctx.execution_time.timestamp():.6f}")
+
+
+class _Committed(SchedulerListener):
+    """Reports each success once its outcome is committed, with the time its COMMIT was
+    sent: the last commit on ``engine`` before ``on_success`` (in an idle worker running
+    one execution at a time, the outcome's own; ``on_success`` is called after it)."""
+
+    def __init__(self, engine: Engine | AsyncEngine) -> None:
+        self.sent = 0.0
+        sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
+        event.listen(sync_engine, "commit", self._committing)
+
+    def _committing(self, conn: Any) -> None:
+        self.sent = time.time()
+
+    def on_success(self, context: ExecutionContext[Any], duration: timedelta) -> None:
+        due = context.execution_time.timestamp()
+        _emit(f"START committed@{context.instance_id} {self.sent:.6f} {due:.6f}")
 
 
 def make_task(
@@ -214,7 +238,8 @@ async def serve(args: argparse.Namespace) -> None:
         tasks.append(make_tick(args.cron))
     if args.limited_beside is not None:
         tasks.append(make_capped(args.limited_beside))
-    scheduler = Scheduler(engine, tasks, make_config(args))
+    listeners = [_Committed(engine)] if args.report_commits else []
+    scheduler = Scheduler(engine, tasks, make_config(args), listeners=listeners)
     try:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with scheduler:

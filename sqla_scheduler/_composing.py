@@ -220,7 +220,8 @@ class Composing:
         with bell:
             waiting = Waiting(label, seconds, listening=bell.listening)
             while (found := _bridge.call(target, self.table, read, one_statement=True)) is None:
-                bell.wait(waiting.pause())
+                if bell.wait(waiting.pause()) and bell.result is not None:
+                    return bell.result
             return found
 
     def _bell(self, engine: Engine | AsyncEngine, task_name: str, instance_id: str) -> Bell:
@@ -247,7 +248,10 @@ async def _wait_async(
         waiting = Waiting(label, seconds, listening=bell.listening)
         while (found := await _bridge.call(engine, table, read, one_statement=True)) is None:
             if bell.listening:
-                await anyio.to_thread.run_sync(bell.wait, waiting.pause(), abandon_on_cancel=True)
+                pause = waiting.pause()
+                rung = await anyio.to_thread.run_sync(bell.wait, pause, abandon_on_cancel=True)
+                if rung and bell.result is not None:
+                    return bell.result
             else:
                 await anyio.sleep(waiting.pause())
         return found

@@ -4,7 +4,8 @@ A waiter reads the result, and until there is one waits for a sign that it may b
 now. On PostgreSQL the sign is the NOTIFY that the transaction recording a kept result
 sends on the results' channel (``_result_store.record``): a ``Bell`` LISTENs for it on
 a connection of its own, in a thread, from before the first read, so that no result is
-missed between a read and the next wait. Elsewhere, or when the LISTEN cannot be made,
+missed between a read and the next wait. The NOTIFY carries the result itself unless it
+is too long for one; then the waiter reads it. Elsewhere, or when the LISTEN cannot be made,
 the waiter reads again after a pause that grows from ``FIRST_POLL`` to ``LAST_POLL``,
 and it reads every ``LAST_POLL`` even while listening, should a NOTIFY not arrive (a
 connection pooler in transaction mode does not carry LISTEN).
@@ -19,7 +20,8 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from sqla_scheduler._dialects import read_result_notice
+from sqla_scheduler._dialects import ResultNotice, read_result_notice
+from sqla_scheduler._result import RESULT_OUTCOMES, Result, decode_result
 
 __all__ = ["FIRST_POLL", "LAST_POLL", "Bell", "Waiting", "check_timeout"]
 
@@ -80,7 +82,9 @@ class Bell:
     ) -> None:
         self._connect_args = connect_args
         self._channel = channel
-        self._expected = [task_name, instance_id]
+        self._expected = (task_name, instance_id)
+        #: The result the NOTIFY carried, once the bell rang with one.
+        self.result: Result | None = None
         self._rung = threading.Event()
         self._ready = threading.Event()
         self._stop = threading.Event()
@@ -111,8 +115,10 @@ class Bell:
                 self.listening = True
                 self._ready.set()
                 while not self._stop.is_set():
-                    for notice in conn.notifies(timeout=_TICK, stop_after=1):
-                        if read_result_notice(notice.payload) == self._expected:
+                    for notify in conn.notifies(timeout=_TICK, stop_after=1):
+                        notice = read_result_notice(notify.payload)
+                        if notice is not None and notice[:2] == self._expected:
+                            self.result = _carried(notice)
                             self._rung.set()
         except Exception:
             if not self.listening:
@@ -120,3 +126,25 @@ class Bell:
             self.listening = False
         finally:
             self._ready.set()
+
+
+def _carried(notice: ResultNotice) -> Result | None:
+    """The result ``notice`` carries; ``None`` when it carries none the waiter can use
+    (then the waiter reads it)."""
+    if notice.fields is None:
+        return None
+    outcome, value, error, finished_at = notice.fields
+    if outcome not in RESULT_OUTCOMES:
+        return None
+    try:
+        decoded = decode_result(value)
+    except ValueError:
+        return None
+    return Result(
+        task_name=notice.task_name,
+        instance_id=notice.instance_id,
+        outcome=outcome,
+        value=decoded,
+        error=error,
+        finished_at=finished_at,
+    )

@@ -26,6 +26,8 @@ from sqla_scheduler._dialects.backends import (
     replica_lag,
 )
 from sqla_scheduler._dialects.notices import (
+    MAX_NOTICE_BYTES,
+    ResultNotice,
     notice_of_check,
     notice_of_later,
     notice_of_pause,
@@ -39,7 +41,9 @@ from sqla_scheduler._dialects.notices import (
 from sqla_scheduler._dialects.urls import UnsupportedDatabaseError, check_url, sync_url
 
 __all__ = [
+    "MAX_NOTICE_BYTES",
     "Backend",
+    "ResultNotice",
     "UnsupportedDatabaseError",
     "backend_for",
     "check_url",

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime
+from datetime import datetime, timezone
+from typing import NamedTuple
 
 from sqlalchemy import Table
 
 __all__ = [
+    "MAX_NOTICE_BYTES",
+    "ResultNotice",
     "notice_of_check",
     "notice_of_later",
     "notice_of_pause",
@@ -20,7 +23,20 @@ __all__ = [
     "result_channel",
 ]
 
+#: The longest NOTIFY payload PostgreSQL takes is 7999 bytes; a result's announcement
+#: carries the whole result only up to this many.
+MAX_NOTICE_BYTES = 7900
+
 _MAX_CHANNEL = 63  # PostgreSQL identifiers (and so channel names) are at most 63 bytes
+
+
+class ResultNotice(NamedTuple):
+    """The announcement of a recorded result: its key, and the result itself when it fit
+    in the NOTIFY (``outcome``, ``value`` as JSON text, ``error``, ``finished_at``)."""
+
+    task_name: str
+    instance_id: str
+    fields: tuple[str, str | None, str | None, datetime] | None = None
 
 
 def notify_channel(table: Table) -> str:
@@ -44,17 +60,34 @@ def result_channel(table: Table) -> str:
     return channel
 
 
-def read_result_notice(payload: str) -> list[str] | None:
-    """The ``[task name, instance id]`` a NOTIFY on the results' channel announces the
-    result of (the JSON array the INSERT that records it sends, as PostgreSQL writes
-    it: compared as values, not as text); ``None`` for any other payload."""
+def read_result_notice(payload: str) -> ResultNotice | None:
+    """What a NOTIFY on the results' channel announces (the JSON array the INSERT that
+    records a result sends, as PostgreSQL writes it: compared as values, not as text);
+    ``None`` for any other payload."""
     try:
         notice = json.loads(payload)
     except ValueError:
         return None
-    if isinstance(notice, list) and len(notice) == 2 and all(isinstance(v, str) for v in notice):
-        return notice
-    return None
+    if not isinstance(notice, list) or len(notice) not in (2, 6):
+        return None
+    task_name, instance_id, *rest = notice
+    if not isinstance(task_name, str) or not isinstance(instance_id, str):
+        return None
+    if not rest:
+        return ResultNotice(task_name, instance_id)
+    outcome, value, error, finished_at = rest
+    if not (
+        isinstance(outcome, str)
+        and isinstance(value, str | None)
+        and isinstance(error, str | None)
+        and isinstance(finished_at, str)
+    ):
+        return None
+    try:
+        at = datetime.fromisoformat(finished_at).astimezone(timezone.utc)
+    except ValueError:
+        return None
+    return ResultNotice(task_name, instance_id, (outcome, value, error, at))
 
 
 def notice_of_later(task_name: str, at: datetime) -> str:

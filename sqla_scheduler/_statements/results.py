@@ -12,6 +12,7 @@ from sqlalchemy import (
     Table,
     Text,
     bindparam,
+    case,
     cast,
     delete,
     exists,
@@ -21,7 +22,7 @@ from sqlalchemy import (
     select,
 )
 
-from sqla_scheduler._dialects import Backend, result_channel
+from sqla_scheduler._dialects import MAX_NOTICE_BYTES, Backend, result_channel
 from sqla_scheduler._statements.shapes import Shapes
 from sqla_scheduler.models import results_table
 
@@ -42,12 +43,23 @@ class Results(Shapes):
         #: ``record`` that also announces each result on the results' channel as it is
         #: written (PostgreSQL: a NOTIFY in RETURNING, so the batch of results and their
         #: announcements is one round trip); ``None``: there is nothing to announce. The
-        #: payload is ``[task_name, task_instance]`` as JSON (see ``read_result_notice``).
+        #: payload is the result itself as a JSON array, ``[task_name, task_instance,
+        #: outcome, value, error, finished_at]``, so that a waiter need not read it, or
+        #: ``[task_name, task_instance]`` alone when that would not fit in a NOTIFY
+        #: (see ``read_result_notice``).
         self.record_announced: Insert | None = None
         if backend.supports_notify:
-            notice = func.json_build_array(r.c.task_name, r.c.task_instance)
+            whole = cast(
+                func.json_build_array(
+                    r.c.task_name, r.c.task_instance, r.c.outcome, r.c.value, r.c.error,
+                    r.c.finished_at,
+                ),
+                Text,
+            )  # fmt: skip
+            key = cast(func.json_build_array(r.c.task_name, r.c.task_instance), Text)
+            notice = case((func.octet_length(whole) <= MAX_NOTICE_BYTES, whole), else_=key)
             self.record_announced = insert(r).returning(
-                func.pg_notify(literal(self.result_channel), cast(notice, Text))
+                func.pg_notify(literal(self.result_channel), notice)
             )
         at_key = (
             r.c.task_name == bindparam("key_task"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -13,7 +14,8 @@ from typing import Any
 
 import anyio
 import pytest
-from sqlalchemy import insert
+from sqlalchemy import event, insert
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler import ManualClock, NextAt, PayloadError, Result, custom, one_time
 from sqla_scheduler._result_store import Kept, record
@@ -278,6 +280,46 @@ async def test_wait_is_woken_by_the_commit_that_records_the_result(db: Harness) 
     returned = time.monotonic()
     assert result.outcome == "succeeded"
     assert returned - committed[0] < 0.5
+
+
+@pytest.mark.postgres_only("the NOTIFY that carries a result")
+@pytest.mark.parametrize("length", [40, 20_000], ids=["carried", "too-long"])
+async def test_the_notify_carries_the_result_unless_it_is_too_long(
+    db: Harness, length: int
+) -> None:
+    """The waiter takes the result from the NOTIFY that announced it, and reads it only
+    when it was too long to carry (a NOTIFY holds under 8000 bytes): the same result
+    either way, with the value's quotes, backslashes and non-ASCII text intact."""
+    scheduler = db.scheduler([one_time("job", keep_result=True)(lambda ctx: None)])
+    value = {"text": 'a "quote", a \\ and é€\n' + "x" * length, "n": [1, 2.5, None]}
+    kept = Kept(
+        task_name="job",
+        instance_id="j-é",
+        outcome="succeeded",
+        finished_at=NOW.replace(microsecond=123456),
+        value=json.dumps(value),
+    )
+    reads: list[str] = []
+    engine = db.engine.sync_engine if isinstance(db.engine, AsyncEngine) else db.engine
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "scheduled_tasks_results" in statement:
+            reads.append(statement)
+
+    def commit_after_the_first_read() -> None:
+        deadline = time.monotonic() + 10
+        while not reads and time.monotonic() < deadline:
+            time.sleep(0.005)
+        with db.sync_engine.begin() as conn:
+            record(conn, db.table, [kept])
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(anyio.to_thread.run_sync, commit_after_the_first_read)
+        result = await _wait(db, scheduler, "job", "j-é", seconds=10)
+    assert len(reads) == (1 if length == 40 else 2)
+    assert result == await _result(db, scheduler, "job", "j-é")
+    assert (result.value, result.finished_at) == (value, kept.finished_at)
 
 
 async def test_wait_refuses_a_session_and_a_bad_timeout(db: Harness) -> None:
