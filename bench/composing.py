@@ -20,6 +20,13 @@ to the return of ``Scheduler.wait``.
   commit, the NOTIFY's way to this process and what ``wait`` does with it. PostgreSQL
   target: p50 <= 3 ms. ``wait_latency`` times the same rounds from the outcome being recorded
   (``Result.finished_at``, as above: the outcome's transaction is inside the figure).
+- ``big_group``: one group of ``big_group`` (100,000) members with a callback, scheduled in
+  one call and drained by one async worker: the rate from the group's commit to the
+  callback's start, beside a plain drain of as many rows in the same run (``big_plain``)
+  and one of as many rows of a task that keeps its results, as every member does
+  (``big_kept``); the callback must start once, after every
+  member, and the group must count every member as finished (no finish scans the
+  members, so a large group drains like a small one).
 
 Both worker and bench read one machine's clock (the worker through PostgreSQL's).
 """
@@ -176,3 +183,92 @@ def wait_latency(bench: Bench) -> list[Figure]:
             delays["recorded"], {},
         ),
     ]  # fmt: skip
+
+
+def big_group(bench: Bench) -> Figure:
+    n = bench.counts.big_group
+    drain(
+        bench,
+        "big_plain",
+        f"drain: 1 process, async, {n:,} rows (the big group's plain peer)",
+        "async",
+        1,
+        floor_key="drain_async_1",
+        rows=n,
+    )
+    drain(
+        bench,
+        "big_kept",
+        f"drain: 1 process, async, {n:,} rows of a task with keep_result",
+        "async",
+        1,
+        floor_key="big_plain",
+        extra=["--keep-result"],
+        rows=n,
+    )
+    db = bench.new_db("big_group")
+    engine = bench.engine(db)
+    worker = Worker(
+        bench.url(db, use_async=True),
+        "big_group-w0",
+        "async",
+        polling_interval=bench.polling_interval,
+        extra=["--group-callback"],  # the callback reports its start; members do not
+    )
+    try:
+        worker.wait_ready(60)
+        client = Scheduler(engine, [bench.task, CALLBACK])
+        instances = [bench.task.instance(f"g{i:07d}") for i in range(n)]
+        with engine.connect():
+            pass  # open the pool's connection before the clock starts
+        t0 = time.time()
+        group = client.schedule_group(engine, instances, then=CALLBACK.instance("big"))
+        scheduled = time.time()
+        deadline = time.monotonic() + 600
+        progress: list[tuple[float, int]] = []  # (time, members finished)
+        while time.monotonic() < deadline:
+            with worker.starts_lock:
+                started = worker.starts.get("callback@big")
+            if started is not None:
+                break
+            now = client.group(engine, group.id)
+            if now is not None:
+                progress.append((time.time(), now.done))
+            time.sleep(0.2)
+        else:
+            raise ScenarioError(f"big_group: no callback start within 600s of {n:,} members")
+        final = client.group(engine, group.id)
+    finally:
+        problems = stop_workers([worker])
+        engine.dispose()
+        bench.problems.extend(f"big_group: {p}" for p in problems)
+    if final is None or group.total != n or final.remaining != 0 or final.done != n:
+        raise ScenarioError(f"big_group: the group counted {final!r} of {n:,} members")
+    return bench.add(
+        Figure(
+            "big_group",
+            f"a group of {n:,} members drained to its callback, 1 process, async",
+            n / (started - scheduled),
+            "rows/s",
+            floor_key="big_kept",
+            notes=(
+                f"schedule_group took {scheduled - t0:.2f}s; callback started "
+                f"{started - scheduled:.2f}s after; every member counted: "
+                f"{dict(final.outcomes)}; {_fifths(progress, n)}"
+            ),
+        )
+    )
+
+
+def _fifths(progress: list[tuple[float, int]], n: int) -> str:
+    """The drain rate over each fifth of the members, from ``(time, done)`` samples: a
+    finish that scanned the group's members would slow it fifth by fifth."""
+    rates = []
+    for k in range(5):
+        low, high = n * k // 5, n * (k + 1) // 5
+        inside = [(t, done) for t, done in progress if low <= done <= high]
+        if len(inside) < 2 or inside[-1][0] == inside[0][0]:
+            return "too few samples for the rate per fifth"
+        (t0, d0), (t1, d1) = inside[0], inside[-1]
+        rates.append(f"{(d1 - d0) / (t1 - t0):,.0f}")
+    return "rows/s per fifth of the members: " + ", ".join(rates)

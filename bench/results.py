@@ -24,6 +24,8 @@ class Counts:
     #: and about how far apart.
     probe_latency_runs: int = 100
     probe_gap: float = 0.200
+    #: Members of the one big group ``big_group`` drains.
+    big_group: int = 100_000
 
     @classmethod
     def quick(cls) -> Counts:
@@ -33,6 +35,7 @@ class Counts:
             batch_txns=4,
             latency_runs=30,
             probe_latency_runs=15,
+            big_group=10_000,
         )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import partial
 
-from bench.composing import callback_latency, drain_with_group, wait_latency
+from bench.composing import big_group, callback_latency, drain_with_group, wait_latency
 from bench.control import drain_beside_limited, drain_limited, drain_rated, resume_latency
 from bench.floors import floor_batch, floor_drain, floor_single
 from bench.harness import Bench
@@ -40,6 +40,9 @@ FLOOR_OF = {
     "drain_limited": "drain_async_1",
     "drain_beside_limited": "drain_async_1",
     "drain_with_group": "drain_async_1",
+    "big_group": "big_kept",
+    "big_plain": "drain_async_1",
+    "big_kept": "big_plain",
     "drain_rated": "drain_async_1",
     "drain_transactional": "floor_row_tx",
     "drain_pgbouncer": "drain_async_1",
@@ -61,6 +64,7 @@ SCENARIOS = (
     "drain_limited",
     "drain_beside_limited",
     "drain_with_group",
+    "big_group",
     "callback_latency",
     "wait_latency",
     "drain_rated",
@@ -129,7 +133,7 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
     wanted = set(only) | {
         "drain_async_1"
         for key in only
-        if key in ("scale", "drain_limited", "drain_with_group", "drain_rated")
+        if key in ("scale", "drain_limited", "drain_with_group", "drain_rated", "big_group")
     }
     wanted |= {"floor_latency" for key in only if key == "latency"}
     wanted |= {"drain_async_1" for key in only if key in ("drain_pgbouncer", "processes")}
@@ -184,6 +188,12 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
         "drain with a group finishing beside it",
         "rows/s",
         partial(drain_with_group, bench),
+    )
+    s(
+        "big_group",
+        "a group of 100,000 members drained to its callback",
+        "rows/s",
+        partial(big_group, bench),
     )
     s(
         "callback_latency_p50",
