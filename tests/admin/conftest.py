@@ -19,6 +19,7 @@ from sqla_scheduler import ManualClock, Scheduler, custom, one_time, recurring
 from sqla_scheduler.admin import create_app
 from sqla_scheduler.admin._security import csrf_token
 from sqla_scheduler.models import history_table, nodes_table, results_table, table_for
+from tests.admin._browser import browser, chromium  # noqa: F401  (the browser tests' fixtures)
 from tests.conftest import Harness
 
 NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)

@@ -1,0 +1,156 @@
+"""What the admin's browser tests share: Debian's Chromium (installed once when missing),
+a Playwright browser on it, the admin served by uvicorn on the loopback interface, and a
+watch on what a page does (dialogs, console errors).
+
+A module of browser tests imports ``browser`` and ``chromium`` (fixtures) from here, and
+marks itself ``pytest.mark.xdist_group("browser")`` so that one pytest-xdist worker runs
+every browser test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from starlette.types import ASGIApp
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "MOUNT", "Watch", "browser", "chromium", "live"]
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+_INSTALL_LOCK = Path("/tmp/sqla-scheduler-chromium-install.lock")
+_INSTALL_TIMEOUT = 900
+MOUNT = "/admin/jobs"
+
+
+def _install_chromium() -> str | None:
+    """Install Debian's chromium; return why it could not be, or ``None`` once it is there."""
+    if CHROMIUM.exists():
+        return None
+    apt_get = shutil.which("apt-get")
+    if apt_get is None or os.geteuid() != 0:
+        return "Debian's chromium is missing and cannot be installed (needs root and apt-get)"
+    deadline = time.monotonic() + _INSTALL_TIMEOUT
+    with _INSTALL_LOCK.open("w") as lock:
+        # One installer at a time (parallel test runs); the others wait for it, bounded.
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    return "timed out waiting for another chromium install to finish"
+                time.sleep(1)
+        if CHROMIUM.exists():
+            return None
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for command in ([apt_get, "update"], [apt_get, "install", "-y", "chromium"]):
+            try:
+                done = subprocess.run(
+                    command,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    text=True,
+                    timeout=max(1.0, deadline - time.monotonic()),
+                    check=False,
+                )
+            except subprocess.TimeoutExpired:
+                return f"{' '.join(command)} timed out"
+            if done.returncode != 0:
+                tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
+                return f"{' '.join(command)} failed: " + " / ".join(tail)
+    return None if CHROMIUM.exists() else "apt-get installed chromium, but not at /usr/bin"
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Path:
+    """Debian's chromium, installed once per session when missing."""
+    problem = _install_chromium()
+    if problem is not None:
+        pytest.skip(f"no browser: {problem}")
+    return CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def browser(chromium: Path) -> Iterator[Browser]:
+    # Module scope: Playwright's sync API holds an event loop on the main thread while it
+    # runs, which the async tests of other modules need free.
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="the playwright package is not installed"
+    )
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def live(app: ASGIApp) -> Iterator[str]:
+    """Serve ``app`` with uvicorn on 127.0.0.1 in a thread; yield its base URL."""
+    import uvicorn
+
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    )
+    thread = threading.Thread(target=server.run, name="admin-uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert thread.is_alive(), "uvicorn stopped while starting"
+        assert time.monotonic() < deadline, "uvicorn did not start within 10 s"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+class Watch:
+    """Everything a page does that a test must see: dialogs (script ran) and console
+    errors (a Content-Security-Policy violation is one)."""
+
+    def __init__(self, page: Page) -> None:
+        self.dialogs: list[str] = []
+        self.errors: list[str] = []
+        page.on("dialog", self._dialog)
+        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(str(e)))
+
+    def _dialog(self, dialog: Any) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    def csp_violations(self) -> list[str]:
+        return [e for e in self.errors if "Content Security Policy" in e]
