@@ -15,7 +15,7 @@ scheduler = Scheduler(
 )
 assert run_due(scheduler) == 0  # registered: its first run is on the 1st, at 06:00
 clock.set(datetime(2030, 6, 1, 6, 0, tzinfo=timezone.utc))
-assert run_due(scheduler) == 1 + 1000 + 1  # the fan-out, the statements, the email
+assert run_due(scheduler) == 1 + 200 + 1  # the fan-out, the statements, the email
 sent = scheduler.result(engine, "email-statements", "statements-2030-05")
-assert sent.value == {"rendered": 1000, "missing": 0}
+assert sent.value == {"rendered": 200, "missing": 0}
 engine.dispose()
