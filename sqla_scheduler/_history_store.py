@@ -17,6 +17,8 @@ from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._execution import Execution
 from sqla_scheduler._history_entry import HistoryEntry, HistorySetting, Outcome, keeps
 from sqla_scheduler._statements import History, statements_for
+from sqla_scheduler._statements.finding import NOTHING, Finding
+from sqla_scheduler._statements.finding import seen_task_names as finding_names
 from sqla_scheduler.models import INT_MAX
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "quarantine",
     "record",
     "requeue",
+    "seen_task_names",
 ]
 
 
@@ -160,10 +163,13 @@ def list_previews(
     limit: int,
     offset: int = 0,
     preview: int,
+    instance_contains: str | None = None,
+    finding: Finding = NOTHING,
 ) -> list[tuple[HistoryEntry, str | None, str | None]]:
     """``list_entries`` without the payloads and errors: each entry (its ``data`` and
     ``error`` ``None``) with the first ``preview`` characters of its payload's JSON text
-    and of its error."""
+    and of its error; ``instance_contains`` and ``finding`` filter and order them
+    further (``History.listing``)."""
     query = _statements(conn, table).previews(
         task_name=task_name,
         instance_id=instance_id,
@@ -171,6 +177,8 @@ def list_previews(
         limit=limit,
         offset=offset,
         preview=preview,
+        instance_contains=instance_contains,
+        finding=finding,
     )
     return [
         (HistoryEntry.from_row(row), row["task_data_preview"], row["error_preview"])
@@ -194,10 +202,18 @@ def count_entries(
     instance_id: str | None = None,
     outcomes: tuple[str, ...] | None = None,
     since: datetime | None = None,
+    instance_contains: str | None = None,
+    finding: Finding = NOTHING,
 ) -> int:
-    """How many entries ``list_entries`` would list without a limit."""
+    """How many entries ``list_entries`` (or ``list_previews``) would list without a
+    limit."""
     query = _statements(conn, table).listing(
-        task_name=task_name, instance_id=instance_id, outcomes=outcomes, since=since
+        task_name=task_name,
+        instance_id=instance_id,
+        outcomes=outcomes,
+        since=since,
+        instance_contains=instance_contains,
+        finding=finding,
     )
     found = conn.execute(select(func.count()).select_from(query.order_by(None).subquery()))
     return int(found.scalar_one())
@@ -241,6 +257,13 @@ def requeue(
     if on_inserted is not None:
         on_inserted(now)
     return True
+
+
+def seen_task_names(conn: Connection, table: Table, *, limit: int) -> list[str]:
+    """Up to ``limit`` task names that have history entries, in order (read on the
+    index of task and instance)."""
+    h = _statements(conn, table).history
+    return list(conn.execute(finding_names(h.c.task_name, limit)).scalars())
 
 
 def prune(conn: Connection, table: Table, *, threshold: datetime, limit: int) -> int:

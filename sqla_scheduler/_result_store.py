@@ -17,8 +17,19 @@ from sqlalchemy import Connection, Table, func, select
 from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._result import Result, ResultOutcome, decode_result
 from sqla_scheduler._statements import statements_for
+from sqla_scheduler._statements.finding import NOTHING, Finding
+from sqla_scheduler._statements.finding import seen_task_names as finding_names
 
-__all__ = ["Kept", "Listed", "count_results", "get", "list_results", "prune", "record"]
+__all__ = [
+    "Kept",
+    "Listed",
+    "count_results",
+    "get",
+    "list_results",
+    "prune",
+    "record",
+    "seen_task_names",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,9 +112,12 @@ def list_results(
     offset: int = 0,
     value_chars: int,
     error_chars: int,
+    instance_contains: str | None = None,
+    finding: Finding = NOTHING,
 ) -> list[Listed]:
-    """The kept results matching what is given, newest first, each with the first
-    ``value_chars`` characters of its value's JSON text and ``error_chars`` of its error."""
+    """The kept results matching what is given, newest first (or as ``finding`` sorts
+    them), each with the first ``value_chars`` characters of its value's JSON text and
+    ``error_chars`` of its error."""
     stmts = statements_for(table, backend_for(conn.dialect)).results
     query = stmts.previews(
         task_name=task_name,
@@ -113,6 +127,8 @@ def list_results(
         offset=offset,
         value_chars=value_chars,
         error_chars=error_chars,
+        instance_contains=instance_contains,
+        finding=finding,
     )
     return [
         Listed(
@@ -135,12 +151,27 @@ def count_results(
     task_name: str | None = None,
     instance_id: str | None = None,
     outcome: ResultOutcome | None = None,
+    instance_contains: str | None = None,
+    finding: Finding = NOTHING,
 ) -> int:
     """How many kept results ``list_results`` would list without a limit."""
     stmts = statements_for(table, backend_for(conn.dialect)).results
-    query = stmts.listing(task_name=task_name, instance_id=instance_id, outcome=outcome)
+    query = stmts.listing(
+        task_name=task_name,
+        instance_id=instance_id,
+        outcome=outcome,
+        instance_contains=instance_contains,
+        finding=finding,
+    )
     found = conn.execute(select(func.count()).select_from(query.order_by(None).subquery()))
     return int(found.scalar_one())
+
+
+def seen_task_names(conn: Connection, table: Table, *, limit: int) -> list[str]:
+    """Up to ``limit`` task names that have kept results, in order (read on the index of
+    task and instance)."""
+    r = statements_for(table, backend_for(conn.dialect)).results.results
+    return list(conn.execute(finding_names(r.c.task_name, limit)).scalars())
 
 
 def prune(conn: Connection, table: Table, *, threshold: datetime, limit: int) -> int:

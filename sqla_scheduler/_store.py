@@ -32,6 +32,7 @@ from sqla_scheduler._execution import (
 )
 from sqla_scheduler._history_entry import HistorySetting, Outcome, keeps
 from sqla_scheduler._statements import Scheduling, Statements, statements_for
+from sqla_scheduler._statements.finding import NOTHING, Finding
 from sqla_scheduler._statements.shapes import Shapes
 from sqla_scheduler._types import dumps_payload
 from sqla_scheduler.exceptions import MissingTableError
@@ -62,6 +63,7 @@ __all__ = [
     "one_insert",
     "recurring_executions",
     "reschedule",
+    "seen_task_names",
     "state_counts",
     "task_counts",
 ]
@@ -379,13 +381,28 @@ def list_previews(
     now: datetime,
     preview: int,
     instance_contains: str | None = None,
-) -> list[tuple[Execution, str | None]]:
-    """``list_executions`` without the payloads: each execution (its ``data`` ``None``)
-    with the first ``preview`` characters of its payload's JSON text."""
+    finding: Finding = NOTHING,
+) -> list[tuple[Execution, str | None, str | None]]:
+    """``list_executions`` without the payloads and errors: each execution (its ``data``
+    and ``last_error`` ``None``) with the first ``preview`` characters of its payload's
+    JSON text and of its last error; ``finding`` filters and orders them further."""
     rows = _listing_rows(
-        conn, table, state, task_name, known_tasks, limit, offset, now, instance_contains, preview
+        conn,
+        table,
+        state,
+        task_name,
+        known_tasks,
+        limit,
+        offset,
+        now,
+        instance_contains,
+        preview,
+        finding,
     )
-    return [(Execution.from_row(row), row["task_data_preview"]) for row in rows]
+    return [
+        (Execution.from_row(row), row["task_data_preview"], row["last_error_preview"])
+        for row in rows
+    ]
 
 
 def _listing_rows(
@@ -399,6 +416,7 @@ def _listing_rows(
     now: datetime,
     instance_contains: str | None,
     preview: int | None,
+    finding: Finding = NOTHING,
 ) -> Iterable[RowMapping]:
     """The rows of one listing (see ``Listing.list_executions``)."""
     query = _statements(conn, table).listing.list_executions(
@@ -409,6 +427,7 @@ def _listing_rows(
         offset=offset,
         instance_contains=instance_contains,
         preview=preview,
+        finding=finding,
     )
     return conn.execute(query, {"now": now} if state == "due" else {}).mappings()
 
@@ -422,6 +441,7 @@ def count_executions(
     instance_contains: str | None,
     known_tasks: frozenset[str],
     now: datetime,
+    finding: Finding = NOTHING,
 ) -> int:
     """How many executions ``list_executions`` lists with the same filters."""
     stmts = _statements(conn, table).listing
@@ -430,9 +450,16 @@ def count_executions(
         task_name=task_name,
         instance_contains=instance_contains,
         known_tasks=known_tasks,
+        finding=finding,
     )
     params = {"now": now} if state == "due" else {}
     return int(conn.execute(query, params).scalar_one())
+
+
+def seen_task_names(conn: Connection, table: Table, *, limit: int) -> list[str]:
+    """Up to ``limit`` task names that have executions in ``table``, in order."""
+    query = _statements(conn, table).listing.seen_task_names(limit)
+    return list(conn.execute(query).scalars())
 
 
 def state_counts(

@@ -28,10 +28,20 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 
 from sqla_scheduler._dialects import Backend
+from sqla_scheduler._statements.finding import NOTHING, Finding, order_by, where_found
 from sqla_scheduler._statements.shapes import Shapes, count_where
 from sqla_scheduler.models import history_table
 
-__all__ = ["REQUEUEABLE", "History"]
+__all__ = ["HISTORY_SORTS", "REQUEUEABLE", "History", "as_payload"]
+
+#: The sort keys of a history listing: the columns each orders by (then by id).
+HISTORY_SORTS: dict[str, tuple[str, ...]] = {
+    "finished": ("finished_at",),
+    "task": ("task_name",),
+    "instance": ("task_instance",),
+    "outcome": ("outcome",),
+    "attempt": ("attempt",),
+}
 
 #: The outcomes whose entries hold the payload of an execution that left the table.
 REQUEUEABLE = ("abandoned", "undecodable")
@@ -182,10 +192,7 @@ class History(Shapes):
             self.remove_quarantined = delete(table).where(*bad)
 
     def _as_payload(self, text: ColumnElement[Any]) -> ColumnElement[Any]:
-        """An entry's JSON text as the scheduler's payload column stores it."""
-        if self.backend.json_storage == "jsonb":
-            return cast(text, JSONB)
-        return type_coerce(text, Text)  # SQLite keeps JSON as text
+        return as_payload(self.backend, text)
 
     def listing(
         self,
@@ -195,21 +202,52 @@ class History(Shapes):
         outcomes: tuple[str, ...] | None,
         since: Any,
         history_id: int | None = None,
+        instance_contains: str | None = None,
+        finding: Finding = NOTHING,
     ) -> Select[Any]:
-        """Entries matching what is given, newest first (no limit; the caller adds one)."""
+        """Entries matching what is given, newest first or in the order ``finding`` sorts
+        by (no limit; the caller adds one). ``instance_contains`` keeps the entries whose
+        instance id contains that text; ``finding`` those whose error contains its text
+        and that finished in its range."""
         h = self.history
-        query = select(h).order_by(h.c.id.desc())
+        where = self.where(
+            task_name=task_name,
+            instance_id=instance_id,
+            outcomes=outcomes,
+            since=since,
+            history_id=history_id,
+            instance_contains=instance_contains,
+            finding=finding,
+        )
+        return select(h).where(*where).order_by(*_history_order(h.c, finding))
+
+    def where(
+        self,
+        *,
+        task_name: str | None,
+        instance_id: str | None,
+        outcomes: tuple[str, ...] | None,
+        since: Any = None,
+        history_id: int | None = None,
+        instance_contains: str | None = None,
+        finding: Finding = NOTHING,
+    ) -> list[ColumnElement[bool]]:
+        """The WHERE clauses of ``listing`` (and of a bulk action on what it selects)."""
+        h = self.history
+        where: list[ColumnElement[bool]] = []
         if history_id is not None:
-            query = query.where(h.c.id == history_id)
+            where.append(h.c.id == history_id)
         if task_name is not None:
-            query = query.where(h.c.task_name == task_name)
+            where.append(h.c.task_name == task_name)
         if instance_id is not None:
-            query = query.where(h.c.task_instance == instance_id)
+            where.append(h.c.task_instance == instance_id)
         if outcomes is not None:
-            query = query.where(h.c.outcome.in_(outcomes))
+            where.append(h.c.outcome.in_(outcomes))
         if since is not None:
-            query = query.where(h.c.finished_at >= since)
-        return query
+            where.append(h.c.finished_at >= since)
+        if instance_contains:
+            where.append(h.c.task_instance.contains(instance_contains, autoescape=True))
+        return where + where_found(finding, error=h.c.error, time=h.c.finished_at)
 
     def previews(
         self,
@@ -220,13 +258,20 @@ class History(Shapes):
         limit: int,
         offset: int,
         preview: int,
+        instance_contains: str | None = None,
+        finding: Finding = NOTHING,
     ) -> Select[Any]:
         """One page of ``listing`` without the payloads and errors: ``task_data`` and
         ``error`` are ``NULL``, and ``task_data_preview`` and ``error_preview`` hold the
         first ``preview`` characters of each, so a page costs the same whatever they weigh.
         """
         query = self.listing(
-            task_name=task_name, instance_id=instance_id, outcomes=outcomes, since=None
+            task_name=task_name,
+            instance_id=instance_id,
+            outcomes=outcomes,
+            since=None,
+            instance_contains=instance_contains,
+            finding=finding,
         )
         # Cut from the page's rows only, not from every row the OFFSET skips.
         page = query.limit(limit).offset(offset or None).subquery("page")
@@ -234,4 +279,16 @@ class History(Shapes):
         return select(
             *(null().label(col.name) if col.name in cut else col for col in page.c),
             *(func.substr(page.c[name], 1, preview).label(f"{name}_preview") for name in cut),
-        ).order_by(page.c.id.desc())
+        ).order_by(*_history_order(page.c, finding))
+
+
+def as_payload(backend: Backend, text: ColumnElement[Any]) -> ColumnElement[Any]:
+    """An entry's JSON text as the scheduler's payload column stores it."""
+    if backend.json_storage == "jsonb":
+        return cast(text, JSONB)
+    return type_coerce(text, Text)  # SQLite keeps JSON as text
+
+
+def _history_order(c: Any, finding: Finding) -> list[Any]:
+    """A history listing's order over the columns ``c``: newest first by default."""
+    return order_by(finding, c, HISTORY_SORTS, [c.id.desc()], ("id",))

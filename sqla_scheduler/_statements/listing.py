@@ -21,9 +21,27 @@ from sqlalchemy.sql.expression import Executable
 
 from sqla_scheduler._dialects import Backend
 from sqla_scheduler._execution import ExecutionState
+from sqla_scheduler._statements.finding import (
+    NOTHING,
+    Finding,
+    order_by,
+    seen_task_names,
+    where_found,
+)
 from sqla_scheduler._statements.shapes import Shapes, count_where
 
-__all__ = ["Listing"]
+__all__ = ["EXECUTION_SORTS", "Listing"]
+
+#: The sort keys of an execution listing: the columns each orders by (then by key).
+EXECUTION_SORTS: dict[str, tuple[str, ...]] = {
+    "due": ("execution_time",),
+    "task": ("task_name",),
+    "instance": ("task_instance",),
+    "priority": ("priority",),
+    "failures": ("consecutive_failures",),
+    "last_failure": ("last_failure",),
+}
+_KEY = ("task_name", "task_instance")
 
 
 class Listing(Shapes):
@@ -65,19 +83,23 @@ class Listing(Shapes):
         offset: int,
         instance_contains: str | None = None,
         preview: int | None = None,
+        finding: Finding = NOTHING,
     ) -> Select[Any]:
-        """Executions in ``state``, in pick order (the failing ones: latest failure first).
+        """Executions in ``state``, in pick order (the failing ones: latest failure first)
+        or in the order ``finding`` sorts by.
 
-        ``instance_contains`` keeps the executions whose instance id contains that text.
-        With ``preview``, the payload is not read: ``task_data`` is ``NULL`` and
-        ``task_data_preview`` holds the first ``preview`` characters of its JSON text, so
-        a page costs the same whatever the payloads' size.
+        ``instance_contains`` keeps the executions whose instance id contains that text;
+        ``finding`` those whose last error contains its text and whose execution time is
+        in its range. With ``preview``, the payload and the last error are not read:
+        ``task_data`` and ``last_error`` are ``NULL``, and ``task_data_preview`` and
+        ``last_error_preview`` hold the first ``preview`` characters of the payload's JSON
+        text and of the error, so a page costs the same whatever they weigh.
         """
         c = self.table.c
         query = (
             select(*self.loaded_columns)
-            .where(*self._filters(state, task_name, instance_contains, known_tasks))
-            .order_by(*_order(c, state))
+            .where(*self.where(state, task_name, instance_contains, known_tasks, finding))
+            .order_by(*_order(c, state, finding))
         )
         if limit is not None:
             query = query.limit(limit)
@@ -88,9 +110,11 @@ class Listing(Shapes):
         # The preview is cut from the page's rows only: computed in the query that pages,
         # it would be computed for every row the OFFSET skips as well.
         page = query.subquery("page")
-        columns = [null().label("task_data") if col.name == "task_data" else col for col in page.c]
-        cut = func.substr(cast(page.c.task_data, Text), 1, preview).label("task_data_preview")
-        return select(*columns, cut).order_by(*_order(page.c, state))
+        cut = ("task_data", "last_error")
+        columns = [null().label(col.name) if col.name in cut else col for col in page.c]
+        data = func.substr(cast(page.c.task_data, Text), 1, preview).label("task_data_preview")
+        error = func.substr(page.c.last_error, 1, preview).label("last_error_preview")
+        return select(*columns, data, error).order_by(*_order(page.c, state, finding))
 
     def count_executions(
         self,
@@ -99,22 +123,29 @@ class Listing(Shapes):
         task_name: str | None,
         instance_contains: str | None,
         known_tasks: frozenset[str],
+        finding: Finding = NOTHING,
     ) -> Select[Any]:
         """How many executions ``list_executions`` would list without a limit."""
         return (
             select(func.count())
             .select_from(self.table)
-            .where(*self._filters(state, task_name, instance_contains, known_tasks))
+            .where(*self.where(state, task_name, instance_contains, known_tasks, finding))
         )
 
-    def _filters(
+    def seen_task_names(self, limit: int) -> Select[Any]:
+        """Up to ``limit`` task names that have executions, in order (``task_name`` leads
+        the primary key: the database reads them in its order)."""
+        return seen_task_names(self.table.c.task_name, limit)
+
+    def where(
         self,
         state: ExecutionState,
         task_name: str | None,
         instance_contains: str | None,
         known_tasks: frozenset[str],
+        finding: Finding = NOTHING,
     ) -> list[ColumnElement[bool]]:
-        """The WHERE clauses of a listing."""
+        """The WHERE clauses of a listing (and of a bulk action on what it selects)."""
         c = self.table.c
         where: list[ColumnElement[bool]] = [self.loadable]
         if state == "scheduled":
@@ -132,11 +163,14 @@ class Listing(Shapes):
         if instance_contains:
             # A bound pattern with LIKE's wildcards escaped: the text matches as written.
             where.append(c.task_instance.contains(instance_contains, autoescape=True))
-        return where
+        return where + where_found(finding, error=c.last_error, time=c.execution_time)
 
 
-def _order(c: Any, state: ExecutionState) -> list[Any]:
-    """A listing's order over the columns ``c``: pick order, the failing latest first."""
+def _order(c: Any, state: ExecutionState, finding: Finding = NOTHING) -> list[Any]:
+    """A listing's order over the columns ``c``: the one ``finding`` sorts by, else pick
+    order, the failing latest first."""
     if state == "failing":
-        return [c.last_failure.desc(), c.task_name, c.task_instance]
-    return [c.priority.desc(), c.execution_time, c.task_name, c.task_instance]
+        default = [c.last_failure.desc(), c.task_name, c.task_instance]
+    else:
+        default = [c.priority.desc(), c.execution_time, c.task_name, c.task_instance]
+    return order_by(finding, c, EXECUTION_SORTS, default, _KEY, nullable=("last_failure",))

@@ -23,10 +23,19 @@ from sqlalchemy import (
 )
 
 from sqla_scheduler._dialects import MAX_NOTICE_BYTES, Backend, result_channel
+from sqla_scheduler._statements.finding import NOTHING, Finding, order_by, where_found
 from sqla_scheduler._statements.shapes import Shapes
 from sqla_scheduler.models import results_table
 
-__all__ = ["Results"]
+__all__ = ["RESULT_SORTS", "Results"]
+
+#: The sort keys of a results listing: the columns each orders by (then by id).
+RESULT_SORTS: dict[str, tuple[str, ...]] = {
+    "finished": ("finished_at",),
+    "task": ("task_name",),
+    "instance": ("task_instance",),
+    "outcome": ("outcome",),
+}
 
 
 class Results(Shapes):
@@ -86,19 +95,31 @@ class Results(Shapes):
         self.prune: Delete = delete(r).where(r.c.id.in_(ids.scalar_subquery()))
 
     def listing(
-        self, *, task_name: str | None, instance_id: str | None, outcome: str | None
+        self,
+        *,
+        task_name: str | None,
+        instance_id: str | None,
+        outcome: str | None,
+        instance_contains: str | None = None,
+        finding: Finding = NOTHING,
     ) -> Select[Any]:
-        """The results matching what is given, newest first, without their values and
-        errors (no limit; the caller adds one or counts them)."""
+        """The results matching what is given, newest first or in the order ``finding``
+        sorts by, without their values and errors (no limit; the caller adds one or
+        counts them). ``instance_contains`` keeps those whose instance id contains that
+        text; ``finding`` those whose error contains its text and that finished in its
+        range."""
         r = self.results
         query = select(r.c.id, r.c.task_name, r.c.task_instance, r.c.outcome, r.c.finished_at)
+        if instance_contains:
+            query = query.where(r.c.task_instance.contains(instance_contains, autoescape=True))
+        query = query.where(*where_found(finding, error=r.c.error, time=r.c.finished_at))
         if task_name is not None:
             query = query.where(r.c.task_name == task_name)
         if instance_id is not None:
             query = query.where(r.c.task_instance == instance_id)
         if outcome is not None:
             query = query.where(r.c.outcome == outcome)
-        return query.order_by(r.c.id.desc())
+        return query.order_by(*_result_order(r.c, finding))
 
     def previews(
         self,
@@ -110,13 +131,21 @@ class Results(Shapes):
         offset: int,
         value_chars: int,
         error_chars: int,
+        instance_contains: str | None = None,
+        finding: Finding = NOTHING,
     ) -> Select[Any]:
         """One page of ``listing`` with ``value_preview`` and ``error_preview``, the first
         ``value_chars`` characters of each value's JSON text and ``error_chars`` of each
         error: a page costs the same whatever the results weigh (up to
         ``max_result_size`` each)."""
         r = self.results
-        listed = self.listing(task_name=task_name, instance_id=instance_id, outcome=outcome)
+        listed = self.listing(
+            task_name=task_name,
+            instance_id=instance_id,
+            outcome=outcome,
+            instance_contains=instance_contains,
+            finding=finding,
+        )
         # The page's ids first, then its rows: values and errors are cut from the page's
         # rows only, not from every row the OFFSET skips.
         page = listed.limit(limit).offset(offset or None).subquery("page")
@@ -127,5 +156,10 @@ class Results(Shapes):
                 func.substr(r.c.error, 1, error_chars).label("error_preview"),
             )
             .join_from(page, r, r.c.id == page.c.id)
-            .order_by(page.c.id.desc())
+            .order_by(*_result_order(page.c, finding))
         )
+
+
+def _result_order(c: Any, finding: Finding) -> list[Any]:
+    """A results listing's order over the columns ``c``: newest first by default."""
+    return order_by(finding, c, RESULT_SORTS, [c.id.desc()], ("id",))

@@ -20,6 +20,8 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from sqla_scheduler._checks import is_int
+from sqla_scheduler._statements.listing import EXECUTION_SORTS
+from sqla_scheduler.admin._bulk import BulkActions
 from sqla_scheduler.admin._groups import GroupPages
 from sqla_scheduler.admin._history import HistoryPages
 from sqla_scheduler.admin._pages import (
@@ -28,20 +30,20 @@ from sqla_scheduler.admin._pages import (
     NOTICES,
     Pages,
     back_to,
+    execution_listing,
+    found_json,
+    known_names,
     logger,
-    page_params,
+    offered_bulk,
     positive_int,
     refusing_nul,
-    text_param,
 )
 from sqla_scheduler.admin._reads import Listing
 from sqla_scheduler.admin._results import ResultPages
 from sqla_scheduler.admin._security import AllowedMethods, BasicAuth, SecurityHeaders
 from sqla_scheduler.admin._tasks import TaskActions
-from sqla_scheduler.admin._views import STATES
 from sqla_scheduler.exceptions import ConfigurationError
 from sqla_scheduler.executions import Execution
-from sqla_scheduler.models import MAX_INSTANCE_ID_LENGTH, MAX_TASK_NAME_LENGTH
 from sqla_scheduler.scheduler import Scheduler
 
 __all__ = ["create_app"]
@@ -98,7 +100,7 @@ def create_app(
         page_size=page_size,
     )
     executions, history, tasks = _Executions(pages), HistoryPages(pages), TaskActions(pages)
-    results, groups = ResultPages(pages), GroupPages(pages)
+    results, groups, bulk = ResultPages(pages), GroupPages(pages), BulkActions(pages)
     methods = ["GET", "HEAD", "POST"] if actions else ["GET", "HEAD"]
     routes = [
         Route("/", refusing_nul(executions.overview), methods=["GET"]),
@@ -127,6 +129,8 @@ def create_app(
             Route("/actions/pause", refusing_nul(tasks.pause), methods=["POST"]),
             Route("/actions/resume", refusing_nul(tasks.resume), methods=["POST"]),
             Route("/actions/cancel-group", refusing_nul(groups.cancel), methods=["POST"]),
+            Route("/bulk/{action}", refusing_nul(bulk.confirm), methods=["GET"]),
+            Route("/bulk/{action}", refusing_nul(bulk.act), methods=["POST"]),
             Route("/actions/{action}", refusing_nul(executions.act), methods=["POST"]),
         ]
     app = Starlette(
@@ -146,9 +150,11 @@ def create_app(
     return SecurityHeaders(app)
 
 
-_LISTING = ("state", "task", "instance", "page", "per_page")
-_HISTORY = ("task", "instance", "outcome", "page", "per_page")
-_RESULTS = ("task", "instance", "outcome", "page", "per_page")
+#: What the listings find by beyond task, instance and outcome (see ``found_params``).
+_FOUND = ("error", "since", "until", "sort", "dir")
+_LISTING = ("state", "task", "instance", *_FOUND, "page", "per_page")
+_HISTORY = ("task", "instance", "instance_contains", "outcome", *_FOUND, "page", "per_page")
+_RESULTS = ("task", "instance", "instance_contains", "outcome", *_FOUND, "page", "per_page")
 _GROUPS = ("task", "page", "per_page")
 _MEMBERS = ("page", "per_page")
 
@@ -205,7 +211,9 @@ class _Executions:
             {
                 **found,
                 "listing": listing,
-                "task_names": sorted(self.scheduler.tasks),
+                "task_names": known_names(self.scheduler.tasks, found["seen_tasks"]),
+                "sorts": EXECUTION_SORTS,
+                "bulk_actions": offered_bulk(listing, self.scheduler.tasks),
                 "page_name": "executions",
                 "page_state": listing.state,
             },
@@ -253,6 +261,7 @@ class _Executions:
                 "state": listing.state,
                 "task": listing.task,
                 "instance": listing.instance,
+                **found_json(listing),
                 "page": listing.page,
                 "per_page": listing.per_page,
                 "pages": found["pages"],
@@ -307,20 +316,7 @@ class _Executions:
 
 def _listing_params(request: Request, page_size: int) -> Listing:
     """The listing a request asks for; a 400 naming the parameter when it is wrong."""
-    q = request.query_params
-    state = q.get("state") or "all"
-    if state not in STATES:
-        raise HTTPException(400, f"state must be one of {', '.join(STATES)}")
-    task = text_param(q, "task", MAX_TASK_NAME_LENGTH)
-    instance = text_param(q, "instance", MAX_INSTANCE_ID_LENGTH)
-    page, per_page = page_params(q, page_size)
-    return Listing(
-        state=state,  # type: ignore[arg-type]  # checked against STATES above
-        task=task,
-        instance=instance,
-        page=page,
-        per_page=per_page,
-    )
+    return execution_listing(request.query_params, page_size)
 
 
 def _key_params(request: Request) -> tuple[str, str]:

@@ -18,6 +18,7 @@ from sqlalchemy import Connection
 from sqla_scheduler import _group_store, _result_store, _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._result import ResultOutcome
+from sqla_scheduler._statements.finding import Finding
 from sqla_scheduler.admin._views import (
     PREVIEW_CHARS,
     RESULT_PREVIEW_CHARS,
@@ -31,9 +32,20 @@ from sqla_scheduler.executions import Execution
 from sqla_scheduler.groups import Group
 from sqla_scheduler.scheduler import Scheduler
 
-__all__ = ["ComposedReads", "GroupListing", "MemberListing", "Paging", "ResultListing"]
+__all__ = [
+    "ComposedReads",
+    "Found",
+    "GroupListing",
+    "MemberListing",
+    "Paging",
+    "ResultListing",
+]
 
 T = TypeVar("T")
+
+#: How many task names a listing's filter reads from its table, beside the registered
+#: ones: a bounded read of the name index however many rows there are.
+SEEN_NAMES = 200
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,19 +64,66 @@ class Paging:
 
     def query(self, **changes: Any) -> dict[str, Any]:
         """The query string of this page's link, with ``changes`` (another page, say)."""
-        params = {name: getattr(self, name) for name in self.QUERIED}
+        params = {name: _query_value(getattr(self, name)) for name in self.QUERIED}
         return {**params, "page": self.page, **changes}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ResultListing(Paging):
-    """A results listing request: which kept results, which page."""
+def _query_value(value: Any) -> Any:
+    # a time goes into a link as the ISO 8601 text it was read from
+    return value.isoformat() if isinstance(value, datetime) else value
 
-    QUERIED = ("task", "instance", "outcome")
+
+#: The query parameters of a listing's filter that ``Found`` adds, in its links' order.
+FOUND_QUERIED = ("error", "since", "until", "sort", "dir")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Found(Paging):
+    """A listing request with what finds rows beyond task and instance: ``error`` text in
+    the error, a time range (``since`` inclusive, ``until`` exclusive, both aware), and a
+    ``sort`` key with its direction ``dir`` (``asc`` or ``desc``; ``None`` for none)."""
+
+    error: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    sort: str | None = None
+    dir: str | None = None
+
+    @property
+    def descending(self) -> bool:
+        """Whether the sort runs from the largest value."""
+        return self.dir == "desc"
+
+    @property
+    def finding(self) -> Finding:
+        """What the statements are given to filter and order by."""
+        return Finding(
+            error=self.error,
+            since=self.since,
+            until=self.until,
+            sort=self.sort,
+            descending=self.descending,
+        )
+
+    @property
+    def filtered(self) -> bool:
+        """Whether any filter of the page is set (its "clear filters" link is shown)."""
+        skip = {"state", "sort", "dir"}
+        return any(getattr(self, name) for name in self.QUERIED if name not in skip)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResultListing(Found):
+    """A results listing request: which kept results, which page. ``instance`` matches an
+    instance id exactly (the links to one execution's results), ``instance_contains`` any
+    that contains it."""
+
+    QUERIED = ("task", "instance", "instance_contains", "outcome", *FOUND_QUERIED)
 
     task: str | None
     instance: str | None
     outcome: ResultOutcome | None
+    instance_contains: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,20 +165,24 @@ class ComposedReads:
         page: Paging,
         count: Callable[[Connection], int],
         rows: Callable[[Connection], list[T]],
+        names: Callable[[Connection], list[str]] | None = None,
     ) -> tuple[dict[str, Any], list[T]]:
         """One page of a listing, read in one transaction on ``read_db``: the page's
         header (see ``Reads._header``) with ``now``, the ``total`` that ``count`` counts
-        and how many ``pages`` of ``page.per_page`` that makes, and what ``rows`` reads
-        (nothing past the last row)."""
+        and how many ``pages`` of ``page.per_page`` that makes, what ``rows`` reads
+        (nothing past the last row), and the task names the listing's table holds, as
+        ``names`` reads them (``seen_tasks``: at most ``SEEN_NAMES``)."""
 
-        def read(conn: Connection) -> tuple[dict[str, Any], int, list[T]]:
+        def read(conn: Connection) -> tuple[dict[str, Any], int, list[T], list[str]]:
             header = self._header(conn, now)
             total = count(conn)
-            return header, total, rows(conn) if page.offset < total else []
+            seen = [] if names is None else names(conn)
+            return header, total, rows(conn) if page.offset < total else [], seen
 
-        header, total, found = await self.read_db.run(read, read_only=True)
+        header, total, found, seen = await self.read_db.run(read, read_only=True)
         pages = max(1, math.ceil(total / page.per_page))
-        return {"now": now, **header, "total": total, "pages": pages}, found
+        listed = {"now": now, **header, "total": total, "pages": pages, "seen_tasks": seen}
+        return listed, found
 
     async def results(self, listing: ResultListing) -> dict[str, Any]:
         """One page of kept results, newest first, with the counts and how many pages
@@ -130,6 +193,8 @@ class ComposedReads:
             "task_name": listing.task,
             "instance_id": listing.instance,
             "outcome": listing.outcome,
+            "instance_contains": listing.instance_contains,
+            "finding": listing.finding,
         }
 
         listed, rows = await self._page(
@@ -145,6 +210,7 @@ class ComposedReads:
                 error_chars=PREVIEW_CHARS,
                 **filters,
             ),
+            partial(_result_store.seen_task_names, table=table, limit=SEEN_NAMES),
         )
         return {**listed, "results": [view_result(row) for row in rows]}
 

@@ -5,16 +5,22 @@ requeue action.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from sqla_scheduler._statements.history import REQUEUEABLE
+from sqla_scheduler._statements.history import HISTORY_SORTS, REQUEUEABLE
 from sqla_scheduler.admin._pages import (
     NOTICES,
     Pages,
     back_to,
+    found_json,
+    found_params,
+    known_names,
     logger,
+    offered_bulk,
     page_params,
     positive_int,
     text_param,
@@ -23,7 +29,7 @@ from sqla_scheduler.admin._reads import HistoryListing
 from sqla_scheduler.history import OUTCOMES, HistoryEntry
 from sqla_scheduler.models import MAX_INSTANCE_ID_LENGTH, MAX_TASK_NAME_LENGTH
 
-__all__ = ["HistoryPages"]
+__all__ = ["HistoryPages", "history_listing"]
 
 
 class HistoryPages:
@@ -54,7 +60,9 @@ class HistoryPages:
                 "listing": listing,
                 "path": "/dead-letters" if dead_letters else "/history",
                 "outcomes": REQUEUEABLE if dead_letters else OUTCOMES,
-                "task_names": sorted(self.scheduler.tasks),
+                "task_names": known_names(self.scheduler.tasks, found["seen_tasks"]),
+                "sorts": HISTORY_SORTS,
+                "bulk_actions": offered_bulk(listing, self.scheduler.tasks),
                 "history_setting": config.history,
                 "retention": config.history_retention,
                 "page_name": "dead-letters" if dead_letters else "history",
@@ -86,8 +94,10 @@ class HistoryPages:
             {
                 "task": listing.task,
                 "instance": listing.instance,
+                "instance_contains": listing.instance_contains,
                 "outcome": listing.outcome,
                 "outcomes": list(listing.outcomes or OUTCOMES),
+                **found_json(listing),
                 "page": listing.page,
                 "per_page": listing.per_page,
                 "pages": found["pages"],
@@ -135,7 +145,12 @@ class HistoryPages:
 
 def _listing_params(request: Request, page_size: int, *, dead_letters: bool) -> HistoryListing:
     """The history listing a request asks for; a 400 naming the parameter when it is wrong."""
-    q = request.query_params
+    return history_listing(request.query_params, page_size, dead_letters=dead_letters)
+
+
+def history_listing(q: Mapping[str, str], page_size: int, *, dead_letters: bool) -> HistoryListing:
+    """The history listing the query ``q`` asks for (a request's, or the filter a bulk
+    requeue's form carries); a 400 naming the parameter when it is wrong."""
     allowed = REQUEUEABLE if dead_letters else OUTCOMES
     outcome = q.get("outcome") or None
     if outcome is not None and outcome not in allowed:
@@ -150,8 +165,10 @@ def _listing_params(request: Request, page_size: int, *, dead_letters: bool) -> 
         task=text_param(q, "task", MAX_TASK_NAME_LENGTH),
         instance=text_param(q, "instance", MAX_INSTANCE_ID_LENGTH),
         outcome=outcome,  # type: ignore[arg-type]  # checked against OUTCOMES above
+        instance_contains=text_param(q, "instance_contains", MAX_INSTANCE_ID_LENGTH),
         page=page,
         per_page=per_page,
+        **found_params(q, HISTORY_SORTS),
     )
 
 

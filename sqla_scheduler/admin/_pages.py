@@ -9,22 +9,23 @@ ASGI ``root_path``, so the app works wherever it is mounted.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import jinja2
-from starlette.datastructures import QueryParams
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from sqla_scheduler._limits import BIGINT_MAX
-from sqla_scheduler.admin._reads import Reads
+from sqla_scheduler._statements.listing import EXECUTION_SORTS
+from sqla_scheduler.admin._reads import HistoryListing, Listing, Reads
 from sqla_scheduler.admin._security import USER_KEY, csrf_token, csrf_valid
 from sqla_scheduler.admin._views import STATES, elapsed, relative
+from sqla_scheduler.models import MAX_INSTANCE_ID_LENGTH, MAX_TASK_NAME_LENGTH
 from sqla_scheduler.scheduler import Scheduler
 
 __all__ = [
@@ -34,11 +35,17 @@ __all__ = [
     "Pages",
     "app_path",
     "back_to",
+    "execution_listing",
+    "found_json",
+    "found_params",
+    "known_names",
     "logger",
+    "offered_bulk",
     "page_params",
     "positive_int",
     "refusing_nul",
     "text_param",
+    "time_param",
 ]
 
 logger = logging.getLogger("sqla_scheduler.admin")
@@ -55,6 +62,10 @@ NOTICES = {
     "requeue": "the execution was requeued: scheduled again, due now",
     "pause": "the task was paused: no scheduler picks its executions until it is resumed",
     "resume": "the task was resumed: its due executions run now",
+    "bulk-retry": "{n} executions were rescheduled to now for a retry",
+    "bulk-delete": "{n} executions were deleted",
+    "bulk-pause": "the task was paused: no scheduler picks its executions until it is resumed",
+    "bulk-requeue": "{n} dead letters were requeued: scheduled again, due now",
     "cancel-group": (
         "the group was cancelled: its members that were not running and its callback "
         "(along a chain, every later link) were cancelled"
@@ -84,6 +95,8 @@ class Pages:
         self.templates.filters["relative"] = relative
         self.templates.filters["elapsed"] = elapsed
         self.templates.filters["number"] = "{:,}".format
+        self.templates.filters["input_time"] = _input_time
+        self.templates.globals["descending_first"] = DESCENDING_FIRST
 
     def render(
         self, request: Request, template: str, context: Mapping[str, Any], status: int = 200
@@ -126,7 +139,7 @@ class Pages:
                 "scheduler_name": self.scheduler.config.scheduler_name,
                 "table_name": self.scheduler.table.fullname,
                 "states": STATES,
-                "notice": NOTICES.get(request.query_params.get("done", "")),
+                "notice": _notice(request),
                 **context,
             }
         )
@@ -163,7 +176,7 @@ def back_to(request: Request, back: str | None, action: str) -> RedirectResponse
     return RedirectResponse(root + _with_done(_safe_back(back), action), status_code=303)
 
 
-def text_param(q: QueryParams, name: str, max_length: int) -> str | None:
+def text_param(q: Mapping[str, str], name: str, max_length: int) -> str | None:
     """The query parameter ``name`` (``None`` when absent or empty); a 400 when it is
     longer than ``max_length``."""
     value = q.get(name) or None
@@ -172,7 +185,117 @@ def text_param(q: QueryParams, name: str, max_length: int) -> str | None:
     return value
 
 
-def page_params(q: QueryParams, page_size: int) -> tuple[int, int]:
+#: The longest error text a filter looks for (the first line of an error is what a page
+#: shows, so a longer one would find nothing it can show).
+MAX_ERROR_FILTER = 200
+#: The sort keys whose first click sorts from the largest value: times and counts, where
+#: the latest or the most is what is looked for.
+DESCENDING_FIRST = frozenset({"last_failure", "failures", "priority", "finished", "attempt"})
+
+
+def time_param(q: Mapping[str, str], name: str) -> datetime | None:
+    """The query parameter ``name`` as an aware time (``None`` when absent or empty): ISO
+    8601, such as a ``datetime-local`` input sends (``2030-05-17T12:00``), read as UTC
+    when it names no offset; a 400 naming the parameter and the value otherwise."""
+    raw = q.get(name) or None
+    if raw is None:
+        return None
+    try:
+        if len(raw) > 40:
+            raise ValueError(raw)
+        value = datetime.fromisoformat(raw)
+    except ValueError:
+        shown = raw if len(raw) <= 40 else raw[:40] + "..."
+        raise HTTPException(
+            400,
+            f"{name} must be an ISO 8601 date and time, such as 2030-05-17T12:00 (read as "
+            f"UTC without an offset), got {shown!r}",
+        ) from None
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+
+
+def found_params(q: Mapping[str, str], sorts: Collection[str]) -> dict[str, Any]:
+    """A listing's ``error``, ``since``, ``until``, ``sort`` (one of ``sorts``) and ``dir``
+    (``asc`` or ``desc``; by default the sort key's first direction, see
+    ``DESCENDING_FIRST``), as ``Found`` takes them; a 400 naming the parameter when one
+    is wrong."""
+    since, until = time_param(q, "since"), time_param(q, "until")
+    if since is not None and until is not None and until <= since:
+        raise HTTPException(
+            400, f"until ({until.isoformat()}) must be after since ({since.isoformat()})"
+        )
+    sort = q.get("sort") or None
+    if sort is not None and sort not in sorts:
+        raise HTTPException(
+            400, f"sort must be one of {', '.join(sorts)} (or empty), got {sort[:40]!r}"
+        )
+    direction = q.get("dir") or None
+    if direction is not None and direction not in ("asc", "desc"):
+        raise HTTPException(400, f"dir must be asc or desc, got {direction[:40]!r}")
+    if sort is None:
+        direction = None
+    elif direction is None:
+        direction = "desc" if sort in DESCENDING_FIRST else "asc"
+    return {
+        "error": text_param(q, "error", MAX_ERROR_FILTER),
+        "since": since,
+        "until": until,
+        "sort": sort,
+        "dir": direction,
+    }
+
+
+def execution_listing(q: Mapping[str, str], page_size: int) -> Listing:
+    """The execution listing the query ``q`` asks for (a request's, or the filter a bulk
+    action's form carries); a 400 naming the parameter when it is wrong."""
+    state = q.get("state") or "all"
+    if state not in STATES:
+        raise HTTPException(400, f"state must be one of {', '.join(STATES)}")
+    page, per_page = page_params(q, page_size)
+    return Listing(
+        state=state,  # type: ignore[arg-type]  # checked against STATES above
+        task=text_param(q, "task", MAX_TASK_NAME_LENGTH),
+        instance=text_param(q, "instance", MAX_INSTANCE_ID_LENGTH),
+        page=page,
+        per_page=per_page,
+        **found_params(q, EXECUTION_SORTS),
+    )
+
+
+def offered_bulk(listing: Any, registered: Collection[str]) -> list[tuple[str, str]]:
+    """The bulk actions a listing's page offers for its filter, ``(action, label)``:
+    requeue on the dead letters; retry (of the failing), delete and, when the filter
+    names a registered task, pause on the executions."""
+    if isinstance(listing, HistoryListing):
+        return [("requeue", "Requeue all")] if listing.dead_letters else []
+    offered: list[tuple[str, str]] = []
+    if listing.state in ("all", "failing"):
+        offered.append(("retry", "Retry the failing ones"))
+    if listing.state != "running":
+        offered.append(("delete", "Delete all"))
+    if listing.task in registered:
+        offered.append(("pause", f"Pause {listing.task}"))
+    return offered
+
+
+def found_json(listing: Any) -> dict[str, Any]:
+    """What a JSON listing says it found by beyond task, instance and outcome."""
+    return {
+        "error": listing.error,
+        "since": None if listing.since is None else listing.since.isoformat(),
+        "until": None if listing.until is None else listing.until.isoformat(),
+        "sort": listing.sort,
+        "dir": listing.dir,
+    }
+
+
+def known_names(registered: Collection[str], seen: Collection[str]) -> list[str]:
+    """The task names a listing's filter offers: those registered here and those its
+    table holds (an orphan's, another application's), sorted."""
+    return sorted({*registered, *seen})
+
+
+def page_params(q: Mapping[str, str], page_size: int) -> tuple[int, int]:
     """A listing's ``page`` and ``per_page`` (at most ``MAX_PAGE_SIZE``); the page's rows
     start at an offset a bigint holds."""
     page = positive_int(q.get("page"), "page", default=1, high=BIGINT_MAX // MAX_PAGE_SIZE)
@@ -232,6 +355,24 @@ def _when(value: datetime | None) -> str:
     if value is None:
         return "—"
     return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _notice(request: Request) -> str | None:
+    """What the action that led here did (``done``), with how many rows it changed
+    (``n``) for a bulk action."""
+    q = request.query_params
+    notice = NOTICES.get(q.get("done", ""))
+    if notice is None or "{n}" not in notice:
+        return notice
+    n = q.get("n", "")
+    return notice.format(n=f"{int(n):,}" if n.isdigit() and len(n) <= 6 else "The")
+
+
+def _input_time(value: datetime | None) -> str:
+    """``value`` as a ``datetime-local`` input holds it, in UTC (empty for none)."""
+    if value is None:
+        return ""
+    return value.astimezone(timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
 
 
 def _refresh(request: Request) -> int | None:

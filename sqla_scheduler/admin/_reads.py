@@ -19,10 +19,12 @@ from sqla_scheduler._bridge import Database
 from sqla_scheduler._dialects import replica_lag
 from sqla_scheduler._statements.history import REQUEUEABLE
 from sqla_scheduler.admin._composed_reads import (
+    FOUND_QUERIED,
+    SEEN_NAMES,
     ComposedReads,
+    Found,
     GroupListing,
     MemberListing,
-    Paging,
     ResultListing,
 )
 from sqla_scheduler.admin._views import (
@@ -49,10 +51,11 @@ SECTION_ROWS = 10
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Listing(Paging):
-    """A listing request: which executions, which page."""
+class Listing(Found):
+    """A listing request: which executions (``instance`` is a substring of the instance
+    id; the time range bounds the execution time), which page."""
 
-    QUERIED = ("state", "task", "instance")
+    QUERIED = ("state", "task", "instance", *FOUND_QUERIED)
 
     state: ExecutionState
     task: str | None
@@ -60,16 +63,19 @@ class Listing(Paging):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HistoryListing(Paging):
+class HistoryListing(Found):
     """A history listing request: which entries (of the dead letters alone, or of all
-    history), which page."""
+    history), which page. ``instance`` matches an instance id exactly (the links to one
+    execution's entries), ``instance_contains`` any that contains it; the time range
+    bounds the finish time."""
 
-    QUERIED = ("task", "instance", "outcome")
+    QUERIED = ("task", "instance", "instance_contains", "outcome", *FOUND_QUERIED)
 
     dead_letters: bool
     task: str | None
     instance: str | None
     outcome: Outcome | None
+    instance_contains: str | None = None
 
     @property
     def outcomes(self) -> tuple[str, ...] | None:
@@ -98,7 +104,11 @@ class Reads(ComposedReads):
         return frozenset(self.scheduler.tasks)
 
     def _view(
-        self, execution: Execution, now: datetime, preview: str | None = None
+        self,
+        execution: Execution,
+        now: datetime,
+        preview: str | None = None,
+        error_preview: str | None = None,
     ) -> ExecutionView:
         return view_execution(
             execution,
@@ -106,13 +116,14 @@ class Reads(ComposedReads):
             config=self.scheduler.config,
             tasks=self.scheduler.tasks,
             preview=preview,
+            error_preview=error_preview,
         )
 
     def _views(
-        self, found: list[tuple[Execution, str | None]], now: datetime
+        self, found: list[tuple[Execution, str | None, str | None]], now: datetime
     ) -> list[ExecutionView]:
         # a NULL payload has no JSON text: its preview is that of None
-        return [self._view(e, now, "null" if p is None else p) for e, p in found]
+        return [self._view(e, now, "null" if p is None else p, error) for e, p, error in found]
 
     def _counts(self, conn: Connection, now: datetime) -> dict[str, int]:
         return _store.state_counts(conn, self.scheduler.table, known_tasks=self._known, now=now)
@@ -198,6 +209,7 @@ class Reads(ComposedReads):
             "instance_contains": listing.instance,
             "known_tasks": self._known,
             "now": now,
+            "finding": listing.finding,
         }
 
         listed, rows = await self._page(
@@ -212,6 +224,7 @@ class Reads(ComposedReads):
                 preview=PREVIEW_CHARS,
                 **filters,
             ),
+            partial(_store.seen_task_names, table=table, limit=SEEN_NAMES),
         )
         return {**listed, "executions": self._views(rows, now)}
 
@@ -272,6 +285,8 @@ class Reads(ComposedReads):
             "task_name": listing.task,
             "instance_id": listing.instance,
             "outcomes": listing.outcomes,
+            "instance_contains": listing.instance_contains,
+            "finding": listing.finding,
         }
 
         listed, rows = await self._page(
@@ -286,6 +301,7 @@ class Reads(ComposedReads):
                 preview=PREVIEW_CHARS,
                 **filters,
             ),
+            partial(_history_store.seen_task_names, table=table, limit=SEEN_NAMES),
         )
         entries = [
             view_listed_entry(entry, data_preview=data, error_preview=error)

@@ -13,7 +13,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from sqla_scheduler._result import RESULT_OUTCOMES
-from sqla_scheduler.admin._pages import Pages, page_params, text_param
+from sqla_scheduler._statements.results import RESULT_SORTS
+from sqla_scheduler.admin._pages import (
+    Pages,
+    found_json,
+    found_params,
+    known_names,
+    page_params,
+    text_param,
+)
 from sqla_scheduler.admin._reads import ResultListing
 from sqla_scheduler.models import MAX_INSTANCE_ID_LENGTH, MAX_TASK_NAME_LENGTH
 from sqla_scheduler.tasks import OneTimeTask
@@ -34,6 +42,11 @@ class ResultPages:
         listing = _listing_params(request, self.pages.page_size)
         found = await self.reads.results(listing)
         tasks = self.scheduler.tasks
+        keeping = sorted(
+            name
+            for name, task in tasks.items()
+            if isinstance(task, OneTimeTask) and task.keep_result
+        )
         return self.pages.render(
             request,
             "results.html",
@@ -42,12 +55,10 @@ class ResultPages:
                 "listing": listing,
                 "path": "/results",
                 "outcomes": RESULT_OUTCOMES,
-                # the registered tasks that keep results: the filter suggests them
-                "task_names": sorted(
-                    name
-                    for name, task in tasks.items()
-                    if isinstance(task, OneTimeTask) and task.keep_result
-                ),
+                # the registered tasks that keep results, and those that kept some
+                "keeping": keeping,
+                "task_names": known_names(keeping, found["seen_tasks"]),
+                "sorts": RESULT_SORTS,
                 "retention": self.scheduler.config.result_retention,
                 "page_name": "results",
             },
@@ -61,7 +72,9 @@ class ResultPages:
             {
                 "task": listing.task,
                 "instance": listing.instance,
+                "instance_contains": listing.instance_contains,
                 "outcome": listing.outcome,
+                **found_json(listing),
                 "page": listing.page,
                 "per_page": listing.per_page,
                 "pages": found["pages"],
@@ -84,6 +97,8 @@ def _listing_params(request: Request, page_size: int) -> ResultListing:
         task=text_param(q, "task", MAX_TASK_NAME_LENGTH),
         instance=text_param(q, "instance", MAX_INSTANCE_ID_LENGTH),
         outcome=outcome,  # checked against RESULT_OUTCOMES above
+        instance_contains=text_param(q, "instance_contains", MAX_INSTANCE_ID_LENGTH),
         page=page,
         per_page=per_page,
+        **found_params(q, RESULT_SORTS),
     )

@@ -220,6 +220,9 @@ class ExecutionView:
     #: preview), and a one-line preview of it.
     payload: str | None
     payload_preview: str
+    #: The first line of the last error (its type and message), cut to a preview's
+    #: length; ``None`` when it has none.
+    error_line: str | None = None
 
     @property
     def orphaned(self) -> bool:
@@ -247,7 +250,7 @@ class ExecutionView:
             "last_success": iso(e.last_success),
             "last_failure": iso(e.last_failure),
             "consecutive_failures": e.consecutive_failures,
-            "last_error": e.last_error,
+            "error_line": self.error_line,
             "version": e.version,
             "schedule": e.schedule,
             "payload_version": e.payload_version,
@@ -255,7 +258,8 @@ class ExecutionView:
             "awaits": e.awaits,
             "waiting": e.waiting,
             "data_preview": self.payload_preview,
-            **({} if self.payload is None else {"data": e.data}),
+            # in full on the execution's own page; a listing reads only their previews
+            **({} if self.payload is None else {"data": e.data, "last_error": e.last_error}),
         }
 
 
@@ -266,11 +270,13 @@ def view_execution(
     config: SchedulerConfig,
     tasks: Mapping[str, Task[Any]],
     preview: str | None = None,
+    error_preview: str | None = None,
 ) -> ExecutionView:
     """Build the ``ExecutionView`` of ``execution`` as of ``now``.
 
     With ``preview`` (the start of the payload's JSON text, from a listing), the
-    execution's ``data`` was not read and the view has no full payload.
+    execution's ``data`` and ``last_error`` were not read and the view has no full
+    payload; ``error_preview`` is then the start of the last error.
     """
     task = tasks.get(execution.task_name)
     beat = execution.last_heartbeat if execution.picked else None
@@ -283,6 +289,7 @@ def view_execution(
         due_in=execution.execution_time - now,
         payload=None if preview is not None else _pretty(execution.data),
         payload_preview=_preview(execution.data) if preview is None else _shorten(preview),
+        error_line=_error_line(execution.last_error if preview is None else error_preview),
     )
 
 

@@ -21,9 +21,9 @@ PAGES = (2**63 - 1) // 500  # the last page whose first row is at an offset a bi
 
 #: (path, status, what the answer says)
 CASES = [
-    ("/api/history?since=garbage", 400, "unknown parameter 'since'"),
-    ("/api/history?since=1h", 400, "unknown parameter 'since'"),
-    ("/api/executions?since=2030-01-01", 400, "unknown parameter 'since'"),
+    ("/api/history?since=garbage", 400, "since must be an ISO 8601 date and time"),
+    ("/api/history?since=1h", 400, "got '1h'"),
+    ("/api/executions?before=2030-01-01", 400, "unknown parameter 'before'"),
     ("/api/dead-letters?limit=5", 400, "unknown parameter 'limit'"),
     ("/api/execution?task=a&instance=b&x=1", 400, "unknown parameter 'x'"),
     ("/api/history/entry?id=1&page=2", 400, "unknown parameter 'page'"),

@@ -1,0 +1,162 @@
+"""Database operations of the admin page's bulk actions, sync functions over a
+``Connection`` in the caller's transaction (like ``_store``): count what a filter selects
+that an action can act on, lock it, and act on it in batches (``_statements.bulk``)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from itertools import islice
+
+from sqlalchemy import ColumnElement, Connection, Table
+
+from sqla_scheduler import _result_store
+from sqla_scheduler._dialects import backend_for
+from sqla_scheduler._statements import statements_for
+from sqla_scheduler._statements.bulk import Bulk, ExecutionAction, bulk_for
+
+__all__ = [
+    "BATCH",
+    "count",
+    "count_dead_letters",
+    "dead_letters",
+    "delete",
+    "keys",
+    "requeue",
+    "retry",
+]
+
+#: Keys (or entry ids) changed by one statement.
+BATCH = 1000
+
+Key = tuple[str, str]
+Where = Sequence[ColumnElement[bool]]
+
+
+def _bulk(conn: Connection, table: Table) -> Bulk:
+    return bulk_for(table, backend_for(conn.dialect))
+
+
+def count(conn: Connection, table: Table, action: ExecutionAction, where: Where) -> int:
+    """How many executions ``where`` selects that ``action`` can act on."""
+    return int(conn.execute(_bulk(conn, table).count(action, where)).scalar_one())
+
+
+def keys(
+    conn: Connection, table: Table, action: ExecutionAction, where: Where, *, limit: int
+) -> list[Key]:
+    """The keys of up to ``limit`` executions that ``where`` selects and ``action`` can
+    act on, locked until the transaction ends (nothing else changes them meanwhile)."""
+    rows = conn.execute(_bulk(conn, table).keys(action, where, limit))
+    return [(name, instance) for name, instance in rows]
+
+
+def _batches(found: Sequence[Key]) -> list[tuple[str, list[str]]]:
+    """``found`` as batches of one task's instances, at most ``BATCH`` each."""
+    by_task: dict[str, list[str]] = defaultdict(list)
+    for name, instance in found:
+        by_task[name].append(instance)
+    batches: list[tuple[str, list[str]]] = []
+    for name, instances in sorted(by_task.items()):
+        it = iter(instances)
+        while chunk := list(islice(it, BATCH)):
+            batches.append((name, chunk))
+    return batches
+
+
+def retry(
+    conn: Connection,
+    table: Table,
+    found: Sequence[Key],
+    now: datetime,
+    on_moved: Callable[[datetime], None] | None = None,
+) -> int:
+    """Make the failing executions ``found`` due ``now``, a version further on, as the
+    page's retry does each (running ones and waiting callbacks stay as they are); notify
+    the schedulers of each task on commit (PostgreSQL) and call ``on_moved`` with ``now``.
+    How many were moved."""
+    bulk = _bulk(conn, table)
+    moved = 0
+    names: set[str] = set()
+    for name, instances in _batches(found):
+        params = {"batch_task": name, "batch_instances": instances, "now": now}
+        changed = conn.execute(bulk.retry, params).rowcount
+        if changed:
+            moved += changed
+            names.add(name)
+    scheduling = statements_for(table, backend_for(conn.dialect)).scheduling
+    if scheduling.notify is not None:
+        for name in sorted(names):
+            conn.execute(scheduling.notify, {"channel": scheduling.channel, "payload": name})
+    if moved and on_moved is not None:
+        on_moved(now)
+    return moved
+
+
+def delete(
+    conn: Connection, table: Table, found: Sequence[Key], now: datetime, keeping: frozenset[str]
+) -> int:
+    """Delete the executions ``found`` that no scheduler runs and that are in no group, as
+    the page's delete does each: those of the tasks ``keeping`` results keep the result
+    ``cancelled`` at ``now``, so that a waiter on one is answered at once. How many were
+    deleted."""
+    bulk = _bulk(conn, table)
+    deleted = 0
+    kept: list[_result_store.Kept] = []
+    for name, instances in _batches(found):
+        params = {"batch_task": name, "batch_instances": instances}
+        deleted += conn.execute(bulk.delete, params).rowcount
+        if name in keeping:  # locked when found: each of them was deleted
+            kept += [
+                _result_store.Kept(
+                    task_name=name, instance_id=instance, outcome="cancelled", finished_at=now
+                )
+                for instance in instances
+            ]
+    if kept:
+        _result_store.record(conn, table, kept)
+    return deleted
+
+
+def count_dead_letters(conn: Connection, table: Table, where: Where) -> int:
+    """How many entries ``where`` selects that a requeue would schedule again."""
+    return int(conn.execute(_bulk(conn, table).count_dead_letters(where)).scalar_one())
+
+
+def dead_letters(conn: Connection, table: Table, where: Where, *, limit: int) -> list[int]:
+    """The ids of up to ``limit`` entries ``where`` selects that a requeue would schedule
+    again: the newest dead letter of each key that has no execution in the table."""
+    return list(conn.execute(_bulk(conn, table).dead_letters(where, limit)).scalars())
+
+
+def requeue(
+    conn: Connection,
+    table: Table,
+    ids: Sequence[int],
+    now: datetime,
+    on_inserted: Callable[[datetime], None] | None = None,
+) -> int:
+    """Schedule the dead letters ``ids`` again, due ``now``, each unless an execution with
+    its key exists, as ``Scheduler.requeue`` does one; notify the schedulers of each task
+    on commit (PostgreSQL) and call ``on_inserted`` with ``now``. How many were
+    scheduled."""
+    backend = backend_for(conn.dialect)
+    bulk = bulk_for(table, backend)
+    inserted = 0
+    names: set[str] = set()
+    for start in range(0, len(ids), BATCH):
+        result = conn.execute(bulk.requeue, {"ids": list(ids[start : start + BATCH]), "now": now})
+        if backend.inserts_return:
+            found = list(result.scalars())
+            inserted += len(found)
+            names.update(found)
+        else:  # counted (MySQL has no RETURNING); no NOTIFY to name them in either
+            inserted += result.rowcount
+    scheduling = statements_for(table, backend).scheduling
+    if scheduling.notify is not None:
+        for name in sorted(names):
+            conn.execute(scheduling.notify, {"channel": scheduling.channel, "payload": name})
+    if inserted and on_inserted is not None:
+        on_inserted(now)
+    return inserted

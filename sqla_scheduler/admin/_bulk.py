@@ -1,0 +1,279 @@
+"""The admin page's bulk actions: retry, delete or pause what an execution listing's filter
+selects, requeue what a dead letters listing's filter selects.
+
+Each is two requests. A GET of ``/bulk/ACTION`` with the listing's filter shows how many
+rows the action would change and a form to confirm; the form's POST carries the filter
+and that count, and the action is done only if the filter still selects exactly that
+many (else nothing is done and the answer says what changed). The POST is CSRF-checked
+and logged as the single actions are, and is bounded: at most ``MAX_BULK`` rows per
+request, changed ``_bulk_store.BATCH`` at a time in one transaction; a filter that
+selects more is refused, to be narrowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from sqlalchemy import ColumnElement, Connection
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from sqla_scheduler import _bulk_store, _store
+from sqla_scheduler._dialects import backend_for
+from sqla_scheduler._statements import statements_for
+from sqla_scheduler._statements.bulk import ExecutionAction
+from sqla_scheduler.admin._composed_reads import Found
+from sqla_scheduler.admin._history import history_listing
+from sqla_scheduler.admin._pages import Pages, execution_listing, logger, positive_int
+from sqla_scheduler.admin._reads import HistoryListing, Listing
+from sqla_scheduler.tasks import OneTimeTask
+
+__all__ = ["BULK_ACTIONS", "MAX_BULK", "BulkActions"]
+
+#: The most rows one bulk action changes: 10,000 executions change in well under a
+#: second on each database, in ten statements of 1,000.
+MAX_BULK = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Action:
+    #: What the confirmation says will happen to the rows: "N executions will be ...".
+    will: str
+    #: What the notice says was done.
+    done: str
+    #: The button's label.
+    label: str
+    #: Whether it acts on the dead letters (else on the executions).
+    dead_letters: bool = False
+
+
+BULK_ACTIONS: dict[str, _Action] = {
+    "retry": _Action(
+        will="rescheduled to now for a retry",
+        done="rescheduled to now for a retry",
+        label="Retry",
+    ),
+    "delete": _Action(will="deleted", done="deleted", label="Delete"),
+    "pause": _Action(
+        will="held: no scheduler picks them until the task is resumed",
+        done="held: the task was paused",
+        label="Pause task",
+    ),
+    "requeue": _Action(
+        will="requeued: scheduled again, due now, with their payload",
+        done="requeued",
+        label="Requeue",
+        dead_letters=True,
+    ),
+}
+
+
+class BulkActions:
+    """The request handlers of the bulk actions' confirmations and POSTs."""
+
+    def __init__(self, pages: Pages) -> None:
+        self.pages = pages
+        self.scheduler = pages.scheduler
+        self.reads = pages.reads
+
+    def _action(self, request: Request) -> tuple[str, _Action]:
+        name = request.path_params["action"]
+        action = BULK_ACTIONS.get(name)
+        if action is None:
+            raise HTTPException(404, f"There is no bulk action {name[:40]!r}.")
+        return name, action
+
+    def _listing(self, q: Mapping[str, str], action: _Action) -> Listing | HistoryListing:
+        if action.dead_letters:
+            return history_listing(q, self.pages.page_size, dead_letters=True)
+        return execution_listing(q, self.pages.page_size)
+
+    def _where(self, conn: Connection, listing: Listing | HistoryListing) -> list[Any]:
+        """The listing's filter as the WHERE clauses of its table."""
+        stmts = statements_for(self.scheduler.table, backend_for(conn.dialect))
+        where: list[ColumnElement[bool]]
+        if isinstance(listing, HistoryListing):
+            where = stmts.history.where(
+                task_name=listing.task,
+                instance_id=listing.instance,
+                outcomes=listing.outcomes,
+                instance_contains=listing.instance_contains,
+                finding=listing.finding,
+            )
+            return where
+        where = stmts.listing.where(
+            listing.state,
+            listing.task,
+            listing.instance,
+            frozenset(self.scheduler.tasks),
+            listing.finding,
+        )
+        return where
+
+    def _count(self, conn: Connection, name: str, listing: Listing | HistoryListing) -> int:
+        """How many rows action ``name`` would change for ``listing``'s filter."""
+        table = self.scheduler.table
+        where = self._where(conn, listing)
+        if isinstance(listing, HistoryListing):
+            return _bulk_store.count_dead_letters(conn, table, where)
+        if name == "pause":
+            return _store.count_executions(
+                conn,
+                table,
+                state="all",
+                task_name=listing.task,
+                instance_contains=None,
+                known_tasks=frozenset(self.scheduler.tasks),
+                now=self.scheduler.clock.now(),
+            )
+        return _bulk_store.count(conn, table, "retry" if name == "retry" else "delete", where)
+
+    def _check(self, name: str, listing: Listing | HistoryListing) -> None:
+        if name == "pause":
+            assert isinstance(listing, Listing)
+            if listing.task is None:
+                raise HTTPException(400, "Pausing by filter needs a task: choose one first.")
+            if listing.task not in self.scheduler.tasks:
+                raise HTTPException(404, f"No task {listing.task!r} is registered here.")
+
+    async def confirm(self, request: Request) -> Response:
+        """How many rows the action would change for the filter, and a form to confirm."""
+        name, action = self._action(request)
+        listing = self._listing(request.query_params, action)
+        self._check(name, listing)
+        now = self.scheduler.clock.now()
+
+        def read(conn: Connection) -> tuple[dict[str, Any], int, frozenset[str]]:
+            paused = self.scheduler.paused_tasks(conn)
+            return self.reads._header(conn, now), self._count(conn, name, listing), paused
+
+        header, count, paused = await self.reads.db.run(read, read_only=True)
+        return self.pages.render(
+            request,
+            "bulk.html",
+            {
+                **header,
+                "now": now,
+                "name": name,
+                "action": action,
+                "listing": listing,
+                "count": count,
+                "max_bulk": MAX_BULK,
+                "already_paused": name == "pause" and listing.task in paused,
+                "fields": _fields(listing),
+                "back": "/dead-letters" if action.dead_letters else "/executions",
+                "page_name": "bulk",
+            },
+        )
+
+    async def act(self, request: Request) -> Response:
+        """Do the action on what the filter selects, if it still selects as many rows as
+        the confirmation showed."""
+        name, action = self._action(request)
+        user, form = await self.pages.checked_form(request, "bulk-" + name)
+        listing = self._listing(form, action)
+        self._check(name, listing)
+        shown = positive_int(form.get("count"), "count", default=None, high=MAX_BULK)
+        done, selected = await self._do(name, listing, shown)
+        filters = listing.query(page=None)
+        filters = {k: v for k, v in filters.items() if v is not None and k not in ("sort", "dir")}
+        outcome = (
+            f"{done} {'dead letters' if action.dead_letters else 'executions'} {action.done}"
+            if done is not None
+            else f"refused: the filter selects {selected} now"
+        )
+        logger.info(
+            "bulk %s by %r of %d shown, filter %r: %s",
+            name,
+            user,
+            shown,
+            filters,
+            outcome,
+            extra={
+                "admin_user": user,
+                "admin_action": "bulk-" + name,
+                "filter": filters,
+                "shown_count": shown,
+                "selected_count": selected,
+                "done_count": done,
+                "done": done is not None,
+            },
+        )
+        if done is None:
+            raise HTTPException(409, _changed(shown, selected))
+        root = request.scope.get("root_path", "")
+        path = _listing_path(listing)
+        joiner = "&" if "?" in path else "?"
+        return RedirectResponse(f"{root}{path}{joiner}done=bulk-{name}&n={done}", status_code=303)
+
+    async def _do(
+        self, name: str, listing: Listing | HistoryListing, shown: int
+    ) -> tuple[int | None, int]:
+        """Act, in one transaction, if the filter selects ``shown`` rows: how many were
+        changed (``None`` when nothing was done) and how many the filter selects."""
+        table = self.scheduler.table
+        now = self.scheduler.clock.now()
+        tasks = self.scheduler.tasks
+        keeping = frozenset(
+            n for n, t in tasks.items() if isinstance(t, OneTimeTask) and t.keep_result
+        )
+
+        def write(conn: Connection) -> tuple[int | None, int]:
+            where = self._where(conn, listing)
+            if name == "pause":
+                assert isinstance(listing, Listing)
+                assert listing.task is not None
+                selected = self._count(conn, name, listing)
+                if selected != shown:
+                    return None, selected
+                if not self.scheduler.pause(conn, listing.task):
+                    raise HTTPException(
+                        409, f"Nothing was done: {listing.task!r} is paused already."
+                    )
+                return selected, selected
+            if name == "requeue":
+                ids = _bulk_store.dead_letters(conn, table, where, limit=MAX_BULK + 1)
+                if len(ids) != shown:
+                    return None, len(ids)
+                on_commit = self.scheduler._on_commit(conn)
+                return _bulk_store.requeue(conn, table, ids, now, on_commit), len(ids)
+            kind: ExecutionAction = "retry" if name == "retry" else "delete"
+            found = _bulk_store.keys(conn, table, kind, where, limit=MAX_BULK + 1)
+            if len(found) != shown:
+                return None, len(found)
+            if kind == "retry":
+                on_moved = self.scheduler._on_commit(conn)
+                return _bulk_store.retry(conn, table, found, now, on_moved), len(found)
+            return _bulk_store.delete(conn, table, found, now, keeping), len(found)
+
+        return await self.reads.db.run(write, read_only=False)
+
+
+def _changed(shown: int, selected: int) -> str:
+    if selected > MAX_BULK:
+        return (
+            f"Nothing was done: the filter selects more than {MAX_BULK:,} rows now, the most "
+            "one bulk action changes; narrow it (by task, instance, error or time range)."
+        )
+    return (
+        f"Nothing was done: the filter selected {shown:,} when you confirmed and selects "
+        f"{selected:,} now. Go back to the list and review what changed before you confirm "
+        "again."
+    )
+
+
+def _fields(listing: Found) -> dict[str, str]:
+    """The filter as the confirmation's form carries it (no page, no order)."""
+    query = listing.query(page=None, sort=None, dir=None)
+    return {k: str(v) for k, v in query.items() if v is not None and v != ""}
+
+
+def _listing_path(listing: Found) -> str:
+    """The path and query of the listing a bulk action came from, with its filter."""
+    path = "/dead-letters" if isinstance(listing, HistoryListing) else "/executions"
+    query = urlencode(_fields(listing))
+    return path + ("?" + query if query else "")
