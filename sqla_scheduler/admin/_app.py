@@ -73,7 +73,9 @@ def create_app(
     applies only if the execution is still at the version the page showed; requeue on the
     dead letters (abandoned and undecodable history entries), as ``Scheduler.requeue``
     does; pause or resume on each task, as ``Scheduler.pause`` and ``resume`` do; and
-    cancel on each group, as ``Scheduler.cancel_group`` does.
+    cancel on each group, as ``Scheduler.cancel_group`` does; and, after a confirmation
+    that counts them, retry, delete, pause or requeue in bulk for what a list's filter
+    selects (at most 10,000 rows per request: see ``_bulk``).
     Tokens are derived from ``secret`` (random per app by default; pass the same bytes to
     every process behind one load balancer). ``page_size`` is how many executions, history
     entries, kept results or groups a listing page shows.
