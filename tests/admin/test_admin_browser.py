@@ -281,7 +281,7 @@ def test_history_in_a_browser(browser: Browser, pg_url: str) -> None:
             # All of history, filtered by task and outcome, newest first.
             page.goto(f"{base}{MOUNT}/history")
             assert page.locator("table.history tbody tr").count() == 8
-            page.fill("input[name=task]", "send-email")
+            page.select_option("select[name=task]", "send-email")  # a select of the known names
             page.select_option("select[name=outcome]", "failed")
             page.click("button[type=submit]")
             page.wait_for_load_state()
