@@ -27,7 +27,16 @@ from starlette.types import ASGIApp
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
-__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "MOUNT", "Watch", "browser", "chromium", "live"]
+__all__ = [
+    "CHROMIUM",
+    "CHROMIUM_ARGS",
+    "MOUNT",
+    "Watch",
+    "browser",
+    "chromium",
+    "live",
+    "overflowing",
+]
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -154,3 +163,35 @@ class Watch:
 
     def csp_violations(self) -> list[str]:
         return [e for e in self.errors if "Content Security Policy" in e]
+
+
+def overflowing(page: Page) -> list[str]:
+    """What sticks out sideways: the page's own scroll width, a section or task kind that
+    scrolls, and each element whose box ends beyond the viewport's right edge. What is
+    inside a table's scroll box (``.scroll``) is left to it: that box scrolls, and must not
+    itself stick out."""
+    return list(
+        page.evaluate(
+            """() => {
+                const width = document.documentElement.clientWidth;
+                const out = [];
+                if (document.documentElement.scrollWidth > width) {
+                    out.push(`page scrolls: ${document.documentElement.scrollWidth} > ${width}`);
+                }
+                for (const e of document.querySelectorAll("main, section, .kind")) {
+                    if (e.scrollWidth > e.clientWidth) {
+                        out.push(`${e.tagName.toLowerCase()}#${e.id}.${e.className} scrolls`);
+                    }
+                }
+                for (const e of document.querySelectorAll("body *")) {
+                    if (!e.checkVisibility()) continue;  // e.g. inside a closed <details>
+                    if (e.parentElement.closest(".scroll")) continue;  // it scrolls there
+                    const right = e.getBoundingClientRect().right;
+                    if (right > width + 0.5) {
+                        out.push(`${e.tagName.toLowerCase()}.${e.className} ends at ${right}`);
+                    }
+                }
+                return out.slice(0, 40);
+            }"""
+        )
+    )

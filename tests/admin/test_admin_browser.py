@@ -25,7 +25,7 @@ from starlette.routing import Mount
 from sqla_scheduler import ManualClock, Scheduler, one_time
 from sqla_scheduler.admin import create_app
 from sqla_scheduler.models import table_for
-from tests.admin._browser import MOUNT, Watch, live
+from tests.admin._browser import MOUNT, Watch, live, overflowing
 from tests.admin.conftest import (
     PASSWORD,
     USER,
@@ -41,7 +41,7 @@ from tests.admin.conftest import (
 pytestmark = pytest.mark.xdist_group("browser")
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Browser
 
 
 def _now() -> datetime:
@@ -353,35 +353,6 @@ def test_requeue_in_a_browser(browser: Browser, pg_url: str) -> None:
         engine.dispose()
 
 
-def _overflowing(page: Page) -> list[str]:
-    """What sticks out sideways: the page's own scroll width, a section or task kind that
-    scrolls, and each element whose box ends beyond the viewport's right edge."""
-    return list(
-        page.evaluate(
-            """() => {
-                const width = document.documentElement.clientWidth;
-                const out = [];
-                if (document.documentElement.scrollWidth > width) {
-                    out.push(`page scrolls: ${document.documentElement.scrollWidth} > ${width}`);
-                }
-                for (const e of document.querySelectorAll("main, section, .kind")) {
-                    if (e.scrollWidth > e.clientWidth) {
-                        out.push(`${e.tagName.toLowerCase()}#${e.id}.${e.className} scrolls`);
-                    }
-                }
-                for (const e of document.querySelectorAll("body *")) {
-                    if (!e.checkVisibility()) continue;  // e.g. inside a closed <details>
-                    const right = e.getBoundingClientRect().right;
-                    if (right > width + 0.5) {
-                        out.push(`${e.tagName.toLowerCase()}.${e.className} ends at ${right}`);
-                    }
-                }
-                return out.slice(0, 40);
-            }"""
-        )
-    )
-
-
 def test_nodes_and_pause_in_a_browser(browser: Browser, pg_url: str) -> None:
     now = _now()
     engine = create_engine(pg_url)
@@ -432,10 +403,10 @@ def test_nodes_and_pause_in_a_browser(browser: Browser, pg_url: str) -> None:
                 page.set_viewport_size({"width": width, "height": 900})
                 page.goto(f"{base}{MOUNT}/")
                 assert page.locator("#nodes tbody tr").count() == 3
-                assert _overflowing(page) == [], (width, _overflowing(page))
+                assert overflowing(page) == [], (width, overflowing(page))
                 # Asked to confirm a delete, the row still fits.
                 page.locator("#failing tr", has_text="bounce-4").get_by_text("Delete…").click()
-                assert _overflowing(page) == [], (width, _overflowing(page))
+                assert overflowing(page) == [], (width, overflowing(page))
 
             assert watch.dialogs == []
             assert watch.csp_violations() == []

@@ -170,6 +170,7 @@ async def test_security_headers_on_every_response(make_app: AppFactory) -> None:
             await client.get("/"),
             await client.get("/api/summary"),
             await client.get("/static/admin.css"),
+            await client.get("/static/admin.js"),
             await client.get("/no-such-page"),
             await client.get("/executions?state=bogus"),
             await client.post("/"),
@@ -184,8 +185,10 @@ async def test_security_headers_on_every_response(make_app: AppFactory) -> None:
         assert headers["Referrer-Policy"] == "no-referrer"
         assert headers["Cache-Control"] == "no-store"
         assert headers["X-Frame-Options"] == "DENY"
-    assert [r.status_code for r in responses] == [200, 200, 200, 404, 400, 405, 401]
+    assert [r.status_code for r in responses] == [200, 200, 200, 200, 404, 400, 405, 401]
     assert responses[2].headers["content-type"].startswith("text/css")
+    assert responses[3].headers["content-type"].startswith("text/javascript")
+    assert "script-src 'self';" in CONTENT_SECURITY_POLICY
 
 
 async def test_a_database_error_is_a_plain_500_with_the_headers() -> None:
@@ -210,8 +213,14 @@ async def test_pages_have_no_inline_script_or_style(seeded: Harness, make_app: A
             "/execution?task=send-email&instance=welcome-1",
             "/results",
         ):
-            tags = start_tags((await client.get(path)).text)
-            assert {"script", "style", "img", "svg", "iframe"}.isdisjoint(t for t, _ in tags)
+            html = (await client.get(path)).text
+            tags = start_tags(html)
+            assert {"style", "img", "svg", "iframe"}.isdisjoint(t for t, _ in tags)
+            # One script, the app's own file, empty inline (the policy allows only 'self').
+            scripts = [dict(attrs) for t, attrs in tags if t == "script"]
+            assert scripts == [{"src": "/static/admin.js", "defer": None}], scripts
+            assert html.count("<script") == 1
+            assert '<script src="/static/admin.js" defer></script>' in html
             attributes = {name for _, attrs in tags for name, _ in attrs}
             assert "style" not in attributes
             assert not any(name.startswith("on") for name in attributes), attributes
