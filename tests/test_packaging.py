@@ -52,6 +52,7 @@ def test_the_wheel_installs_migrates_and_runs_the_demo(tmp_path: Path) -> None:
         "sqla_scheduler/admin/templates/base.html",
         "sqla_scheduler/admin/templates/overview.html",
         "sqla_scheduler/admin/static/admin.css",
+        "sqla_scheduler/admin/static/admin.js",
     ):
         assert needed in names
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)

@@ -1,11 +1,14 @@
 """The admin page: what the scheduler's table holds, in a browser and as JSON.
 
-An ASGI app (Starlette, server-rendered pages, no script) to mount in a FastAPI or
-Starlette application, behind HTTP Basic auth with no default password::
+An ASGI app (Starlette, server-rendered pages, one small script for the time zone) to
+mount in a FastAPI or Starlette application, behind HTTP Basic auth with no default
+password::
 
     from sqla_scheduler.admin import create_app
 
     app.mount("/admin/jobs", create_app(scheduler, password=os.environ["ADMIN_PASSWORD"]))
+
+``create_wsgi_app`` builds the same page as a WSGI app, for Flask and other WSGI apps.
 
 It shows the scheduler nodes, alive or stale; the registered tasks by kind, paused or
 not; the recurring tasks with their schedule, next run, last success and failure and
@@ -32,10 +35,11 @@ except ImportError as exc:  # pragma: no cover - exercised in a test with the im
 from collections.abc import Mapping
 
 from sqla_scheduler.admin._app import create_app
+from sqla_scheduler.admin._wsgi import create_wsgi_app
 from sqla_scheduler.exceptions import ConfigurationError
 from sqla_scheduler.scheduler import Scheduler
 
-__all__ = ["create_app", "credentials_from_env", "serve"]
+__all__ = ["create_app", "create_wsgi_app", "credentials_from_env", "serve"]
 
 
 def credentials_from_env(environ: Mapping[str, str]) -> tuple[str, str]:

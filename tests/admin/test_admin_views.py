@@ -80,6 +80,15 @@ def test_public_surface() -> None:
         and value.__module__.startswith("sqla_scheduler.admin")
     }
     assert admin.__all__ == sorted(admin.__all__)
-    assert set(admin.__all__) == public == {"create_app", "credentials_from_env", "serve"}
+    assert (
+        set(admin.__all__)
+        == public
+        == {
+            "create_app",
+            "create_wsgi_app",
+            "credentials_from_env",
+            "serve",
+        }
+    )
     for name in admin.__all__:
         assert (getattr(admin, name).__doc__ or "").strip(), f"{name} has no docstring"
