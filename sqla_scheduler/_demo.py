@@ -16,6 +16,7 @@ import dataclasses
 import itertools
 import logging
 import os
+import secrets
 import shlex
 import shutil
 import signal
@@ -52,7 +53,7 @@ from sqla_scheduler.scheduler import Scheduler
 from sqla_scheduler.schedules import Cron
 from sqla_scheduler.tasks import NextAt, custom, one_time, recurring
 
-__all__ = ["DemoError", "run"]
+__all__ = ["AdminPortError", "DemoError", "run"]
 
 #: Seconds between two orders.
 ORDER_EVERY = 0.8
@@ -94,6 +95,10 @@ def _shown(value: object) -> str:
 
 class DemoError(Exception):
     """The demo saw something the scheduler promises never happens."""
+
+
+class AdminPortError(Exception):
+    """The admin page cannot listen on the port it was given."""
 
 
 # --- the shop's tables --------------------------------------------------------------------
@@ -524,12 +529,15 @@ def run(
     duration: float | None = None,
     *,
     console: Console | None = None,
+    admin_port: int | None = None,
 ) -> None:
     """Run the demo until ``duration`` seconds have passed (or SIGINT/SIGTERM), then sum up.
 
     ``database_url`` defaults to a new SQLite file in a temporary directory. The view is
-    live on a terminal and plain lines otherwise. Raises ``DemoError`` if a
-    rolled-back order left anything behind.
+    live on a terminal and plain lines otherwise. With ``admin_port`` (0: any free port),
+    the admin page is served on 127.0.0.1 while the demo runs, actions on, and where to
+    open it and how to sign in is printed first. Raises ``DemoError`` if a rolled-back
+    order left anything behind.
     """
     console = console or Console()
     url, where = _database(database_url)
@@ -541,7 +549,7 @@ def run(
         Base.metadata.create_all(engine)
         stats = Stats()
         shop = Shop(engine, stats)
-        with _scheduler_log_as_events(stats):
+        with _admin_page(shop.scheduler, admin_port, console), _scheduler_log_as_events(stats):
             # KeyboardInterrupt: where signals cannot be received (Windows), Ctrl-C ends it.
             with suppress(KeyboardInterrupt):
                 anyio.run(_main, shop, console, duration)
@@ -553,6 +561,64 @@ def run(
             raise DemoError("; ".join(broken))
     finally:
         engine.dispose()
+
+
+@contextmanager
+def _admin_page(scheduler: Scheduler, port: int | None, console: Console) -> Iterator[None]:
+    """The admin page of ``scheduler`` served on 127.0.0.1:``port`` (0: a free one) by
+    uvicorn in a thread, while the block runs; nothing when ``port`` is None."""
+    if port is None:
+        yield
+        return
+    import socket
+
+    import uvicorn
+
+    from sqla_scheduler.admin import create_app
+
+    # ADMIN_PASSWORD when set, else one for this run alone, printed once below.
+    username = os.environ.get("ADMIN_USER") or "admin"
+    password = os.environ.get("ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+    app = create_app(scheduler, username=username, password=password, actions=True)
+    listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind(("127.0.0.1", port))
+    except OSError as exc:
+        listening.close()
+        raise AdminPortError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from exc
+    host, bound = listening.getsockname()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            proxy_headers=False,
+            server_header=False,
+        )
+    )
+    # In a thread: uvicorn then leaves the signals to the demo, which stops on them.
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [listening]}, name="demo-admin", daemon=True
+    )
+    thread.start()
+    said = (
+        "the password in ADMIN_PASSWORD"
+        if os.environ.get("ADMIN_PASSWORD")
+        else f"password {password}"
+    )
+    console.print(
+        f"admin page: http://{host}:{bound}/ (user {username}, {said})",
+        highlight=False,
+        soft_wrap=True,
+    )
+    try:
+        yield
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        listening.close()
 
 
 async def _main(shop: Shop, console: Console, duration: float | None) -> None:

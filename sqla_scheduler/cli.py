@@ -1363,7 +1363,15 @@ def _reading_from(scheduler: Scheduler, read_url: str) -> Scheduler:
     metavar="SECONDS",
     help="Stop after SECONDS, more than 0 and at most a day (default: run until Ctrl-C).",
 )
-def demo(database_url: str | None, duration: float | None) -> None:
+@click.option(
+    "--admin-port",
+    type=click.IntRange(0, 65535),
+    metavar="PORT",
+    help="Also serve the admin page, actions on, at http://127.0.0.1:PORT/ while it runs "
+    "(0: any free port); it prints the address and the password (ADMIN_PASSWORD when set, "
+    "else a random one; user ADMIN_USER, default admin). Needs the admin extra.",
+)
+def demo(database_url: str | None, duration: float | None, admin_port: int | None) -> None:
     """Run a small shop on the scheduler and watch its executions live.
 
     Orders are placed with a confirmation scheduled in the same transaction (some roll
@@ -1378,11 +1386,18 @@ def demo(database_url: str | None, duration: float | None) -> None:
     """
     from sqla_scheduler import _demo
 
+    if admin_port is not None:
+        try:
+            import sqla_scheduler.admin  # noqa: F401  # its message names the extra
+        except ImportError as exc:
+            _fail(str(exc), 2)
     try:
         with _database_errors(database_url):
-            _demo.run(database_url, duration)
+            _demo.run(database_url, duration, admin_port=admin_port)
     except _demo.DemoError as exc:
         _fail(f"the demo saw a broken promise: {exc}")
+    except _demo.AdminPortError as exc:
+        _fail(f"--admin-port {admin_port}: {exc}")
 
 
 def main() -> None:

@@ -7,10 +7,12 @@ import os
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
@@ -158,3 +160,83 @@ def test_the_summary_names_a_command_that_runs_from_the_checkout(tmp_path: Path)
     )
     assert listed.returncode == 0, listed.stderr
     assert "send-confirmation" in listed.stdout or "sweep-carts" in listed.stdout, listed.stdout
+
+
+def _admin_line(proc: subprocess.Popen[str]) -> tuple[re.Match[str], str]:
+    """The line the demo prints about its admin page, and what it printed up to it."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 30
+    seen = ""
+    while True:
+        assert time.monotonic() < deadline, seen
+        line = proc.stdout.readline()
+        assert line, seen + (proc.stderr.read() if proc.stderr else "")
+        seen += line
+        found = re.fullmatch(
+            r"admin page: (http://127\.0\.0\.1:(\d+)/) \(user (\S+), (.+)\)\n", line
+        )
+        if found:
+            return found, seen
+
+
+def _stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return out, err
+
+
+@pytest.mark.parametrize(
+    "from_env",
+    [False, pytest.param(True, marks=pytest.mark.slow)],
+    ids=["random-password", "ADMIN_PASSWORD"],
+)
+def test_the_demo_serves_its_admin_page(tmp_path: Path, from_env: bool) -> None:
+    """Slow by nature, the ADMIN_PASSWORD case: a second demo, started, signed in to and
+    stopped (a graceful stop waits for the charges it is running)."""
+    secret = "demo's own password"
+    extra = {"ADMIN_PASSWORD": secret, "ADMIN_USER": "ops"} if from_env else {}
+    proc = start("demo", "--admin-port", "0", env=cli_env(TMPDIR=str(tmp_path), **extra))
+    try:
+        found, seen = _admin_line(proc)
+        url, port, user, said = found.groups()
+        assert int(port) > 0  # 0 asked for a free port: the one it got is printed
+        if from_env:
+            assert (user, said) == ("ops", "the password in ADMIN_PASSWORD")
+            assert secret not in seen
+            password = secret
+        else:
+            assert user == "admin"
+            password = said.removeprefix("password ")
+            assert len(password) >= 16, said
+        with httpx.Client(timeout=10) as client:
+            assert client.get(url).status_code == 401
+            assert client.get(url, auth=(user, "wrong")).status_code == 401
+            page = client.get(url, auth=(user, password))
+            assert page.status_code == 200, page.text
+            # The demo's own tasks, with the buttons (actions on).
+            for task in ("send-confirmation", "charge-card", "sweep-carts", "poll-shipment"):
+                assert task in page.text, task
+            assert 'data-action="pause"' in page.text
+    finally:
+        out, err = _stop(proc)
+    assert proc.returncode == 0, err
+    assert err == ""
+    assert re.search(r"Summary after [\d.]+s: \d+ orders? placed", out), out
+
+
+def test_the_demo_refuses_a_port_it_cannot_listen_on(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run("demo", "--admin-port", str(port), env=cli_env(TMPDIR=str(tmp_path)))
+    assert done.returncode == 1
+    assert f"--admin-port {port}: cannot listen on 127.0.0.1:{port}" in done.stderr
+    bad = run("demo", "--admin-port", "70000")
+    assert bad.returncode == 2
+    assert "--admin-port" in bad.stderr
