@@ -59,6 +59,7 @@ __all__ = [
     "record_table",
     "results_table",
     "scheduled_tasks_table",
+    "stats_table",
     "table_for",
 ]
 
@@ -84,6 +85,25 @@ GROUPS_SUFFIX = "_groups"
 RATES_SUFFIX = "_rates"
 """The table of the starts counted against tasks' rate limits is named after the
 scheduler's table with this suffix."""
+STATS_SUFFIX = "_stats"
+"""The table of per-minute counts of finished executions (the admin page's charts) is
+named after the scheduler's table with this suffix."""
+STATS_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 60_000, 600_000)
+"""The upper bounds, in milliseconds, of the stats table's histogram buckets of start lag
+and duration: bucket ``i`` counts values under ``STATS_BOUNDS_MS[i]`` (and at least the
+bound before it); the last bucket, ``len(STATS_BOUNDS_MS)``, counts the longer ones."""
+STATS_BUCKETS = len(STATS_BOUNDS_MS) + 1
+"""How many histogram buckets of each kind a stats row has."""
+STATS_COLUMNS = (
+    "executions",
+    "lag_ms",
+    "duration_ms",
+    *(f"lag_{i}" for i in range(STATS_BUCKETS)),
+    *(f"duration_{i}" for i in range(STATS_BUCKETS)),
+)
+"""The counting columns of a stats row, in order: ``executions``, the sums of start lag
+and duration in milliseconds, then the histogram buckets ``lag_0`` ... and ``duration_0``
+... (see ``STATS_BOUNDS_MS``)."""
 RECORD_SUFFIX = "_schema"
 """The one-row table recording the migration step the tables are at is named after the
 scheduler's table with this suffix."""
@@ -119,9 +139,10 @@ def scheduled_tasks_table(
 ) -> Table:
     """Build the scheduler's table as ``name`` (in ``schema``) on ``target`` metadata,
     with its history (``<name>_history``), nodes (``<name>_nodes``), paused tasks
-    (``<name>_paused``), kept results (``<name>_results``), groups (``<name>_groups``)
-    and rate-limited tasks' starts (``<name>_rates``) tables beside it, and the record of
-    the migration step they are at (``<name>_schema``).
+    (``<name>_paused``), kept results (``<name>_results``), groups (``<name>_groups``),
+    rate-limited tasks' starts (``<name>_rates``) and per-minute counts of finished
+    executions (``<name>_stats``) tables beside it, and the record of the migration step
+    they are at (``<name>_schema``).
 
     The two partial indexes serve the hot queries. Unpicked rows by task, priority and
     time: a scheduler reads its own tasks' rows only, and within each task and priority
@@ -176,6 +197,7 @@ def scheduled_tasks_table(
     _results(target, name + RESULTS_SUFFIX, schema)
     _groups(target, name + GROUPS_SUFFIX, schema)
     _rates(target, name + RATES_SUFFIX, schema)
+    _stats(target, name + STATS_SUFFIX, schema)
     _record(target, name + RECORD_SUFFIX, schema)
     return table
 
@@ -313,6 +335,35 @@ def _rates(target: MetaData, name: str, schema: str | None) -> Table:
     return table
 
 
+def _stats(target: MetaData, name: str, schema: str | None) -> Table:
+    """What the executions finished in each minute came to, for the admin page's charts:
+    one row per (``minute``: whole minutes since 1970-01-01 UTC, ``task_name``, ``node``:
+    the ``scheduler_name`` of the process that counted them, ``outcome``), so that no two
+    processes ever write the same row. ``executions`` counts them; ``lag_ms`` and
+    ``duration_ms`` sum their start lags (from due to start) and durations, and the
+    buckets ``lag_<i>`` and ``duration_<i>`` count them by size (``STATS_BOUNDS_MS``), for
+    percentiles. An execution that never started (undecodable, spent) counts in
+    ``executions`` alone. The key leads with the minute, for reading a time range; a
+    second index by task and minute reads one task's."""
+    counts = [
+        Column(column, BigInteger() if column.endswith("_ms") else Integer(), nullable=False)
+        for column in STATS_COLUMNS
+    ]
+    table = Table(
+        name,
+        target,
+        Column("minute", BigInteger(), primary_key=True, autoincrement=False),
+        Column("task_name", String(MAX_TASK_NAME_LENGTH), primary_key=True),
+        Column("node", String(255), primary_key=True),
+        Column("outcome", String(20), primary_key=True),
+        *counts,
+        schema=schema,
+        **TABLE_OPTIONS,
+    )
+    Index(f"ix_{name}_task", table.c.task_name, table.c.minute)
+    return table
+
+
 def _record(target: MetaData, name: str, schema: str | None) -> Table:
     """One row: the migration step the tables are at, written by each step that runs."""
     return Table(
@@ -358,6 +409,12 @@ def rates_table(table: Table) -> Table:
     """The table of the starts counted against rate limits that goes with the scheduler's
     ``table``."""
     return _beside(table, RATES_SUFFIX)
+
+
+def stats_table(table: Table) -> Table:
+    """The table of per-minute counts of finished executions that goes with the
+    scheduler's ``table``."""
+    return _beside(table, STATS_SUFFIX)
 
 
 def record_table(table: Table) -> Table:

@@ -25,7 +25,17 @@ from sqla_scheduler.exceptions import UnknownStepError
 from sqla_scheduler.models import QUEUE_STORAGE, metadata_for
 from tests._postgres import PostgresCluster
 
-TABLES = ("", "_groups", "_history", "_nodes", "_paused", "_rates", "_results", "_schema")
+TABLES = (
+    "",
+    "_groups",
+    "_history",
+    "_nodes",
+    "_paused",
+    "_rates",
+    "_results",
+    "_schema",
+    "_stats",
+)
 
 
 @contextmanager
@@ -333,10 +343,10 @@ def test_offline_sql_applies_to_the_same_schema(
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda op: steps.upgrade(op, version=-1), "version must be a step from 0 to 14, got -1"),
-        (lambda op: steps.upgrade(op, version=15), "version must be a step from 0 to 14, got 15"),
-        (lambda op: steps.downgrade(op, True), "version must be a step from 0 to 14, got True"),
-        (lambda op: steps.upgrade(op, start=99), "start must be a step from 0 to 14, got 99"),
+        (lambda op: steps.upgrade(op, version=-1), "version must be a step from 0 to 15, got -1"),
+        (lambda op: steps.upgrade(op, version=16), "version must be a step from 0 to 15, got 16"),
+        (lambda op: steps.downgrade(op, True), "version must be a step from 0 to 15, got True"),
+        (lambda op: steps.upgrade(op, start=99), "start must be a step from 0 to 15, got 99"),
         (
             lambda op: steps.upgrade(op, table_name="1jobs", start=0),
             "table_name is not an identifier (use letters, digits and underscores, not "
@@ -368,11 +378,11 @@ def test_each_step_is_its_branch_revision() -> None:
     script = migrate.script_directory()
     chain = [revision.revision for revision in script.walk_revisions()][::-1]
     assert chain == [step.revision for step in _migration_steps.STEPS]
-    assert [step.number for step in _migration_steps.STEPS] == list(range(1, 15))
+    assert [step.number for step in _migration_steps.STEPS] == list(range(1, 16))
     for number, revision in enumerate(chain, start=1):
         module = script.get_revision(revision).module
         assert number == module.STEP
-    assert steps.LATEST == _migration_steps.LATEST == 14
+    assert steps.LATEST == _migration_steps.LATEST == 15
 
 
 def test_the_branch_records_its_step(engine: Engine) -> None:
