@@ -67,6 +67,7 @@ THROUGH_PGBOUNCER = frozenset(
 #: MariaDB their sync cases carry the database's differences (the suite's 8 minutes).
 ASYNC_ON_POSTGRESQL_ONLY = frozenset(
     {
+        "test_activity.py",
         "test_groups.py",
         "test_rate_limits.py",
         # the admin reads and acts through the same bridge with either engine; its SQL

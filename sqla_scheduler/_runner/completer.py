@@ -4,7 +4,8 @@ Workers finish at their own pace; the completer takes every outcome submitted si
 last commit and writes them together (``run_once``), so a busy scheduler commits fewer,
 larger batches. An abandon is its own transaction, with the task's ``on_abandon`` hook.
 A batch that fails is split to find the outcome that fails; one that keeps failing is
-retried with backoff for as long as no other scheduler can have revived its row.
+retried with backoff for as long as no other scheduler can have revived its row. What
+was committed is counted for the charts (``stats``), flushed by a service of its own.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from sqla_scheduler._bridge import Database, SessionFactory
 from sqla_scheduler._runner import outcomes
 from sqla_scheduler._runner.held import HeldSet, log_lost
 from sqla_scheduler._runner.outcomes import Abandon, Outcome
+from sqla_scheduler._runner.stats import StatsWriter
 from sqla_scheduler._runner.waker import Waker
 from sqla_scheduler._store import Completion
 from sqla_scheduler.clock import Clock
@@ -55,8 +57,11 @@ class Completer:
         listeners: Sequence[SchedulerListener] = (),
         limited: frozenset[str] = frozenset(),
         sessions: SessionFactory | None = None,
+        stats: StatsWriter | None = None,
     ) -> None:
         self.db = db
+        #: Counts each committed outcome for the charts; ``None`` with ``stats`` off.
+        self.stats = stats
         #: Makes the session an ``on_abandon`` hook gets (see ``Database.transaction``).
         self.sessions = sessions
         #: The tasks with a ``max_concurrency``: an outcome of theirs frees a place that
@@ -168,6 +173,10 @@ class Completer:
                 continue
             if outcome.on_recorded is not None:
                 outcome.on_recorded()
+            if self.stats is not None and completion.outcome is not None:
+                self.stats.count(
+                    completion.execution, completion.outcome, completion.now, completion.started_at
+                )
             at = _next_time(completion)
             if at is not None and (earliest is None or at < earliest):
                 earliest = at
@@ -226,11 +235,12 @@ class Completer:
         assert outcome.context is not None  # the executor sets it on every abandon
         context = replace(outcome.context, last_error=abandon.last_error)
         execution = abandon.execution
+        now = self.clock.now()
         remove = partial(
             _store.abandon,
             table=self.table,
             execution=replace(execution, started_at=abandon.started_at),
-            now=self.clock.now(),
+            now=now,
             failures=abandon.failures,
             error=abandon.last_error,
             history=self.config.history,
@@ -260,6 +270,8 @@ class Completer:
         if not removed:
             log_lost(execution, "abandon")
             return
+        if self.stats is not None:
+            self.stats.count(execution, "abandoned", now, abandon.started_at)
         if execution.task_name in self.limited:
             self.waker.wake()
         log.warning(

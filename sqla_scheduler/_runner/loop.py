@@ -3,9 +3,9 @@
 ``Runner`` builds the services from plain parts (engine, table, tasks, config, clock,
 listeners, interceptors) and runs them: the picker feeds a queue, ``concurrency``
 workers take from it and hand each execution's outcome to the completer, the
-heartbeater, maintenance, the node heartbeater and the listener (PostgreSQL) or the
-due-time prober (the other databases) run beside them. ``run_due`` runs the same
-per-execution code without the loop, for tests.
+heartbeater, maintenance, the node heartbeater, the stats writer (the charts' counts) and
+the listener (PostgreSQL) or the due-time prober (the other databases) run beside them.
+``run_due`` runs the same per-execution code without the loop, for tests.
 
 Stopping: no new picks; running handlers get ``shutdown_max_wait``; whatever is still
 held after that is released for other schedulers, and every outcome is committed. Then,
@@ -40,6 +40,7 @@ from sqla_scheduler._runner.maintenance import Maintenance
 from sqla_scheduler._runner.nodes import NodeHeartbeater
 from sqla_scheduler._runner.picker import Picker
 from sqla_scheduler._runner.prober import Prober
+from sqla_scheduler._runner.stats import StatsWriter
 from sqla_scheduler._runner.waker import Waker
 from sqla_scheduler._runner.workers import Workers
 from sqla_scheduler._store import check_table
@@ -121,6 +122,10 @@ class Runner:
             limited=frozenset(limits),
             on_handed_back=waker.news,
         )
+        #: Adds the counts of finished executions to the stats table; ``None``: ``stats`` off.
+        self.stats = (
+            StatsWriter(db=db, table=table, node=config.scheduler_name) if config.stats else None
+        )
         self.completer = Completer(
             db=db,
             table=table,
@@ -132,6 +137,7 @@ class Runner:
             shutdown=self.shutdown,
             listeners=listeners,
             sessions=sessions,
+            stats=self.stats,
         )
         self.heartbeater = Heartbeater(
             db=db, table=table, clock=clock, held=held, interval=config.heartbeat_interval
@@ -272,6 +278,8 @@ class Runner:
                 services.start_soon(self.heartbeater.run)
                 services.start_soon(self.maintenance.run)
                 services.start_soon(self.node.run)
+                if self.stats is not None:
+                    services.start_soon(self.stats.run)
                 if self.listener is not None:
                     services.start_soon(self.listener.run)
                 if self.prober is not None:  # (the listener runs one if it must)
@@ -281,6 +289,7 @@ class Runner:
                 )
                 await self.completer.flush()
                 services.cancel_scope.cancel()
+            await self._flush_stats()
             # after the services, so that no beat writes the row again; not while handlers
             # left running may still act for this node
             if not self.workers.left_running:
@@ -314,7 +323,18 @@ class Runner:
                         "rescheduling itself to run now forever?"
                     )
         finally:
+            await self._flush_stats()
             await self.close()
+
+    async def _flush_stats(self) -> None:
+        """Add what is counted and not yet flushed to the stats table (as a loop stops);
+        a failure is logged, losing those counts, and does not fail the stop."""
+        if self.stats is None:
+            return
+        try:
+            await self.stats.run_once()
+        except Exception:
+            log.warning("could not add the last execution counts", exc_info=True)
 
     async def close(self) -> None:
         """Let the handler threads go and give the kept connections back to the pool."""

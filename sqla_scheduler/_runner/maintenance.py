@@ -4,9 +4,9 @@ Before a loop starts, ``register_recurring`` creates or refreshes the recurring 
 rows. Every ``revive_interval`` one pass (``run_once``) measures the database clock's offset
 (``sync_clock``), makes dead executions due again (``revive_once``), names the rows no
 scheduler can read (``report_unreadable_once``), deletes old rows of tasks nobody
-registers (``delete_orphans_once``) and prunes old history and results
-(``prune_history_once``, ``prune_results_once``). Each step is safe to run from many
-schedulers at once.
+registers (``delete_orphans_once``) and prunes old history, results and per-minute
+counts (``prune_history_once``, ``prune_results_once``, ``prune_stats_once``). Each step
+is safe to run from many schedulers at once.
 """
 
 from __future__ import annotations
@@ -20,7 +20,14 @@ from typing import Any
 import anyio
 from sqlalchemy import Table
 
-from sqla_scheduler import _group_store, _history_store, _node_store, _result_store, _store
+from sqla_scheduler import (
+    _group_store,
+    _history_store,
+    _node_store,
+    _result_store,
+    _stats_store,
+    _store,
+)
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._execution import Execution
@@ -48,6 +55,9 @@ _UNREADABLE_REMEMBERED = 10_000
 #: many statements one pass runs: a backlog is pruned over several passes.
 PRUNE_BATCH = 1000
 PRUNE_BATCHES_PER_PASS = 10
+#: The per-minute counts are kept at least this long, whatever ``history_retention``
+#: says: the admin page's charts show the last day.
+STATS_RETENTION = timedelta(days=1)
 
 
 class Maintenance:
@@ -108,7 +118,7 @@ class Maintenance:
 
     async def run_once(self) -> None:
         """One pass: clock sync, revival, orphan deletion when tasks are registered,
-        history and results pruning, and forgetting nodes long dead."""
+        history, results and per-minute counts pruning, and forgetting nodes long dead."""
         await self.sync_clock()
         await self.revive_once()
         await self.report_unreadable_once()
@@ -116,6 +126,7 @@ class Maintenance:
             await self.delete_orphans_once()
         await self.prune_history_once()
         await self.prune_results_once()
+        await self.prune_stats_once()
         await self.forget_nodes_once()
 
     async def sync_clock(self) -> None:
@@ -287,6 +298,13 @@ class Maintenance:
         pruned = await self._prune(_result_store.prune, retention, "results")
         await self._prune(_group_store.prune, retention, "groups")
         return pruned
+
+    async def prune_stats_once(self) -> int:
+        """Delete the per-minute counts of minutes older than ``history_retention`` (a day
+        at least, ``STATS_RETENTION``), about ``PRUNE_BATCH`` rows per statement, as
+        ``prune_history_once`` does history entries; return how many rows."""
+        retention = max(self.config.history_retention, STATS_RETENTION)
+        return await self._prune(_stats_store.prune, retention, "per-minute counts")
 
     async def _prune(self, prune_some: Callable[..., int], retention: timedelta, what: str) -> int:
         threshold = self.clock.now() - retention

@@ -1,11 +1,11 @@
 """Every SQL statement the library runs, built with SQLAlchemy Core; no I/O here.
 
-Statements are built once per table and database and cached, in eight parts: what the
+Statements are built once per table and database and cached, in nine parts: what the
 application and admin page write (``Scheduling``), what a runner runs (``Running``), what
 is read to show (``Listing``), the history table's (``History``), the nodes table's
-(``Nodes``), the kept results' (``Results``), the groups' (``Groups``) and the rate
-limits' (``Rates``). "Now" is always a bound parameter, so tests can pin time and
-production binds the scheduler's clock.
+(``Nodes``), the kept results' (``Results``), the groups' (``Groups``), the rate
+limits' (``Rates``) and the per-minute counts' (``Stats``). "Now" is always a bound
+parameter, so tests can pin time and production binds the scheduler's clock.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from sqla_scheduler._statements.rates import Rates
 from sqla_scheduler._statements.results import Results
 from sqla_scheduler._statements.running import Running
 from sqla_scheduler._statements.scheduling import Scheduling
+from sqla_scheduler._statements.stats import Stats
 
 __all__ = [
     "Groups",
@@ -35,6 +36,7 @@ __all__ = [
     "Running",
     "Scheduling",
     "Statements",
+    "Stats",
     "statements_for",
 ]
 
@@ -51,6 +53,7 @@ class Statements:
     results: Results
     groups: Groups
     rates: Rates
+    stats: Stats
 
 
 @cache
@@ -65,4 +68,5 @@ def statements_for(table: Table, backend: Backend) -> Statements:
         results=Results(table, backend),
         groups=Groups(table, backend),
         rates=Rates(table, backend),
+        stats=Stats(table, backend),
     )

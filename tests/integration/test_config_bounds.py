@@ -83,6 +83,7 @@ def configs(draw: st.DrawFn) -> SchedulerConfig:
             st.sampled_from([1, 16 * 1024 * 1024]) | st.integers(1, 16 * 1024 * 1024)
         ),
         listen=draw(st.booleans()),
+        stats=draw(st.booleans()),
         prepared_statements=draw(st.booleans()),
         pick_lower_fraction=lower,
         pick_upper_fraction=draw(st.floats(lower, 10.0)),
