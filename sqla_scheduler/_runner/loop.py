@@ -122,10 +122,8 @@ class Runner:
             limited=frozenset(limits),
             on_handed_back=waker.news,
         )
-        #: Adds the counts of finished executions to the stats table; ``None``: ``stats`` off.
-        self.stats = (
-            StatsWriter(db=db, table=table, node=config.scheduler_name) if config.stats else None
-        )
+        #: Adds the counts of finished executions to the stats table (none with ``stats`` off).
+        self.stats = StatsWriter(db=db, table=table, node=config.scheduler_name)
         self.completer = Completer(
             db=db,
             table=table,
@@ -137,7 +135,7 @@ class Runner:
             shutdown=self.shutdown,
             listeners=listeners,
             sessions=sessions,
-            stats=self.stats,
+            stats=self.stats if config.stats else None,
         )
         self.heartbeater = Heartbeater(
             db=db, table=table, clock=clock, held=held, interval=config.heartbeat_interval
@@ -278,8 +276,7 @@ class Runner:
                 services.start_soon(self.heartbeater.run)
                 services.start_soon(self.maintenance.run)
                 services.start_soon(self.node.run)
-                if self.stats is not None:
-                    services.start_soon(self.stats.run)
+                services.start_soon(self.stats.run)
                 if self.listener is not None:
                     services.start_soon(self.listener.run)
                 if self.prober is not None:  # (the listener runs one if it must)
@@ -289,7 +286,7 @@ class Runner:
                 )
                 await self.completer.flush()
                 services.cancel_scope.cancel()
-            await self._flush_stats()
+            await self.stats.flush()
             # after the services, so that no beat writes the row again; not while handlers
             # left running may still act for this node
             if not self.workers.left_running:
@@ -323,18 +320,8 @@ class Runner:
                         "rescheduling itself to run now forever?"
                     )
         finally:
-            await self._flush_stats()
+            await self.stats.flush()
             await self.close()
-
-    async def _flush_stats(self) -> None:
-        """Add what is counted and not yet flushed to the stats table (as a loop stops);
-        a failure is logged, losing those counts, and does not fail the stop."""
-        if self.stats is None:
-            return
-        try:
-            await self.stats.run_once()
-        except Exception:
-            log.warning("could not add the last execution counts", exc_info=True)
 
     async def close(self) -> None:
         """Let the handler threads go and give the kept connections back to the pool."""

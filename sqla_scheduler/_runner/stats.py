@@ -82,3 +82,11 @@ class StatsWriter:
             self._tally.put_back(rows)
             raise
         return len(rows)
+
+    async def flush(self) -> None:
+        """``run_once`` as a loop stops (or ``run_due`` returns): a failure is logged,
+        losing those counts, and does not fail the stop."""
+        try:
+            await self.run_once()
+        except Exception:
+            log.warning("could not add the last execution counts", exc_info=True)

@@ -22,6 +22,7 @@ from starlette.types import ASGIApp
 from sqla_scheduler._checks import is_int
 from sqla_scheduler._statements.listing import EXECUTION_SORTS
 from sqla_scheduler.admin._bulk import BulkActions
+from sqla_scheduler.admin._activity import ActivityPages
 from sqla_scheduler.admin._groups import GroupPages
 from sqla_scheduler.admin._history import HistoryPages
 from sqla_scheduler.admin._pages import (
@@ -101,7 +102,12 @@ def create_app(
         secret=secret if secret is not None else secrets.token_bytes(32),
         page_size=page_size,
     )
-    executions, history, tasks = _Executions(pages), HistoryPages(pages), TaskActions(pages)
+    activity = ActivityPages(pages)
+    executions, history, tasks = (
+        _Executions(pages, activity),
+        HistoryPages(pages),
+        TaskActions(pages),
+    )
     results, groups, bulk = ResultPages(pages), GroupPages(pages), BulkActions(pages)
     methods = ["GET", "HEAD", "POST"] if actions else ["GET", "HEAD"]
     routes = [
@@ -123,6 +129,7 @@ def create_app(
         Route("/groups/{group_id}", refusing_nul(groups.one), methods=["GET"]),
         Route("/api/groups", _api(groups.api_listing, *_GROUPS), methods=["GET"]),
         Route("/api/groups/{group_id}", _api(groups.api_one, *_MEMBERS), methods=["GET"]),
+        Route("/api/activity", _api(activity.api, "span", "task"), methods=["GET"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     if actions:
@@ -182,14 +189,17 @@ def _api(
 class _Executions:
     """The request handlers of the overview and of the scheduler's executions."""
 
-    def __init__(self, pages: Pages) -> None:
+    def __init__(self, pages: Pages, activity: ActivityPages) -> None:
         self.pages = pages
         self.scheduler = pages.scheduler
         self.reads = pages.reads
+        self.activity = activity
 
     async def overview(self, request: Request) -> Response:
-        """The overview: counts, nodes, tasks by kind (paused or not), recurring tasks, and
-        the first rows of the running, failing and orphaned executions."""
+        """The overview: counts, activity charts, nodes, tasks by kind (paused or not),
+        recurring tasks, and the first rows of the running, failing and orphaned
+        executions."""
+        charts = await self.activity.section(request)  # first: a 400 for a bad span or task
         summary = await self.reads.summary()
         config = self.scheduler.config
         return self.pages.render(
@@ -197,6 +207,7 @@ class _Executions:
             "overview.html",
             {
                 **summary,
+                **charts,
                 "history_setting": config.history,
                 "retention": config.history_retention,
                 "page_name": "overview",
