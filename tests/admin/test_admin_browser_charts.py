@@ -88,10 +88,9 @@ def _drain_and_look(browser: Browser, engine: Engine) -> None:
                 box = bars.nth(i).bounding_box()
                 assert box is not None
                 assert box["height"] > 1, scheme
-            assert (
-                "6 succeeded, 1 failed" in page.locator("#activity g.bar title").text_content()
-                or ""
-            )
+            title = page.locator("#activity g.bar title").text_content()
+            assert title is not None
+            assert "6 succeeded, 1 failed" in title
             assert page.locator("#activity svg.chart-lines circle").count() == 4
             chart = page.locator("#activity svg.chart-bars")
             background = chart.evaluate("e => getComputedStyle(e).backgroundColor")
