@@ -27,6 +27,7 @@ from bench.scenarios import (
     same_process,
 )
 from bench.scheduling import schedule_async, schedule_batch, schedule_engine, schedule_session
+from bench.stats import admin_overview, stats_drains
 from bench.transactional import drain_transactional, floor_row_tx
 
 #: Each library figure and the raw floor it is compared with.
@@ -37,6 +38,7 @@ FLOOR_OF = {
     "drain_scale": "drain_async_1",
     "drain_history_failures": "drain_history_none",
     "drain_history_all": "drain_history_none",
+    "drain_stats": "drain_stats_off",
     "drain_limited": "drain_async_1",
     "drain_beside_limited": "drain_async_1",
     "drain_with_group": "drain_async_1",
@@ -61,6 +63,8 @@ SCENARIOS = (
     "drain_async_2",
     "scale",
     "history",
+    "stats",
+    "admin_overview",
     "drain_limited",
     "drain_beside_limited",
     "drain_with_group",
@@ -89,6 +93,8 @@ SCENARIOS = (
 POSTGRESQL_ONLY = {
     "scale": "PostgreSQL's SQL (generate_series, VACUUM, EXPLAIN ANALYZE, pg_relation_size)",
     "history": "VACUUM between the drains (PostgreSQL's; not ported)",
+    "stats": "VACUUM between the drains (PostgreSQL's; not ported)",
+    "admin_overview": "seeded with generate_series (PostgreSQL's)",
     "floor_latency": "LISTEN/NOTIFY, which MariaDB lacks (its probe's lag is the latency row)",
     "drain_pgbouncer": "PgBouncer is PostgreSQL's pooler",
     "processes": "how far one PostgreSQL carries, directly and through PgBouncer",
@@ -109,6 +115,7 @@ RATIO_TARGETS = {
         "drain_scale": 0.80,
         "drain_history_failures": 0.90,  # within noise of no history at all
         "drain_history_all": 0.60,
+        "drain_stats": 0.95,  # the charts' counts cost the drain at most 5%
         "drain_transactional": 0.70,
         "drain_beside_limited": 0.90,  # a limit does not slow the tasks without one
         "drain_with_group": 0.90,  # a group's count-down does not slow the drain
@@ -170,6 +177,20 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
         "rows/s",
         lambda: history_drains(bench)["drain_history_failures"],
         "history",
+    )
+    s(
+        "drain_stats",
+        "drain with the charts' counts on and off",
+        "rows/s",
+        lambda: stats_drains(bench)["drain_stats"],
+        "stats",
+    )
+    s(
+        "admin_overview_p95",
+        "admin overview page with charts",
+        "ms",
+        partial(admin_overview, bench),
+        "admin_overview",
     )
     s(
         "drain_limited",

@@ -69,6 +69,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--fail-first", action="store_true")
     parser.add_argument("--retry-delay", type=float, default=None, help="seconds")
     parser.add_argument("--history", choices=("failures", "all", "none"), default=None)
+    parser.add_argument("--no-stats", action="store_true", help="stats=False: no counts")
     parser.add_argument("--max-concurrency", type=int, default=None, help="the task's limit")
     parser.add_argument("--rate-limit", default=None, help="the task's rate_limit (50000/s)")
     parser.add_argument("--transactional", action="store_true", help="transactional=True")
@@ -202,6 +203,8 @@ def make_config(args: argparse.Namespace) -> SchedulerConfig:
         extra["listen_url"] = args.listen_url
     if args.no_prepare:
         extra["prepared_statements"] = False
+    if args.no_stats:
+        extra["stats"] = False
     return SchedulerConfig(
         concurrency=args.concurrency,
         polling_interval=timedelta(seconds=args.polling_interval),
