@@ -21,8 +21,8 @@ from starlette.types import ASGIApp
 
 from sqla_scheduler._checks import is_int
 from sqla_scheduler._statements.listing import EXECUTION_SORTS
-from sqla_scheduler.admin._bulk import BulkActions
 from sqla_scheduler.admin._activity import ActivityPages
+from sqla_scheduler.admin._bulk import BulkActions
 from sqla_scheduler.admin._groups import GroupPages
 from sqla_scheduler.admin._history import HistoryPages
 from sqla_scheduler.admin._pages import (
