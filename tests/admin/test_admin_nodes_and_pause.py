@@ -178,8 +178,9 @@ async def test_paused_tasks_are_marked_in_words(
     recurring = section(html, "recurring")
     assert ">paused</span>" in task_row(recurring, "poll-feed")
     assert "paused" not in task_row(recurring, "cleanup")
-    # Read-only: no buttons.
-    assert "<form" not in html
+    # Read-only: no buttons (the only form is the charts' task choice, a GET).
+    assert 'method="post"' not in html
+    assert "data-action=" not in html
     summary = (await client.get("/api/summary")).json()
     assert summary["paused"] == ["poll-feed", "send-email"]
     flags = {t["name"]: t["paused"] for views in summary["tasks"].values() for t in views}
