@@ -472,6 +472,29 @@ def state_counts(
     return dict(conn.execute(stmts.state_counts, params).mappings().one())
 
 
+def counts_by_task(conn: Connection, table: Table, *, now: datetime) -> dict[str, dict[str, int]]:
+    """For every task name that has executions, registered or not, how many are in each
+    state but ``orphaned`` (see ``state_totals``): one pass over the table."""
+    stmts = _statements(conn, table).listing
+    rows = conn.execute(stmts.counts_by_task, {"now": now}).mappings()
+    return {row["task_name"]: {k: v for k, v in row.items() if k != "task_name"} for row in rows}
+
+
+def state_totals(
+    by_task: Mapping[str, Mapping[str, int]], known_tasks: frozenset[str]
+) -> dict[str, int]:
+    """What ``state_counts`` counts, from ``counts_by_task``'s counts: each state summed
+    over the tasks, and the executions of tasks not in ``known_tasks`` as orphaned."""
+    totals = dict.fromkeys(("all", "scheduled", "due", "running", "failing"), 0)
+    orphaned = 0
+    for name, counts in by_task.items():
+        for state in totals:
+            totals[state] += counts[state]
+        if name not in known_tasks:
+            orphaned += counts["all"]
+    return {**totals, "orphaned": orphaned}
+
+
 def task_counts(
     conn: Connection, table: Table, *, names: Sequence[str], now: datetime
 ) -> dict[str, dict[str, int]]:

@@ -68,6 +68,9 @@ class Listing(Shapes):
         self.task_counts: Executable = (
             select(c.task_name, *per_state).where(registered).group_by(c.task_name)
         )
+        #: The same counts for every task name that has rows, registered or not: what the
+        #: overview needs of both, in one pass over the table.
+        self.counts_by_task: Executable = select(c.task_name, *per_state).group_by(c.task_name)
         #: The rows of the recurring tasks ``names`` (each has one, ``instance``).
         self.recurring: Select[Any] = select(*self.loaded_columns).where(
             c.task_instance == bindparam("instance"), registered, self.loadable

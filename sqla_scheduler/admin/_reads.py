@@ -128,15 +128,17 @@ class Reads(ComposedReads):
     def _counts(self, conn: Connection, now: datetime) -> dict[str, int]:
         return _store.state_counts(conn, self.scheduler.table, known_tasks=self._known, now=now)
 
-    def _header(self, conn: Connection, now: datetime) -> dict[str, Any]:
-        """What every page's header shows: the executions in each state (``counts``), the
-        scheduler nodes (``nodes``) and, read on a replica, how far it lags behind
-        (``replica_lag``; ``None`` on the primary)."""
+    def _header(
+        self, conn: Connection, now: datetime, counts: dict[str, int] | None = None
+    ) -> dict[str, Any]:
+        """What every page's header shows: the executions in each state (``counts``, read
+        unless given), the scheduler nodes (``nodes``) and, read on a replica, how far it
+        lags behind (``replica_lag``; ``None`` on the primary)."""
         nodes = self.scheduler.nodes(conn)
         interval = self.scheduler.config.node_heartbeat_interval
         replica = self.read_db is not self.db
         return {
-            "counts": self._counts(conn, now),
+            "counts": self._counts(conn, now) if counts is None else counts,
             "nodes": NodesView(nodes=nodes, interval=interval),
             "replica_lag": replica_lag(conn) if replica else None,
         }
@@ -163,17 +165,21 @@ class Reads(ComposedReads):
         )
 
         def read(conn: Connection) -> dict[str, Any]:
+            # one pass over the table for the header's counts and each task's
+            by_task = _store.counts_by_task(conn, table, now=now)
+            counts = _store.state_totals(by_task, known)
             return {
-                **self._header(conn, now),
+                **self._header(conn, now, counts),
                 "paused": self.scheduler.paused_tasks(conn),
-                "task_counts": _store.task_counts(conn, table, names=sorted(known), now=now),
+                "task_counts": {name: c for name, c in by_task.items() if name in known},
                 "outcomes": _history_store.outcome_counts(conn, table, since=since),
                 "recurring": _store.recurring_executions(
                     conn, table, names=recurring_names, instance_id=RECURRING_INSTANCE_ID
                 ),
                 "running": section(conn, state="running"),
                 "failing": section(conn, state="failing"),
-                "orphaned": section(conn, state="orphaned"),
+                # none to list when none was counted
+                "orphaned": section(conn, state="orphaned") if counts["orphaned"] else [],
             }
 
         found = await self.read_db.run(read, read_only=True)

@@ -15,7 +15,7 @@ from sqlalchemy import text as sql
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from sqla_scheduler import Scheduler
+from sqla_scheduler import Scheduler, _store
 from sqla_scheduler.admin import create_app, credentials_from_env, serve
 from sqla_scheduler.admin._security import CONTENT_SECURITY_POLICY
 from sqla_scheduler.exceptions import ConfigurationError
@@ -578,3 +578,19 @@ async def test_a_row_no_scheduler_can_read_leaves_every_page_working(
     assert after["executions"] == before["executions"]
     one = await client.get("/execution", params={"task": "send-email", "instance": "bad-time"})
     assert one.status_code == 404
+
+
+async def test_the_overview_counts_in_one_pass_what_the_state_counts_count(
+    seeded: Harness, scheduler: Scheduler
+) -> None:
+    """The overview reads every task's counts in one pass and sums them for the header:
+    the same numbers as the header's own count of each state and the per-task counts,
+    orphaned executions (of the seed's unregistered task) included."""
+    now, table, known = scheduler.clock.now(), scheduler.table, frozenset(scheduler.tasks)
+    with seeded.sync_engine.connect() as conn:
+        by_task = _store.counts_by_task(conn, table, now=now)
+        header = _store.state_counts(conn, table, known_tasks=known, now=now)
+        per_task = _store.task_counts(conn, table, names=sorted(known), now=now)
+    assert min(header["orphaned"], header["failing"], header["running"]) > 0
+    assert _store.state_totals(by_task, known) == header
+    assert {name: c for name, c in by_task.items() if name in known} == per_task
