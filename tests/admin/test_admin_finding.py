@@ -129,10 +129,11 @@ async def test_every_list_shows_the_error_first_line_read_as_a_bounded_preview(
             insert(table_for()),
             [row("send-email", "long-1", NOW, consecutive_failures=1, last_error=long)],
         )
-    html = (await client.get("/executions?state=failing")).text
-    assert '<code class="error-line">OSError: mailbox unavailable</code>' in html
-    assert "Traceback" not in html  # the first line alone
-    assert "ValueError: &lt;/pre&gt;&lt;script&gt;alert(5)&lt;/script&gt;" in html
+    for path in ("/executions?state=failing", "/"):  # the list, and the overview's section
+        html = (await client.get(path)).text
+        assert '<code class="error-line">OSError: mailbox unavailable</code>' in html, path
+        assert "Traceback" not in html, path  # the first line alone
+        assert "ValueError: &lt;/pre&gt;&lt;script&gt;alert(5)&lt;/script&gt;" in html, path
     listing = await _json(client, "/api/executions", state="failing")
     lines = {e["instance_id"]: e["error_line"] for e in listing["executions"]}
     assert lines["bounce-3"] == "OSError: mailbox unavailable"
