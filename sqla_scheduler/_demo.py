@@ -584,6 +584,9 @@ def _admin_page(scheduler: Scheduler, port: int | None, console: Console) -> Ite
     try:
         listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listening.bind(("127.0.0.1", port))
+        # Listening before the address is printed: a browser (or a test) that connects at
+        # once waits in the backlog until uvicorn accepts, instead of being refused.
+        listening.listen(128)
     except OSError as exc:
         listening.close()
         raise AdminPortError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from exc
