@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import partial
 
+from bench.cli_latency import cli_latency
 from bench.composing import big_group, callback_latency, drain_with_group, wait_latency
 from bench.control import drain_beside_limited, drain_limited, drain_rated, resume_latency
 from bench.floors import floor_batch, floor_drain, floor_single
@@ -78,6 +79,7 @@ SCENARIOS = (
     "floor_latency",
     "latency",
     "same_process",
+    "cli_latency",
     "due_lag",
     "due_lag_cron",
     "due_lag_retry",
@@ -258,6 +260,13 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
         "floor_latency",
     )
     s("latency_p50", "commit-to-start latency", "ms", lambda: latency(bench)[0], "latency")
+    s(
+        "cli_latency_p50",
+        "commit-to-start latency through the CLI worker, sync handler",
+        "ms",
+        lambda: cli_latency(bench)[0],
+        "cli_latency",
+    )
     s(
         "same_process_p50",
         "commit-to-start latency, same process",
