@@ -76,6 +76,9 @@ ASYNC_ON_POSTGRESQL_ONLY = frozenset(
         "test_admin_http.py",
         "test_admin_actions.py",
         "test_admin_nodes_and_pause.py",
+        # starts at their times: the timer, the probe and the wake-ups are the runner's
+        # own, whichever engine; test_wakeups keeps every async case (commit hooks)
+        "test_on_time.py",
     }
 )
 #: The modules whose ``db`` cases run on PostgreSQL alone: what they test is the runner's

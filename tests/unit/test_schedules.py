@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import pickle
 from collections.abc import Callable
 from datetime import datetime, time, timedelta, timezone
@@ -59,7 +60,11 @@ TRANSITIONS = {
     (LORD_HOWE, "autumn"): datetime(2024, 4, 6, 15, tzinfo=UTC),
 }
 
-PROPERTY = settings(max_examples=200, deadline=None)
+#: Hypothesis's default number of examples in the suite; ``SQLA_SCHEDULER_SOAK=1`` (the soak
+#: of docs/contributing.md) tries ten times as many.
+PROPERTY = settings(
+    max_examples=1000 if os.environ.get("SQLA_SCHEDULER_SOAK") == "1" else 100, deadline=None
+)
 QUICK = settings(max_examples=100, deadline=None)
 
 
