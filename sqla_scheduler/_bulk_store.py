@@ -85,12 +85,7 @@ def retry(
         if changed:
             moved += changed
             names.add(name)
-    scheduling = statements_for(table, backend_for(conn.dialect)).scheduling
-    if scheduling.notify is not None:
-        for name in sorted(names):
-            conn.execute(scheduling.notify, {"channel": scheduling.channel, "payload": name})
-    if moved and on_moved is not None:
-        on_moved(now)
+    _announce(conn, table, names, now, on_moved if moved else None)
     return moved
 
 
@@ -153,10 +148,22 @@ def requeue(
             names.update(found)
         else:  # counted (MySQL has no RETURNING); no NOTIFY to name them in either
             inserted += result.rowcount
-    scheduling = statements_for(table, backend).scheduling
+    _announce(conn, table, names, now, on_inserted if inserted else None)
+    return inserted
+
+
+def _announce(
+    conn: Connection,
+    table: Table,
+    names: set[str],
+    now: datetime,
+    on_due: Callable[[datetime], None] | None,
+) -> None:
+    """Tell the schedulers of each task ``names`` that work of theirs is due (a NOTIFY
+    each on commit, PostgreSQL), and call ``on_due`` with ``now`` (this process's own)."""
+    scheduling = statements_for(table, backend_for(conn.dialect)).scheduling
     if scheduling.notify is not None:
         for name in sorted(names):
             conn.execute(scheduling.notify, {"channel": scheduling.channel, "payload": name})
-    if inserted and on_inserted is not None:
-        on_inserted(now)
-    return inserted
+    if on_due is not None:
+        on_due(now)
