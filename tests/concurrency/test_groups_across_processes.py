@@ -48,7 +48,7 @@ def _member(group: int, n: int, kind: str, later: Any) -> TaskInstance[Any]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["postgresql", "mariadb"])
+@pytest.mark.parametrize("backend", ["postgresql", "sqlite", "mariadb"])
 def test_random_groups_call_back_exactly_once_through_a_kill(
     workers: Workers, app_db: Engine, db_url: str, backend: str
 ) -> None:

@@ -28,14 +28,12 @@ def test_most_in_a_second_counts_closed_windows() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["postgresql", "mariadb"])
+@pytest.mark.parametrize("backend", ["postgresql", "sqlite", "mariadb"])
 def test_the_rate_limit_holds_across_processes(
     workers: Workers, app_db: Engine, db_url: str, backend: str
 ) -> None:
     """Slow by nature: 200 executions of a task limited to 20 starts a second take ten
-    seconds to start, whatever the three processes sharing them do. On PostgreSQL and
-    MariaDB: on SQLite one writer at a time serializes the picks anyway, and the suite's
-    budget is better spent elsewhere (the conformance tests cover SQLite's windows)."""
+    seconds to start, whatever the three processes sharing them do, on every database."""
     cluster = [
         workers.start(f"w{i}", CONCURRENCY=10, POLL_MS=100, RATE_LIMIT=RATE)
         for i in range(PROCESSES)
