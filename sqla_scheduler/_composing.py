@@ -220,8 +220,8 @@ class Composing:
         with bell:
             waiting = Waiting(label, seconds, listening=bell.listening)
             while (found := _bridge.call(target, self.table, read, one_statement=True)) is None:
-                if bell.wait(waiting.pause()) and bell.result is not None:
-                    return bell.result
+                if (carried := bell.wait(waiting.pause())) is not None:
+                    return carried
             return found
 
     def _bell(self, engine: Engine | AsyncEngine, task_name: str, instance_id: str) -> Bell:
@@ -249,9 +249,9 @@ async def _wait_async(
         while (found := await _bridge.call(engine, table, read, one_statement=True)) is None:
             if bell.listening:
                 pause = waiting.pause()
-                rung = await anyio.to_thread.run_sync(bell.wait, pause, abandon_on_cancel=True)
-                if rung and bell.result is not None:
-                    return bell.result
+                carried = await anyio.to_thread.run_sync(bell.wait, pause, abandon_on_cancel=True)
+                if carried is not None:
+                    return carried
             else:
                 await anyio.sleep(waiting.pause())
         return found

@@ -98,11 +98,13 @@ class Bell:
     def __exit__(self, *exc_info: object) -> None:
         self._stop.set()
 
-    def wait(self, seconds: float) -> bool:
-        """Wait up to ``seconds`` for the bell; whether it rang (then it is reset)."""
+    def wait(self, seconds: float) -> Result | None:
+        """Wait up to ``seconds`` for the bell (then it is reset): the result its NOTIFY
+        carried, or ``None`` when the waiter must read (no NOTIFY came, or it carried only
+        the key)."""
         rung = self._rung.wait(seconds)
         self._rung.clear()
-        return rung
+        return self.result if rung else None
 
     def _listen(self) -> None:
         import psycopg
