@@ -109,6 +109,9 @@ RECORD_SUFFIX = "_schema"
 scheduler's table with this suffix."""
 HISTORY_OUTCOMES = ("succeeded", "failed", "abandoned", "dead", "undecodable")
 """What a finished attempt can come to, as the history table spells it."""
+DEAD_LETTER_OUTCOMES = ("abandoned", "undecodable")
+"""The entries kept with their payload, to be scheduled again: executions that left the
+scheduler's table without finishing (the admin's dead letters)."""
 
 NAMING_CONVENTION: dict[str, str] = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -191,6 +194,17 @@ def scheduled_tasks_table(
     Index(f"ix_{name}_picked", table.c.picked_by, postgresql_where=picked, sqlite_where=picked)
     grouped = table.c.group_id.is_not(None)
     Index(f"ix_{name}_group", table.c.group_id, postgresql_where=grouped, sqlite_where=grouped)
+    # The failing executions, latest failure first: the admin's failing list and section
+    # read the first few without a pass over the table.
+    failing = table.c.consecutive_failures > 0
+    Index(
+        f"ix_{name}_failing",
+        table.c.last_failure.desc(),
+        table.c.task_name,
+        table.c.task_instance,
+        postgresql_where=failing,
+        sqlite_where=failing,
+    )
     _history(target, name + HISTORY_SUFFIX, schema)
     _nodes(target, name + NODES_SUFFIX, schema)
     _paused(target, name + PAUSED_SUFFIX, schema)
@@ -208,7 +222,8 @@ def _history(target: MetaData, name: str, schema: str | None) -> Table:
     ``task_data`` is the payload's JSON text where the execution left the scheduler's table
     (abandoned, undecodable), so that it can be scheduled again exactly as it was, with
     the ``payload_version`` it was written with.
-    ``finished_at`` is indexed for pruning, task and instance for filtered listings.
+    ``finished_at`` is indexed for pruning, task and instance for filtered listings, and
+    the dead letters (``DEAD_LETTER_OUTCOMES``) by outcome and task, for counting them.
     """
     table = Table(
         name,
@@ -231,6 +246,14 @@ def _history(target: MetaData, name: str, schema: str | None) -> Table:
     )
     Index(f"ix_{name}_finished_at", table.c.finished_at)
     Index(f"ix_{name}_task", table.c.task_name, table.c.task_instance)
+    dead = table.c.outcome.in_(DEAD_LETTER_OUTCOMES)
+    Index(
+        f"ix_{name}_dead_letters",
+        table.c.outcome,
+        table.c.task_name,
+        postgresql_where=dead,
+        sqlite_where=dead,
+    )
     return table
 
 

@@ -30,7 +30,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqla_scheduler._dialects import Backend
 from sqla_scheduler._statements.finding import NOTHING, Finding, order_by, where_found
 from sqla_scheduler._statements.shapes import Shapes, count_where
-from sqla_scheduler.models import history_table
+from sqla_scheduler.models import DEAD_LETTER_OUTCOMES, history_table
 
 __all__ = ["HISTORY_SORTS", "REQUEUEABLE", "History", "as_payload"]
 
@@ -44,7 +44,7 @@ HISTORY_SORTS: dict[str, tuple[str, ...]] = {
 }
 
 #: The outcomes whose entries hold the payload of an execution that left the table.
-REQUEUEABLE = ("abandoned", "undecodable")
+REQUEUEABLE = DEAD_LETTER_OUTCOMES
 
 
 class History(Shapes):

@@ -209,6 +209,7 @@ def test_metadata_has_a_naming_convention() -> None:
     table = metadata.tables["scheduled_tasks"]
     assert {i.name for i in table.indexes} == {
         "ix_scheduled_tasks_due",
+        "ix_scheduled_tasks_failing",
         "ix_scheduled_tasks_group",
         "ix_scheduled_tasks_picked",
     }
