@@ -24,6 +24,7 @@ from sqla_scheduler.models import INT_MAX
 __all__ = [
     "Entry",
     "count_entries",
+    "dead_letter_counts",
     "get",
     "list_entries",
     "list_previews",
@@ -187,11 +188,17 @@ def list_previews(
 
 
 def outcome_counts(conn: Connection, table: Table, *, since: datetime) -> dict[str, dict[str, int]]:
-    """For each task name that has entries: how many ``succeeded`` and how many ``failed``
-    at or after ``since``, and how many are ``requeueable`` (abandoned or undecodable,
-    whenever they finished), counted in one statement."""
+    """For each task name with entries that finished at or after ``since``: how many
+    ``succeeded`` and how many ``failed``."""
     rows = conn.execute(_statements(conn, table).outcome_counts, {"since": since}).mappings()
     return {row["task_name"]: {k: v for k, v in row.items() if k != "task_name"} for row in rows}
+
+
+def dead_letter_counts(conn: Connection, table: Table) -> dict[str, int]:
+    """For each task name with dead letters (abandoned or undecodable entries, however
+    old), how many."""
+    rows = conn.execute(_statements(conn, table).dead_letter_counts)
+    return {name: int(count) for name, count in rows}
 
 
 def count_entries(

@@ -55,7 +55,7 @@ class Bulk(Shapes):
         #: What each action can act on, beside the filter: what its single action checks.
         self.actionable: dict[ExecutionAction, tuple[ColumnElement[bool], ...]] = {
             # as the page's retry: an unpicked failing execution, not a waiting callback
-            "retry": (self.unpicked, c.consecutive_failures > 0, not_waiting),
+            "retry": (self.unpicked, self.failing, not_waiting),
             # as the page's delete, but neither a group's member nor its callback: their
             # group's counts and chain move with them, which ``_store.cancel`` does one by one
             "delete": (self.unpicked, c.group_id.is_(None), c.awaits.is_(None)),

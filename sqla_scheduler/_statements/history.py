@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
+    BindParameter,
     ColumnElement,
     Delete,
     Insert,
     Select,
     Table,
     Text,
-    and_,
     bindparam,
     case,
     cast,
@@ -142,16 +142,29 @@ class History(Shapes):
         oldest_ids = select(oldest.subquery("oldest").c.id)
         self.prune: Delete = delete(h).where(h.c.id.in_(oldest_ids.scalar_subquery()))
 
-        #: For each task name that has entries: how many of them succeeded and how many
-        #: failed at or after the bound ``since``, and how many are requeueable (however
-        #: old: they stay until pruned), in one pass over the table.
-        recent = h.c.finished_at >= bindparam("since", type_=h.c.finished_at.type)
-        self.outcome_counts: Select[Any] = select(
-            h.c.task_name,
-            count_where(and_(h.c.outcome == "succeeded", recent)).label("succeeded"),
-            count_where(and_(h.c.outcome == "failed", recent)).label("failed"),
-            count_where(h.c.outcome.in_(REQUEUEABLE)).label("requeueable"),
-        ).group_by(h.c.task_name)
+        #: For each task name with entries that finished at or after the bound ``since``:
+        #: how many of them succeeded and how many failed (read through the index on
+        #: ``finished_at``: the cost is that of the entries since then, not of them all).
+        self.outcome_counts: Select[Any] = (
+            select(
+                h.c.task_name,
+                count_where(h.c.outcome == "succeeded").label("succeeded"),
+                count_where(h.c.outcome == "failed").label("failed"),
+            )
+            .where(h.c.finished_at >= bindparam("since", type_=h.c.finished_at.type))
+            .group_by(h.c.task_name)
+        )
+        #: For each task name with dead letters, how many (however old: they stay until
+        #: pruned). The outcomes are written into the SQL, as the partial index
+        #: ``ix_<table>_history_dead_letters`` has them, so that every database uses it.
+        dead: BindParameter[Any] = bindparam(
+            "dead", REQUEUEABLE, expanding=True, literal_execute=True
+        )
+        self.dead_letter_counts: Select[Any] = (
+            select(h.c.task_name, func.count().label("dead_letters"))
+            .where(h.c.outcome.in_(dead))
+            .group_by(h.c.task_name)
+        )
 
     def _unreadable(self, table: Table, backend: Backend) -> None:
         h = self.history

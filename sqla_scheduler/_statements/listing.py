@@ -57,7 +57,7 @@ class Listing(Shapes):
             count_where(self.unpicked).label("scheduled"),
             count_where(due_now).label("due"),
             count_where(self.picked).label("running"),
-            count_where(c.consecutive_failures > 0).label("failing"),
+            count_where(self.failing).label("failing"),
         )
         #: How many executions are in each state (``names`` are the registered tasks, the
         #: rest are orphaned), in one pass over the table.
@@ -158,7 +158,7 @@ class Listing(Shapes):
         elif state == "running":
             where.append(self.picked)
         elif state == "failing":
-            where.append(c.consecutive_failures > 0)
+            where.append(self.failing)
         elif state == "orphaned":
             where.append(c.task_name.not_in(sorted(known_tasks)))
         if task_name is not None:

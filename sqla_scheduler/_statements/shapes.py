@@ -9,6 +9,7 @@ from sqlalchemy import (
     BigInteger,
     BindParameter,
     ColumnElement,
+    Integer,
     Select,
     String,
     Table,
@@ -21,6 +22,7 @@ from sqlalchemy import (
     exists,
     false,
     func,
+    literal,
     literal_column,
     select,
     true,
@@ -65,6 +67,11 @@ class Shapes:
         c = table.c
         self.unpicked: ColumnElement[bool] = c.picked == false()
         self.picked: ColumnElement[bool] = c.picked == true()
+        #: The failing executions: written with the 0 in the SQL, as the partial index
+        #: ``ix_<table>_failing`` is, so that every database sees the index applies.
+        self.failing: ColumnElement[bool] = c.consecutive_failures > literal(
+            0, Integer, literal_execute=True
+        )
         #: The execution at the bound key ``key_task``, ``key_instance``.
         self.at_key: ColumnElement[bool] = and_(
             c.task_name == bindparam("key_task"),

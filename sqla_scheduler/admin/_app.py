@@ -256,6 +256,7 @@ class _Executions:
                     "setting": self.scheduler.config.history,
                     "retention_seconds": self.scheduler.config.history_retention.total_seconds(),
                     "counted_outcomes": list(s["counted_outcomes"]),
+                    "counted_seconds": s["outcomes_window"].total_seconds(),
                     "dead_letters": s["dead_letters"],
                 },
                 "recurring": [r.to_json() for r in s["recurring"]],

@@ -33,6 +33,7 @@ from sqla_scheduler.admin._views import (
     ExecutionView,
     NodesView,
     counted_outcomes,
+    outcomes_window,
     view_entry,
     view_execution,
     view_listed_entry,
@@ -148,7 +149,7 @@ class Reads(ComposedReads):
         first rows of the running, failing and orphaned executions."""
         now = self.scheduler.clock.now()
         config = self.scheduler.config
-        since = now - config.history_retention
+        window = outcomes_window(config.history_retention)
         table, known = self.scheduler.table, self._known
         recurring_names = [
             name for name, task in self.scheduler.tasks.items() if task.kind == "recurring"
@@ -172,7 +173,8 @@ class Reads(ComposedReads):
                 **self._header(conn, now, counts),
                 "paused": self.scheduler.paused_tasks(conn),
                 "task_counts": {name: c for name, c in by_task.items() if name in known},
-                "outcomes": _history_store.outcome_counts(conn, table, since=since),
+                "outcomes": _history_store.outcome_counts(conn, table, since=now - window),
+                "dead_letters": _history_store.dead_letter_counts(conn, table),
                 "recurring": _store.recurring_executions(
                     conn, table, names=recurring_names, instance_id=RECURRING_INSTANCE_ID
                 ),
@@ -191,12 +193,22 @@ class Reads(ComposedReads):
             "counts": found["counts"],
             "nodes": found["nodes"],
             "replica_lag": found["replica_lag"],
-            "tasks": view_tasks(tasks, found["task_counts"], found["outcomes"], counted, paused),
+            "tasks": view_tasks(
+                tasks,
+                found["task_counts"],
+                found["outcomes"],
+                found["dead_letters"],
+                counted,
+                paused,
+            ),
             "paused": sorted(paused),
             # paused by name elsewhere, with no task of that name registered here
             "paused_unregistered": sorted(paused - self._known),
             "counted_outcomes": counted,
-            "dead_letters": sum(c["requeueable"] for c in found["outcomes"].values()),
+            "outcomes_window": window,
+            # what the counts' links list: the same entries, those since the window began
+            "outcomes_since": (now - window).isoformat(),
+            "dead_letters": sum(found["dead_letters"].values()),
             "recurring": view_recurring(
                 tasks, {name: self._view(e, now) for name, e in found["recurring"].items()}
             ),

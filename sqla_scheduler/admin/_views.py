@@ -51,6 +51,7 @@ __all__ = [
     "elapsed",
     "heartbeat_health",
     "iso",
+    "outcomes_window",
     "relative",
     "view_callback",
     "view_entry",
@@ -554,8 +555,19 @@ def view_group(group: Group, callback: CallbackView | None = None) -> GroupView:
     return GroupView(group=group, callback=callback)
 
 
-#: The outcomes the overview counts for each task, over ``history_retention``.
+#: The outcomes the overview counts for each task, over ``outcomes_window``.
 COUNTED_OUTCOMES: tuple[Outcome, ...] = ("succeeded", "failed")
+
+#: The longest time back the overview counts outcomes over: that of the charts' longest
+#: span. Counting entries costs what their number costs; a day of them, not all that
+#: ``history_retention`` keeps, keeps the page quick on a long history.
+OUTCOMES_WINDOW = timedelta(days=1)
+
+
+def outcomes_window(retention: timedelta) -> timedelta:
+    """How far back the overview counts each task's outcomes: a day, or the history's
+    retention where that is shorter (nothing older is kept)."""
+    return min(retention, OUTCOMES_WINDOW)
 
 
 def counted_outcomes(setting: HistorySetting) -> tuple[Outcome, ...]:
@@ -599,12 +611,14 @@ def view_tasks(
     tasks: Mapping[str, Task[Any]],
     counts: Mapping[str, Mapping[str, int]],
     outcomes: Mapping[str, Mapping[str, int]],
+    dead_letters: Mapping[str, int],
     counted: Sequence[Outcome],
     paused: frozenset[str],
 ) -> dict[TaskKind, list[TaskView]]:
     """The registered tasks by kind, each kind sorted by name, with their ``counted``
-    outcomes and their dead letters from ``outcomes`` (by task name, then outcome, as
-    ``_history_store.outcome_counts`` counts them), and whether each is in ``paused``."""
+    outcomes from ``outcomes`` (by task name, then outcome, as
+    ``_history_store.outcome_counts`` counts them), their ``dead_letters`` and whether
+    each is in ``paused``."""
     empty = dict.fromkeys(("all", "scheduled", "due", "running", "failing"), 0)
     by_kind: dict[TaskKind, list[TaskView]] = {kind: [] for kind in KINDS}
     for name in sorted(tasks):
@@ -619,7 +633,7 @@ def view_tasks(
                 max_retries=task.max_retries,
                 counts=counts.get(name, empty),
                 outcomes={outcome: recorded.get(outcome, 0) for outcome in counted},
-                dead_letters=recorded.get("requeueable", 0),
+                dead_letters=dead_letters.get(name, 0),
             )
         )
     return by_kind

@@ -245,7 +245,7 @@ def test_history_in_a_browser(browser: Browser, pg_url: str) -> None:
             # The overview counts the failures of each task (history="failures") and
             # links to the dead letters with their count.
             counted = page.locator("#history table.outcomes")
-            assert counted.locator("th.outcome-count").all_inner_texts() == ["Failed last 14 d"]
+            assert counted.locator("th.outcome-count").all_inner_texts() == ["Failed last 1 d"]
             send_email = counted.locator("tr", has_text="send-email")
             assert send_email.locator("td.failed").inner_text() == "2"
             assert send_email.locator("td.dead-letters").inner_text() == "1"

@@ -10,6 +10,7 @@ import re
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -340,6 +341,15 @@ async def test_history_pages_have_no_script_and_follow_the_mount_point(
 async def test_the_overview_counts_what_the_history_setting_records(
     history: Harness, setting: str, counted: list[str]
 ) -> None:
+    """Each task's outcomes of the last day (the charts' longest span), not of all the
+    retention keeps; its dead letters however old."""
+    # within history_retention, but a day ago and more: not counted
+    older = [
+        entry_row("send-email", "old-1", "failed", NOW - timedelta(days=1, seconds=1)),
+        entry_row("send-email", "old-2", "succeeded", NOW - timedelta(days=2)),
+    ]
+    with history.sync_engine.begin() as conn:
+        conn.execute(insert(history_table(table_for())), older)
     scheduler = Scheduler(
         history.engine, TASKS, SchedulerConfig(history=setting), clock=ManualClock(NOW)
     )
@@ -351,6 +361,7 @@ async def test_the_overview_counts_what_the_history_setting_records(
         "setting": setting,
         "retention_seconds": 14 * 24 * 3600.0,
         "counted_outcomes": counted,
+        "counted_seconds": 24 * 3600.0,
         "dead_letters": 3,  # whatever the setting: the table has them
     }
     tasks = {t["name"]: t for kind in summary["tasks"].values() for t in kind}
@@ -380,11 +391,11 @@ async def test_the_overview_counts_what_the_history_setting_records(
     if counted:
         row = re.search(r"<tr>\s*<td><a class=\"task\"[^>]*>send-email</a>.*?</tr>", shown, re.S)
         assert row is not None
+        since = urlencode({"since": (NOW - timedelta(days=1)).isoformat()})
         for outcome in counted:
             n = expected["send-email"][outcome]
-            assert f'<a href="/history?task=send-email&amp;outcome={outcome}">{n}</a>' in row.group(
-                0
-            )
+            link = f"/history?task=send-email&amp;outcome={outcome}&amp;{since}"
+            assert f'<a href="{link}">{n}</a>' in row.group(0)
         assert '<a href="/dead-letters?task=send-email">1</a>' in row.group(0)
         assert shown.count("<tr>") == 1 + len(TASKS)  # the header, and each registered task
     else:
@@ -393,9 +404,12 @@ async def test_the_overview_counts_what_the_history_setting_records(
     assert f'history="{setting}"' in shown
 
 
-async def test_the_counts_are_one_grouped_statement(
+async def test_the_counts_read_the_last_day_and_the_dead_letters_alone(
     history: Harness, client: httpx.AsyncClient
 ) -> None:
+    """Two grouped statements on the history: the outcomes since a day ago (through the
+    index on ``finished_at``), and the dead letters with their outcomes written in the SQL,
+    as the partial index ``ix_scheduled_tasks_history_dead_letters`` has them."""
     statements: list[str] = []
     engine = history.engine
     if isinstance(engine, AsyncEngine):
@@ -410,8 +424,12 @@ async def test_the_counts_are_one_grouped_statement(
     finally:
         event.remove(engine, "before_cursor_execute", seen)
     on_history = [s for s in statements if "scheduled_tasks_history" in s]
-    assert len(on_history) == 1
-    assert "GROUP BY scheduled_tasks_history.task_name" in on_history[0]
+    assert len(on_history) == 2, on_history
+    recent, dead = on_history
+    for statement in on_history:
+        assert "GROUP BY scheduled_tasks_history.task_name" in statement
+    assert "scheduled_tasks_history.finished_at >= " in recent
+    assert "scheduled_tasks_history.outcome IN ('abandoned', 'undecodable')" in dead
 
 
 # --- requeue ---------------------------------------------------------------------------
