@@ -26,6 +26,12 @@ class Counts:
     probe_gap: float = 0.200
     #: Members of the one big group ``big_group`` drains.
     big_group: int = 100_000
+    #: The soak: executions one worker runs in all, scheduled ``soak_batch`` at a time.
+    soak_executions: int = 1_000_000
+    soak_batch: int = 10_000
+    #: Executions held running at once by one worker, async and sync.
+    memory_async: int = 1_000
+    memory_sync: int = 100
 
     @classmethod
     def quick(cls) -> Counts:
@@ -36,6 +42,8 @@ class Counts:
             latency_runs=30,
             probe_latency_runs=15,
             big_group=10_000,
+            soak_executions=20_000,
+            soak_batch=2_000,
         )
 
 

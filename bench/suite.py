@@ -14,6 +14,7 @@ from bench.control import drain_beside_limited, drain_limited, drain_rated, resu
 from bench.floors import floor_batch, floor_drain, floor_single
 from bench.harness import Bench
 from bench.history import history_drains
+from bench.memory import memory
 from bench.pooler import drain_pgbouncer, latency_pgbouncer
 from bench.processes import PROCESSES, drain_processes
 from bench.results import Figure
@@ -28,6 +29,8 @@ from bench.scenarios import (
     same_process,
 )
 from bench.scheduling import schedule_async, schedule_batch, schedule_engine, schedule_session
+from bench.soak import CHECKPOINTS, RATE_KEPT, soak
+from bench.soak import SETTINGS as SOAK_SETTINGS
 from bench.stats import admin_overview, stats_drains
 from bench.transactional import drain_transactional, floor_row_tx
 
@@ -51,6 +54,8 @@ FLOOR_OF = {
     "drain_pgbouncer": "drain_async_1",
     **{f"drain_processes_{n}": "floor_drain" for n in PROCESSES},
     **{f"drain_processes_{n}_pgbouncer": "floor_drain" for n in (1, *PROCESSES)},
+    # the soak's last tenth beside its first
+    **{f"soak_{h}_{CHECKPOINTS:02d}": f"soak_{h}_01" for h in SOAK_SETTINGS},
     "latency_p50": "floor_latency_p50",
     "latency_p95": "floor_latency_p95",
     "latency_p99": "floor_latency_p99",
@@ -90,6 +95,8 @@ SCENARIOS = (
     "drain_pgbouncer",
     "latency_pgbouncer",
     "processes",
+    "soak",
+    "memory",
 )
 #: The scenarios that run on PostgreSQL only, with why: elsewhere their row says so.
 POSTGRESQL_ONLY = {
@@ -101,6 +108,7 @@ POSTGRESQL_ONLY = {
     "drain_pgbouncer": "PgBouncer is PostgreSQL's pooler",
     "processes": "how far one PostgreSQL carries, directly and through PgBouncer",
     "latency_pgbouncer": "PgBouncer is PostgreSQL's pooler",
+    "soak": "pg_total_relation_size of the history and queue tables",
     "resume": (
         "rounds 40 ms apart expect a NOTIFY: the probe finds a resumed task within a second,"
         " after later rounds paused it again"
@@ -123,6 +131,8 @@ RATIO_TARGETS = {
         "drain_with_group": 0.90,  # a group's count-down does not slow the drain
         "drain_rated": 0.90,  # a rate limit above the drain rate costs it little
         "drain_pgbouncer": 0.70,  # of the direct drain's
+        # the soak's last tenth keeps 90% of its first's rate
+        **{f"soak_{h}_{CHECKPOINTS:02d}": RATE_KEPT for h in SOAK_SETTINGS},
     },
     "mariadb": {
         "drain_async_1": 0.60,
@@ -318,6 +328,22 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
         lambda: drain_processes(bench)[0],
         "processes",
     )
+    for setting in SOAK_SETTINGS:
+        s(
+            f"soak_{setting}_rss",
+            f"soak, history={setting!r}",
+            "KiB",
+            partial(soak, bench, setting),
+            "soak",
+        )
+    for handler in ("async", "sync"):
+        s(
+            f"memory_{handler}",
+            f"RSS per running execution, {handler}",
+            "bytes",
+            partial(memory, bench, handler),
+            "memory",
+        )
     apply_targets(bench)
 
 

@@ -22,6 +22,11 @@ registers a ``callback`` task (a no-op that reports its start as ``callback@<ins
 for groups whose members are ``noop`` executions; ``--report-commits`` prints
 ``START committed@<instance> <time.time() as its COMMIT was sent> <execution_time>``
 once an execution's success has been committed (a listener's ``on_success``).
+``--history-retention`` sets ``history_retention`` and ``--heartbeat-interval``
+``heartbeat_interval`` (seconds; the maintenance pass that prunes history runs every two
+heartbeat intervals). ``--hold`` makes each ``noop`` execution wait, once begun, until the
+worker gets SIGUSR1: each SIGUSR1 releases the executions waiting at that moment (async
+handlers await an ``anyio.Event``, sync ones block their thread on a ``threading.Event``).
 SIGTERM or SIGINT stops the scheduler
 gracefully (``request_stop``) and the process exits 0.
 """
@@ -32,6 +37,7 @@ import argparse
 import logging
 import signal
 import sys
+import threading
 import time
 from datetime import timedelta
 from typing import Any
@@ -91,6 +97,15 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="prepare no statement (behind a pooler in transaction mode)",
     )
+    parser.add_argument(
+        "--history-retention", type=float, default=None, help="history_retention, seconds"
+    )
+    parser.add_argument(
+        "--heartbeat-interval", type=float, default=None, help="heartbeat_interval, seconds"
+    )
+    parser.add_argument(
+        "--hold", action="store_true", help="each noop execution waits for a SIGUSR1"
+    )
     parser.add_argument("--log-level", default="WARNING")
     return parser.parse_args(argv)
 
@@ -123,6 +138,21 @@ class _Committed(SchedulerListener):
         _emit(f"START committed@{context.instance_id} {self.sent:.6f} {due:.6f}")
 
 
+class Hold:
+    """What held executions wait on: the events of the current round, replaced on each
+    ``release`` so that executions beginning later wait for the next one."""
+
+    def __init__(self) -> None:
+        self.async_event = anyio.Event()
+        self.thread_event = threading.Event()
+
+    def release(self) -> None:
+        async_event, thread_event = self.async_event, self.thread_event
+        self.async_event, self.thread_event = anyio.Event(), threading.Event()
+        async_event.set()
+        thread_event.set()
+
+
 def make_task(
     handler_kind: str,
     report_starts: bool,
@@ -131,8 +161,10 @@ def make_task(
     transactional: bool = False,
     keep_result: bool = False,
     rate_limit: str | None = None,
+    hold: Hold | None = None,
 ) -> OneTimeTask[Any]:
-    """The ``noop`` task, with an ``async def`` or a plain ``def`` handler."""
+    """The ``noop`` task, with an ``async def`` or a plain ``def`` handler; with ``hold``,
+    each execution waits for its release once begun."""
 
     def begin(ctx: ExecutionContext[Any]) -> None:
         retry = ctx.consecutive_failures > 0
@@ -152,11 +184,15 @@ def make_task(
 
         async def noop_async(ctx: ExecutionContext[Any]) -> None:
             begin(ctx)
+            if hold is not None:
+                await hold.async_event.wait()
 
         return define(noop_async)
 
     def noop_sync(ctx: ExecutionContext[Any]) -> None:
         begin(ctx)
+        if hold is not None:
+            hold.thread_event.wait()
 
     return define(noop_sync)
 
@@ -205,6 +241,10 @@ def make_config(args: argparse.Namespace) -> SchedulerConfig:
         extra["prepared_statements"] = False
     if args.no_stats:
         extra["stats"] = False
+    if args.history_retention is not None:
+        extra["history_retention"] = timedelta(seconds=args.history_retention)
+    if args.heartbeat_interval is not None:
+        extra["heartbeat_interval"] = timedelta(seconds=args.heartbeat_interval)
     return SchedulerConfig(
         concurrency=args.concurrency,
         polling_interval=timedelta(seconds=args.polling_interval),
@@ -220,6 +260,7 @@ async def serve(args: argparse.Namespace) -> None:
     options: dict[str, Any] = {"pool_size": args.concurrency + 5}
     if args.no_prepare:
         options["connect_args"] = {"prepare_threshold": None}
+    hold = Hold() if args.hold else None
     if args.handler == "async":
         engine = create_async_engine(args.url, **options)
     else:
@@ -233,6 +274,7 @@ async def serve(args: argparse.Namespace) -> None:
             args.transactional,
             args.keep_result,
             args.rate_limit,
+            hold,
         )
     ]
     if args.group_callback:
@@ -244,11 +286,14 @@ async def serve(args: argparse.Namespace) -> None:
     listeners = [_Committed(engine)] if args.report_commits else []
     scheduler = Scheduler(engine, tasks, make_config(args), listeners=listeners)
     try:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGUSR1) as signals:
             async with scheduler:
                 _emit("READY")
-                async for _signum in signals:
-                    break
+                async for signum in signals:
+                    if signum != signal.SIGUSR1:
+                        break
+                    if hold is not None:
+                        hold.release()
                 scheduler.request_stop()
     finally:
         if isinstance(engine, AsyncEngine):
