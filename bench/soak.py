@@ -23,6 +23,7 @@ size then.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -41,9 +42,13 @@ SETTINGS = ("failures", "all")
 CHECKPOINTS = 10
 #: A batch is scheduled whenever the due backlog falls to this many batches.
 LOW_WATER = 2
-#: ``history_retention`` and ``heartbeat_interval`` of the ``history="all"`` soak, seconds.
+#: ``history_retention`` and ``heartbeat_interval`` of the ``history="all"`` soak, seconds,
+#: and its ``missed_heartbeat_limit``: an execution counts as dead after ``HEARTBEAT *
+#: MISSED`` (100 s). With the default limit (6) it would after 0.6 s, and an execution
+#: waiting that long in hand under load would be revived while it runs.
 RETENTION = 5.0
 HEARTBEAT = 0.1
+MISSED = 1000
 #: How often the backlog is counted, seconds.
 POLL = 0.02
 #: The resident set may grow this much from the first tenth to the end (issue 35).
@@ -55,6 +60,13 @@ _SIZES = (
     "SELECT (SELECT count(*) FROM scheduled_tasks_history),"
     " pg_total_relation_size('scheduled_tasks_history'),"
     " pg_total_relation_size('scheduled_tasks')"
+)
+#: Deadlocks PostgreSQL broke in the soak's database (a batch that fails is committed
+#: again one outcome at a time, without a word in the worker's log).
+_DEADLOCKS = "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
+#: The queue table's dead rows and autovacuum passes so far: its size depends on them.
+_VACUUM = (
+    "SELECT n_dead_tup, autovacuum_count FROM pg_stat_user_tables WHERE relname = 'scheduled_tasks'"
 )
 
 
@@ -73,11 +85,16 @@ def _mib(size: int) -> str:
 class _Checkpoint:
     """What one tenth of the soak saw."""
 
-    def __init__(self, done: int, at: float, rss: int, sizes: tuple[int, int, int]) -> None:
+    def __init__(self, done: int, at: float, rss: int, conn: Any) -> None:
         self.done = done
         self.at = at
         self.rss = rss
-        self.history_rows, self.history_size, self.queue_size = sizes
+        self.history_rows, self.history_size, self.queue_size = _sizes(conn)
+        with conn.cursor() as cur:
+            cur.execute(_VACUUM)
+            row = cur.fetchone()
+        self.dead, self.autovacuums = (int(row[0]), int(row[1])) if row else (-1, -1)
+        self.load = os.getloadavg()[0]
         self.least_backlog = 0
 
 
@@ -91,7 +108,10 @@ def soak(bench: Bench, history: str) -> Figure:
     db = bench.new_db(prefix)
     extra = ["--history", history]
     if history == "all":
-        extra += ["--history-retention", str(RETENTION), "--heartbeat-interval", str(HEARTBEAT)]
+        extra += [
+            *("--history-retention", str(RETENTION), "--heartbeat-interval", str(HEARTBEAT)),
+            *("--missed-heartbeat-limit", str(MISSED)),
+        ]
     worker = Worker(
         bench.url(db, use_async=True),
         f"{prefix}-w0",
@@ -135,7 +155,7 @@ def soak(bench: Bench, history: str) -> Figure:
                     mark = (len(checkpoints) + 1) * step
                     t_prev, d_prev = last
                     at = t_prev + (now - t_prev) * (mark - d_prev) / (done - d_prev)
-                    point = _Checkpoint(mark, at, rss_kib(worker.proc.pid), _sizes(poll))
+                    point = _Checkpoint(mark, at, rss_kib(worker.proc.pid), poll)
                     point.least_backlog, least_backlog = least_backlog, left
                     checkpoints.append(point)
                 if done >= total:
@@ -157,6 +177,10 @@ def soak(bench: Bench, history: str) -> Figure:
                 pruned_after = _wait_pruned(poll, time.perf_counter() + RETENTION + 60)
             after = _sizes(poll)
             rss_end = rss_kib(worker.proc.pid)
+            with poll.cursor() as cur:
+                cur.execute(_DEADLOCKS)
+                row = cur.fetchone()
+            deadlocks = int(row[0]) if row else -1
     finally:
         problems = stop_workers([worker])
         engine.dispose()
@@ -179,9 +203,12 @@ def soak(bench: Bench, history: str) -> Figure:
             met=growth <= RSS_GROWTH,
             notes=(
                 f"{rss_start:,} KiB at start, {first.rss:,} at {step:,}, {rss_end:,} at the"
-                f" end: {growth:+.1%}; queue table {_mib(after[2])}"
+                f" end: {growth:+.1%}; queue table {_mib(after[2])}; {deadlocks} deadlocks"
             ),
-            extra={"rss_kib": {"start": rss_start, "first": first.rss, "end": rss_end}},
+            extra={
+                "rss_kib": {"start": rss_start, "first": first.rss, "end": rss_end},
+                "deadlocks": deadlocks,
+            },
         )
     )
 
@@ -220,8 +247,9 @@ def _add_rows(
                 "exec/s",
                 notes=(
                     f"RSS {point.rss:,} KiB; history {point.history_rows:,} entries,"
-                    f" {_mib(point.history_size)}; queue table {_mib(point.queue_size)};"
-                    f" least backlog {point.least_backlog:,}"
+                    f" {_mib(point.history_size)}; queue table {_mib(point.queue_size)},"
+                    f" {point.dead:,} dead rows, {point.autovacuums} autovacuums so far;"
+                    f" least backlog {point.least_backlog:,}; load {point.load:.1f}"
                 ),
                 extra={
                     "done": point.done,
@@ -231,6 +259,9 @@ def _add_rows(
                     "history_bytes": point.history_size,
                     "queue_bytes": point.queue_size,
                     "least_backlog": point.least_backlog,
+                    "queue_dead_rows": point.dead,
+                    "queue_autovacuums": point.autovacuums,
+                    "loadavg_1m": point.load,
                 },
             )
         )

@@ -22,13 +22,14 @@ registers a ``callback`` task (a no-op that reports its start as ``callback@<ins
 for groups whose members are ``noop`` executions; ``--report-commits`` prints
 ``START committed@<instance> <time.time() as its COMMIT was sent> <execution_time>``
 once an execution's success has been committed (a listener's ``on_success``).
-``--history-retention`` sets ``history_retention`` and ``--heartbeat-interval``
+``--history-retention`` sets ``history_retention``, ``--heartbeat-interval``
 ``heartbeat_interval`` (seconds; the maintenance pass that prunes history runs every two
-heartbeat intervals). ``--hold`` makes each ``noop`` execution wait, once begun, until the
-worker gets SIGUSR1: each SIGUSR1 releases the executions waiting at that moment (async
-handlers await an ``anyio.Event``, sync ones block their thread on a ``threading.Event``).
-SIGTERM or SIGINT stops the scheduler
-gracefully (``request_stop``) and the process exits 0.
+heartbeat intervals) and ``--missed-heartbeat-limit`` ``missed_heartbeat_limit`` (with a
+short interval, keep an execution from counting as dead after a fraction of a second).
+``--hold`` makes each ``noop`` execution wait, once begun, until the worker gets SIGUSR1:
+each SIGUSR1 releases the executions waiting at that moment (async handlers await an
+``anyio.Event``, sync ones block their thread on a ``threading.Event``). SIGTERM or SIGINT
+stops the scheduler gracefully (``request_stop``) and the process exits 0.
 """
 
 from __future__ import annotations
@@ -102,6 +103,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--heartbeat-interval", type=float, default=None, help="heartbeat_interval, seconds"
+    )
+    parser.add_argument(
+        "--missed-heartbeat-limit", type=int, default=None, help="missed_heartbeat_limit"
     )
     parser.add_argument(
         "--hold", action="store_true", help="each noop execution waits for a SIGUSR1"
@@ -245,6 +249,8 @@ def make_config(args: argparse.Namespace) -> SchedulerConfig:
         extra["history_retention"] = timedelta(seconds=args.history_retention)
     if args.heartbeat_interval is not None:
         extra["heartbeat_interval"] = timedelta(seconds=args.heartbeat_interval)
+    if args.missed_heartbeat_limit is not None:
+        extra["missed_heartbeat_limit"] = args.missed_heartbeat_limit
     return SchedulerConfig(
         concurrency=args.concurrency,
         polling_interval=timedelta(seconds=args.polling_interval),
