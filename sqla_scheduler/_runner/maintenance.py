@@ -51,10 +51,12 @@ log = logging.getLogger("sqla_scheduler")
 #: How many unreadable rows one pass names, and how many it remembers having named.
 _UNREADABLE_PER_PASS = 100
 _UNREADABLE_REMEMBERED = 10_000
-#: History entries deleted per statement (one short transaction each), and at most how
-#: many statements one pass runs: a backlog is pruned over several passes.
+#: History entries deleted per statement (one short transaction each). A pass deletes
+#: batch after batch until one is not full, or until it has pruned for ``PRUNE_SHARE`` of
+#: ``revive_interval``: pruning keeps up with entries written at any rate, and a backlog
+#: (a retention shortened) takes several passes without holding revival up.
 PRUNE_BATCH = 1000
-PRUNE_BATCHES_PER_PASS = 10
+PRUNE_SHARE = 0.5
 #: The per-minute counts are kept at least this long, whatever ``history_retention``
 #: says: the admin page's charts show the last day.
 STATS_RETENTION = timedelta(days=1)
@@ -109,12 +111,15 @@ class Maintenance:
 
     async def run(self) -> None:
         """A pass every ``revive_interval`` until cancelled; a failed pass is retried."""
+        interval = self.config.revive_interval.total_seconds()
         while True:
+            began = steady_seconds()
             try:
                 await self.run_once()
             except Exception:
                 log.warning("maintenance failed; retrying", exc_info=True)
-            await anyio.sleep(self.config.revive_interval.total_seconds())
+            # every interval, however long the pass took (pruning may take half of it)
+            await anyio.sleep(max(0.0, began + interval - steady_seconds()))
 
     async def run_once(self) -> None:
         """One pass: clock sync, revival, orphan deletion when tasks are registered,
@@ -124,9 +129,10 @@ class Maintenance:
         await self.report_unreadable_once()
         if self.names:  # with no tasks, every row would look orphaned
             await self.delete_orphans_once()
-        await self.prune_history_once()
-        await self.prune_results_once()
-        await self.prune_stats_once()
+        until = self._prune_deadline()
+        await self.prune_history_once(until=until)
+        await self.prune_results_once(until=until)
+        await self.prune_stats_once(until=until)
         await self.forget_nodes_once()
 
     async def sync_clock(self) -> None:
@@ -283,37 +289,50 @@ class Maintenance:
             log.info("forgot %d scheduler node(s) not seen since %s", forgotten, threshold)
         return forgotten
 
-    async def prune_history_once(self) -> int:
+    async def prune_history_once(self, *, until: float | None = None) -> int:
         """Delete history entries older than ``history_retention``, ``PRUNE_BATCH`` per
-        statement and at most ``PRUNE_BATCHES_PER_PASS`` statements; return how many."""
+        statement, until none is left or the steady clock reaches ``until`` (by default
+        ``PRUNE_SHARE`` of ``revive_interval`` from now); return how many."""
         return await self._prune(
-            _history_store.prune, self.config.history_retention, "history entries"
+            _history_store.prune, self.config.history_retention, "history entries", until
         )
 
-    async def prune_results_once(self) -> int:
+    async def prune_results_once(self, *, until: float | None = None) -> int:
         """Delete kept results older than ``result_retention``, as ``prune_history_once``
         does history entries, and the groups that ended before then (whose members'
         results go with them); return how many results."""
         retention = self.config.result_retention
-        pruned = await self._prune(_result_store.prune, retention, "results")
-        await self._prune(_group_store.prune, retention, "groups")
+        until = self._prune_deadline() if until is None else until
+        pruned = await self._prune(_result_store.prune, retention, "results", until)
+        await self._prune(_group_store.prune, retention, "groups", until)
         return pruned
 
-    async def prune_stats_once(self) -> int:
+    async def prune_stats_once(self, *, until: float | None = None) -> int:
         """Delete the per-minute counts of minutes older than ``history_retention`` (a day
         at least, ``STATS_RETENTION``), about ``PRUNE_BATCH`` rows per statement, as
         ``prune_history_once`` does history entries; return how many rows."""
         retention = max(self.config.history_retention, STATS_RETENTION)
-        return await self._prune(_stats_store.prune, retention, "per-minute counts")
+        return await self._prune(_stats_store.prune, retention, "per-minute counts", until)
 
-    async def _prune(self, prune_some: Callable[..., int], retention: timedelta, what: str) -> int:
+    def _prune_deadline(self) -> float:
+        """When (steady clock) a pass's pruning stops, backlog or not."""
+        return steady_seconds() + self.config.revive_interval.total_seconds() * PRUNE_SHARE
+
+    async def _prune(
+        self,
+        prune_some: Callable[..., int],
+        retention: timedelta,
+        what: str,
+        until: float | None,
+    ) -> int:
         threshold = self.clock.now() - retention
+        until = self._prune_deadline() if until is None else until
         prune = partial(prune_some, table=self.table, threshold=threshold, limit=PRUNE_BATCH)
         pruned = 0
-        for _ in range(PRUNE_BATCHES_PER_PASS):
+        while True:  # at least one batch, whatever the time
             deleted = await self.db.shielded(prune, autocommit=True)
             pruned += deleted
-            if deleted < PRUNE_BATCH:
+            if deleted < PRUNE_BATCH or steady_seconds() >= until:
                 break
         if pruned:
             log.info("pruned %d %s older than %s", pruned, what, threshold.isoformat())

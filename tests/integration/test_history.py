@@ -9,10 +9,11 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from sqlalchemy import insert, text, update
+from sqlalchemy import event, insert, text, update
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler import FixedDelay, HistoryEntry, ManualClock, one_time, recurring
-from sqla_scheduler._runner.maintenance import PRUNE_BATCH, PRUNE_BATCHES_PER_PASS
+from sqla_scheduler._runner.maintenance import PRUNE_BATCH
 from sqla_scheduler.models import history_table
 from tests.conftest import Harness
 
@@ -289,18 +290,56 @@ async def test_listing_filters_and_orders_newest_first(db: Harness, clock: Manua
         scheduler.history(db.engine, since=datetime(2030, 1, 1))
 
 
-async def test_pruning_deletes_old_entries_in_bounded_batches(
-    db: Harness, clock: ManualClock
-) -> None:
-    scheduler = db.scheduler([], clock, history_retention=timedelta(days=7))
+def _old_entries(db: Harness, count: int) -> None:
+    """``count`` entries eight days old, then one of now (``new``)."""
     table = history_table(db.table)
     old = NOW - timedelta(days=8)
-    backlog = PRUNE_BATCH * PRUNE_BATCHES_PER_PASS + 5
     entry = {"task_name": "t", "outcome": "failed", "finished_at": old, "attempt": 1}
     with db.sync_engine.begin() as conn:
-        conn.execute(insert(table), [{**entry, "task_instance": f"i{n}"} for n in range(backlog)])
+        conn.execute(insert(table), [{**entry, "task_instance": f"i{n}"} for n in range(count)])
         conn.execute(insert(table), [{**entry, "task_instance": "new", "finished_at": NOW}])
-    assert await scheduler.prune_history() == PRUNE_BATCH * PRUNE_BATCHES_PER_PASS
-    assert await scheduler.prune_history() == 5
+
+
+async def test_pruning_deletes_every_old_entry_in_bounded_batches(
+    db: Harness, clock: ManualClock
+) -> None:
+    """A pass deletes batch after batch until none is left (ten batches and more: the
+    rate entries are written at does not outrun it), each batch a statement of its own."""
+    scheduler = db.scheduler([], clock, history_retention=timedelta(days=7))
+    backlog = PRUNE_BATCH * 12 + 5
+    _old_entries(db, backlog)
+    deletes: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("DELETE"):
+            deletes.append(statement)
+
+    engine = db.engine.sync_engine if isinstance(db.engine, AsyncEngine) else db.engine
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        assert await scheduler.prune_history() == backlog
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    assert len(deletes) == 13  # twelve full batches, then the five left
     assert await scheduler.prune_history() == 0
+    assert [e.instance_id for e in await _history(db, scheduler)] == ["new"]
+
+
+async def test_a_pass_prunes_for_half_its_interval_at_most(db: Harness, clock: ManualClock) -> None:
+    """With a revive interval of 2 ms a pass prunes for 1 ms: its first batch, then it
+    stops; the next passes take the rest."""
+    scheduler = db.scheduler(
+        [], clock, history_retention=timedelta(days=7), heartbeat_interval=timedelta(milliseconds=1)
+    )
+    backlog = PRUNE_BATCH * 3 + 5
+    _old_entries(db, backlog)
+    first = await scheduler.prune_history()
+    assert 0 < first < backlog
+    assert first % PRUNE_BATCH == 0
+    pruned = first
+    while pruned < backlog:
+        done = await scheduler.prune_history()
+        assert done > 0
+        pruned += done
+    assert pruned == backlog
     assert [e.instance_id for e in await _history(db, scheduler)] == ["new"]
