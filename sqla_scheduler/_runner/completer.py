@@ -139,21 +139,27 @@ class Completer:
             for c in completions
         )
         try:
-            recorded = await self.db.shielded(
-                partial(
-                    _store.complete,
-                    table=self.table,
-                    batch=completions,
-                    history=self.config.history,
-                    notify=self.limited,
-                ),
-                autocommit=single,
-                lane=None if lane is None else f"{lane}{'-autocommit' if single else ''}",
-            )
+            async with self.held.writes.statement():  # not beside a heartbeat
+                recorded = await self.db.shielded(
+                    partial(
+                        _store.complete,
+                        table=self.table,
+                        batch=completions,
+                        history=self.config.history,
+                        notify=self.limited,
+                    ),
+                    autocommit=single,
+                    lane=None if lane is None else f"{lane}{'-autocommit' if single else ''}",
+                )
         except Exception:
             if len(batch) == 1:
                 recorded = await self._retry(completions[0])
             else:  # find the one that fails, commit the others
+                log.warning(
+                    "committing %d outcomes together failed; committing them one by one",
+                    len(batch),
+                    exc_info=True,
+                )
                 for record in batch:
                     await self._commit([record], lane=lane)
                 return

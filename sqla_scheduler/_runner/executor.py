@@ -25,7 +25,7 @@ from sqla_scheduler import _app_code, _group_store, _store
 from sqla_scheduler._bridge import Database, SessionFactory, Transaction
 from sqla_scheduler._execution import Execution, Key
 from sqla_scheduler._runner import outcomes
-from sqla_scheduler._runner.held import Held, log_lost, versioned_keys
+from sqla_scheduler._runner.held import Held, RowWrites, log_lost, versioned_keys
 from sqla_scheduler._runner.outcomes import Outcome
 from sqla_scheduler._runner.waker import AHEAD
 from sqla_scheduler._store import Completion
@@ -62,6 +62,7 @@ class Executor:
         sessions: SessionFactory | None = None,
         limited: frozenset[str] = frozenset(),
         on_handed_back: Callable[[], None] | None = None,
+        writes: RowWrites | None = None,
     ) -> None:
         self.tasks = tasks
         self._db = db
@@ -76,7 +77,8 @@ class Executor:
         self.listeners = listeners
         self.interceptors = interceptors
         self._threads = threads
-        self._starts = _StartRecorder(db, table, clock)
+        #: Start records are kept apart from heartbeats (see ``RowWrites``).
+        self._starts = _StartRecorder(db, table, clock, writes or RowWrites())
         #: Called once a rate-limited execution handed back for starting late is due again
         #: (the picker's wake-up: it was picked by this process, no other hears of it).
         self._on_handed_back = on_handed_back
@@ -350,10 +352,11 @@ class _StartRecorder:
     like any failing execution.
     """
 
-    def __init__(self, db: Database, table: Table, clock: Clock) -> None:
+    def __init__(self, db: Database, table: Table, clock: Clock, writes: RowWrites) -> None:
         self.db = db
         self.table = table
         self.clock = clock
+        self.writes = writes
         self._waiting: list[_Starting] = []
         self._busy = False
 
@@ -399,11 +402,12 @@ class _StartRecorder:
     async def _write(self, batch: list[Held]) -> set[Key] | None:
         keys = versioned_keys(batch)
         try:
-            return await self.db.shielded(
-                partial(_store.mark_started, table=self.table, held=keys, now=self.clock.now()),
-                autocommit=True,
-                lane="starter",  # one record is written at a time, so it keeps a connection
-            )
+            async with self.writes.statement():
+                return await self.db.shielded(
+                    partial(_store.mark_started, table=self.table, held=keys, now=self.clock.now()),
+                    autocommit=True,
+                    lane="starter",  # one record is written at a time: it keeps a connection
+                )
         except Exception:
             log.warning(
                 "could not record the start of %d execution(s); handing them back",

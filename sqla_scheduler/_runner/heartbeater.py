@@ -48,18 +48,21 @@ class Heartbeater:
         A failure to write is logged and retried at the next beat: one missed beat is
         within ``missed_heartbeat_limit``.
         """
-        snapshot = [h for h in self.held if not h.lost and not h.completing]
-        if not snapshot:
+        if not any(not h.lost and not h.completing for h in self.held):
             return 0
-        keys = versioned_keys(snapshot)
-        try:
-            refreshed = await self.db.shielded(
-                partial(_store.heartbeat, table=self.table, held=keys, now=self.clock.now()),
-                autocommit=True,
-            )
-        except Exception:
-            log.warning("heartbeat of %d execution(s) failed; retrying", len(keys), exc_info=True)
-            return 0
+        async with self.held.writes.heartbeat():  # no start record or commit beside it
+            snapshot = [h for h in self.held if not h.lost and not h.completing]
+            keys = versioned_keys(snapshot)
+            try:
+                refreshed = await self.db.shielded(
+                    partial(_store.heartbeat, table=self.table, held=keys, now=self.clock.now()),
+                    autocommit=True,
+                )
+            except Exception:
+                log.warning(
+                    "heartbeat of %d execution(s) failed; retrying", len(keys), exc_info=True
+                )
+                return 0
         for held in snapshot:
             if held.key not in refreshed and not held.completing and self.held.holds(held):
                 held.lost = True

@@ -9,13 +9,16 @@ read before each start) and the ``Waker``, it is the state the services share.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
+import anyio
+
 from sqla_scheduler._execution import Execution, Key
 
-__all__ = ["Held", "HeldSet", "PausedTasks", "log_lost", "versioned_keys"]
+__all__ = ["Held", "HeldSet", "PausedTasks", "RowWrites", "log_lost", "versioned_keys"]
 
 log = logging.getLogger("sqla_scheduler")
 
@@ -45,11 +48,67 @@ class Held:
         return f"{self.execution.task_name}/{self.execution.instance_id}"
 
 
+class RowWrites:
+    """Keeps a heartbeat's statement apart from this process's other statements on its
+    held rows (start records, completion commits).
+
+    Each writes many held rows in one statement, locking them in its own order: a
+    heartbeat's ``UPDATE`` beside a ``DELETE`` of some of the same rows could deadlock,
+    which PostgreSQL breaks after ``deadlock_timeout`` (a second), aborting one of them.
+    The others run side by side; a heartbeat waits for those under way and, while it
+    waits or runs, new ones wait for it (a heartbeat is short, and rare).
+    """
+
+    def __init__(self) -> None:
+        self._changed = anyio.Condition()
+        self._writing = 0
+        self._beating = False
+
+    @asynccontextmanager
+    async def statement(self) -> AsyncIterator[None]:
+        """Around a start record or a completion commit."""
+        async with self._changed:
+            while self._beating:
+                await self._changed.wait()
+            self._writing += 1
+        try:
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                async with self._changed:
+                    self._writing -= 1
+                    self._changed.notify_all()
+
+    @asynccontextmanager
+    async def heartbeat(self) -> AsyncIterator[None]:
+        """Around a heartbeat: from when no other statement is under way to its end."""
+        async with self._changed:
+            while self._beating:
+                await self._changed.wait()
+            self._beating = True
+            try:
+                while self._writing:
+                    await self._changed.wait()
+            except BaseException:
+                self._beating = False
+                self._changed.notify_all()
+                raise
+        try:
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                async with self._changed:
+                    self._beating = False
+                    self._changed.notify_all()
+
+
 class HeldSet:
-    """The held executions by key, with the counts that size the next pick."""
+    """The held executions by key, with the counts that size the next pick, and the
+    gate that keeps heartbeats apart from other writes of them (``writes``)."""
 
     def __init__(self) -> None:
         self._by_key: dict[Key, Held] = {}
+        self.writes = RowWrites()
         #: Picked executions whose handler has not finished (queued or running).
         self.outstanding = 0
         #: Executions whose handler a worker is running now.

@@ -121,6 +121,7 @@ class Runner:
             sessions=sessions,
             limited=frozenset(limits),
             on_handed_back=waker.news,
+            writes=held.writes,
         )
         #: Adds the counts of finished executions to the stats table (none with ``stats`` off).
         self.stats = StatsWriter(db=db, table=table, node=config.scheduler_name)

@@ -1,0 +1,100 @@
+"""``RowWrites``: a heartbeat's statement on the held rows never runs beside a start
+record or a completion commit (each locks many of those rows in its own order; side by
+side they could deadlock), while those run side by side."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from sqla_scheduler._runner.held import RowWrites
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_statements_run_side_by_side() -> None:
+    writes = RowWrites()
+    both = anyio.Event()
+    inside = 0
+
+    async def statement() -> None:
+        nonlocal inside
+        async with writes.statement():
+            inside += 1
+            if inside == 2:
+                both.set()
+            await both.wait()
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            group.start_soon(statement)
+            group.start_soon(statement)
+
+
+async def test_a_heartbeat_waits_for_the_statement_under_way_and_new_ones_wait_for_it() -> None:
+    writes = RowWrites()
+    order: list[str] = []
+    first_in, release_first = anyio.Event(), anyio.Event()
+
+    async def first() -> None:
+        async with writes.statement():
+            order.append("first in")
+            first_in.set()
+            await release_first.wait()
+            order.append("first out")
+
+    async def heartbeat() -> None:
+        async with writes.heartbeat():
+            order.append("beat in")
+            await anyio.lowlevel.checkpoint()
+            order.append("beat out")
+
+    async def later() -> None:
+        async with writes.statement():
+            order.append("later in")
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            group.start_soon(first)
+            await first_in.wait()
+            group.start_soon(heartbeat)
+            await anyio.wait_all_tasks_blocked()
+            group.start_soon(later)  # arrives while the heartbeat waits
+            await anyio.wait_all_tasks_blocked()
+            assert order == ["first in"]
+            release_first.set()
+    assert order == ["first in", "first out", "beat in", "beat out", "later in"]
+
+
+async def test_a_heartbeat_cancelled_while_it_waits_lets_statements_through() -> None:
+    writes = RowWrites()
+    first_in, release_first = anyio.Event(), anyio.Event()
+    later_in = anyio.Event()
+    beat = anyio.CancelScope()
+
+    async def first() -> None:
+        async with writes.statement():
+            first_in.set()
+            await release_first.wait()
+
+    async def heartbeat() -> None:
+        with beat:
+            async with writes.heartbeat():
+                pytest.fail("the heartbeat ran beside a statement")
+
+    async def later() -> None:
+        async with writes.statement():
+            later_in.set()
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            group.start_soon(first)
+            await first_in.wait()
+            group.start_soon(heartbeat)
+            await anyio.wait_all_tasks_blocked()
+            group.start_soon(later)
+            await anyio.wait_all_tasks_blocked()
+            assert not later_in.is_set()  # held up by the heartbeat waiting
+            beat.cancel()
+            await later_in.wait()  # let through once the heartbeat gave up
+            release_first.set()
