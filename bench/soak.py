@@ -7,8 +7,8 @@ ever due, and the worker is never left without work.
 Run twice, with ``history="failures"`` (the default: a success leaves no entry) and with
 ``history="all"`` (an entry per success) pruned as it goes: ``history_retention`` of
 ``RETENTION`` seconds and ``heartbeat_interval`` of ``HEARTBEAT`` seconds, since the
-maintenance pass that prunes runs every two heartbeat intervals and deletes at most
-``PRUNE_BATCH * PRUNE_BATCHES_PER_PASS`` entries (10,000) per pass.
+maintenance pass that prunes runs every two heartbeat intervals (it deletes batches of
+``PRUNE_BATCH`` until none is left, for half that interval at most).
 
 At each tenth of the run (every 100,000 executions) a row: the drain rate over that tenth,
 the worker's resident set (``VmRSS`` in ``/proc/<pid>/status``), the history table's
@@ -32,7 +32,7 @@ from bench.harness import Bench
 from bench.results import Figure, ScenarioError
 from bench.workers import Worker, stop_workers
 from sqla_scheduler import Scheduler
-from sqla_scheduler._runner.maintenance import PRUNE_BATCH, PRUNE_BATCHES_PER_PASS
+from sqla_scheduler._runner.maintenance import PRUNE_BATCH
 
 __all__ = ["CHECKPOINTS", "SETTINGS", "rss_kib", "soak"]
 
@@ -286,8 +286,8 @@ def _add_history(
             "KiB",
             notes=(
                 f"{rows:,} entries {pruned_after or 0:.1f}s after the last execution"
-                f" (retention {RETENTION:g}s, a prune pass every {2 * HEARTBEAT:g}s of at"
-                f" most {PRUNE_BATCH * PRUNE_BATCHES_PER_PASS:,}); at most {most:,} entries"
+                f" (retention {RETENTION:g}s, a prune pass every {2 * HEARTBEAT:g}s in"
+                f" batches of {PRUNE_BATCH:,}); at most {most:,} entries"
                 f" at a tenth; {_mib(checkpoints[0].history_size)} at the first tenth"
             ),
             extra={"rows": rows, "bytes": size, "most_rows": most},
