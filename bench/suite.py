@@ -117,10 +117,12 @@ POSTGRESQL_ONLY = {
 #: Each figure's least ratio to its floor, by database.
 RATIO_TARGETS = {
     "postgresql": {
-        "drain_async_1": 0.35,
-        "drain_sync_1": 0.20,
-        "schedule": 0.70,
-        "schedule_async": 0.60,
+        # issue 35's: the drains close to the per-batch floor, one schedule() per commit
+        # close to one INSERT per commit, sync or awaited
+        "drain_async_1": 0.75,
+        "drain_sync_1": 0.50,
+        "schedule": 0.85,
+        "schedule_async": 0.85,
         "schedule_batch": 1.00,
         "drain_scale": 0.80,
         "drain_history_failures": 0.90,  # within noise of no history at all
