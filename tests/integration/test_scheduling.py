@@ -13,8 +13,8 @@ from zoneinfo import ZoneInfo
 import psycopg
 import pydantic
 import pytest
-from sqlalchemy import event, insert, text, update
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy import Connection, Engine, create_engine, event, insert, text, update
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from sqla_scheduler import ManualClock, Scheduler, one_time
 from sqla_scheduler._dialects import read_notice
@@ -383,3 +383,37 @@ async def test_a_batch_notifies_once_per_task_with_its_earliest_time(
         assert payloads[0] == ("invoice", later)
         assert sorted(payloads[1:3], key=str) == [("invoice", later), ("send-email", None)]
         assert payloads[3] == ("invoice", None)
+
+
+@pytest.mark.postgres_only("one statement in autocommit is PostgreSQL's way")
+async def test_the_pools_connection_leaves_autocommit_after_schedule(db: Harness) -> None:
+    """``schedule`` on an engine runs its INSERT in autocommit on a connection of the
+    application's pool, switching the driver and back: the connection the application
+    checks out next is in a transaction again, whose rollback undoes its writes."""
+    # one connection in the pool: the one schedule() used is the one checked out next
+    engine: Engine | AsyncEngine = (
+        create_async_engine(db.url, pool_size=1, max_overflow=0)
+        if db.is_async
+        else create_engine(db.url, pool_size=1, max_overflow=0)
+    )
+    scheduler = Scheduler(engine, [send_email])
+
+    def undone(conn: Connection) -> None:
+        assert conn.connection.driver_connection.autocommit is False
+        conn.execute(update(db.table).values(priority=7))
+        conn.rollback()
+
+    try:
+        assert await db.resolve(scheduler.schedule(engine, send_email.instance("first")))
+        assert not await db.resolve(scheduler.schedule(engine, send_email.instance("first")))
+        if isinstance(engine, AsyncEngine):
+            async with engine.connect() as conn:
+                await conn.run_sync(undone)
+        else:
+            with engine.connect() as conn:
+                undone(conn)
+    finally:
+        await db.resolve(engine.dispose())
+    row = db.row("send-email", "first")
+    assert row is not None
+    assert row["priority"] == 0
