@@ -44,7 +44,6 @@ from sqlalchemy.util import greenlet_spawn
 
 from sqla_scheduler._commit_hooks import note_session, own_commit, refuse_commit
 from sqla_scheduler._dialects import backend_for, known_backend
-from sqla_scheduler._dialects.autocommit import autocommitted
 from sqla_scheduler.exceptions import TaskDefinitionError
 
 if TYPE_CHECKING:
@@ -212,9 +211,8 @@ def _in_own_transaction(engine: Engine, fn: Callable[[Connection], T], one_state
     """``fn`` on a connection of ``engine`` in a transaction of its own, or in autocommit
     when it runs ``one_statement`` where that is its own transaction."""
     if one_statement and _autocommits(engine):
-        # the hooks for after the commit run once the statement has committed
-        with engine.connect() as conn, own_commit(conn), autocommitted(conn):
-            return fn(conn)
+        with engine.connect() as conn:
+            return fn(conn.execution_options(isolation_level="AUTOCOMMIT"))
     with engine.connect() as conn, own_commit(conn), conn.begin():
         return fn(conn)
 

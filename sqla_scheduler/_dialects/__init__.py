@@ -16,8 +16,6 @@ database it talks to:
 - ``columns``: how each database declares the scheduler's columns and tables (the types
   and table options that differ by database), for the models and the migration steps.
 - ``notices``: the channel name wake-ups use and the payloads sent on it.
-- ``autocommit``: one statement in autocommit on a connection of the application's pool
-  (the driver switched and back).
 """
 
 from sqla_scheduler._dialects.backends import (

@@ -388,8 +388,8 @@ async def test_a_batch_notifies_once_per_task_with_its_earliest_time(
 @pytest.mark.postgres_only("one statement in autocommit is PostgreSQL's way")
 async def test_the_pools_connection_leaves_autocommit_after_schedule(db: Harness) -> None:
     """``schedule`` on an engine runs its INSERT in autocommit on a connection of the
-    application's pool, switching the driver and back: the connection the application
-    checks out next is in a transaction again, whose rollback undoes its writes."""
+    application's pool: the connection the application checks out next is out of
+    autocommit, in a transaction whose rollback undoes its writes."""
     # one connection in the pool: the one schedule() used is the one checked out next
     engine: Engine | AsyncEngine = (
         create_async_engine(db.url, pool_size=1, max_overflow=0)
