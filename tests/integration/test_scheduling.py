@@ -407,8 +407,8 @@ async def test_the_pools_connection_leaves_autocommit_after_schedule(db: Harness
         assert await db.resolve(scheduler.schedule(engine, send_email.instance("first")))
         assert not await db.resolve(scheduler.schedule(engine, send_email.instance("first")))
         if isinstance(engine, AsyncEngine):
-            async with engine.connect() as conn:
-                await conn.run_sync(undone)
+            async with engine.connect() as async_conn:
+                await async_conn.run_sync(undone)
         else:
             with engine.connect() as conn:
                 undone(conn)
