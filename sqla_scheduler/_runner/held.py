@@ -66,11 +66,14 @@ class RowWrites:
 
     @asynccontextmanager
     async def statement(self) -> AsyncIterator[None]:
-        """Around a start record or a completion commit."""
-        async with self._changed:
-            while self._beating:
-                await self._changed.wait()
-            self._writing += 1
+        """Around a start record or a completion commit. Shielded from cancellation, as
+        the statement itself is (``Database.shielded``): an outcome committed as the loop
+        stops (a release after ``shutdown_max_wait``) must not be lost to the wait."""
+        with anyio.CancelScope(shield=True):
+            async with self._changed:
+                while self._beating:
+                    await self._changed.wait()
+                self._writing += 1
         try:
             yield
         finally:

@@ -98,3 +98,15 @@ async def test_a_heartbeat_cancelled_while_it_waits_lets_statements_through() ->
             beat.cancel()
             await later_in.wait()  # let through once the heartbeat gave up
             release_first.set()
+
+
+async def test_a_statement_begun_as_its_task_is_cancelled_still_runs() -> None:
+    """As the statement itself is shielded, so is the wait for its turn: a release
+    committed while the loop is being cancelled is not lost."""
+    writes = RowWrites()
+    ran = False
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        async with writes.statement():
+            ran = True
+    assert ran
