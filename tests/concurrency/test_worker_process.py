@@ -239,7 +239,7 @@ def test_second_signal_stops_at_once(workers: Workers, app_db: Engine, pg_url: s
     assert "Traceback" not in output
     assert rows(app_db, "select task_instance, picked, picked_by from scheduled_tasks") == [
         ("s-1", False, None)
-    ]
+    ], workers.report()
 
 
 # --- trio -----------------------------------------------------------------------------------
