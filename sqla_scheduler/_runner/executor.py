@@ -57,12 +57,12 @@ class Executor:
         clock: Clock,
         shutdown: ShutdownSignal,
         threads: HandlerThreads,
+        writes: RowWrites,
         listeners: Sequence[SchedulerListener] = (),
         interceptors: Sequence[ExecutionInterceptor] = (),
         sessions: SessionFactory | None = None,
         limited: frozenset[str] = frozenset(),
         on_handed_back: Callable[[], None] | None = None,
-        writes: RowWrites | None = None,
     ) -> None:
         self.tasks = tasks
         self._db = db
@@ -78,7 +78,7 @@ class Executor:
         self.interceptors = interceptors
         self._threads = threads
         #: Start records are kept apart from heartbeats (see ``RowWrites``).
-        self._starts = _StartRecorder(db, table, clock, writes or RowWrites())
+        self._starts = _StartRecorder(db, table, clock, writes)
         #: Called once a rate-limited execution handed back for starting late is due again
         #: (the picker's wake-up: it was picked by this process, no other hears of it).
         self._on_handed_back = on_handed_back
