@@ -72,7 +72,7 @@ def schedule(server: MariaDBServer, engine: Engine) -> None:
         raw.rollback()
 
     def core(key: str) -> None:
-        values = {"task_name": "bench", "task_instance": key, "task_data": None}
+        values: dict[str, object] = {"task_name": "bench", "task_instance": key, "task_data": None}
         values |= {"execution_time": now, "priority": 0, "schedule": None}
         with engine.begin() as conn:
             conn.execute(insert, [values | {"trace_context": None, "payload_version": 1}])
@@ -117,13 +117,13 @@ def probe(server: MariaDBServer, engine: Engine, rows: int) -> None:
         raw.commit()
         cur.execute("ANALYZE TABLE scheduled_tasks")
     next_due = statements_for(table, backend_for(engine.dialect)).running.next_due
-    params = {"names": ["task0", "task1", "task2"], "now": now}
+    params: dict[str, object] = {"names": ["task0", "task1", "task2"], "now": now}
     took = []
     with engine.connect() as conn:
         for _ in range(21):
-            start = time.perf_counter()
+            t0 = time.perf_counter()
             conn.execute(next_due, params).all()
-            took.append((time.perf_counter() - start) * 1e3)
+            took.append((time.perf_counter() - t0) * 1e3)
     print(f"due-time probe, {rows:,} future rows: {statistics.median(took[1:]):.2f} ms (median)")
 
 
