@@ -77,6 +77,8 @@ class Bench:
         #: Index sizes in bytes by when they were read, then by index (the scale scenario).
         self.index_sizes: dict[str, dict[str, int]] = {}
         self._db_seq = 0
+        #: The databases the scenario under way made (``settle`` drops them after it).
+        self._made: list[str] = []
 
     # --- databases ---------------------------------------------------------------
 
@@ -85,7 +87,9 @@ class Bench:
 
     def new_db(self, label: str) -> str:
         self._db_seq += 1
-        return self.server.copy_template(f"b{self._db_seq:02d}_{label}")
+        db = self.server.copy_template(f"b{self._db_seq:02d}_{label}")
+        self._made.append(db)
+        return db
 
     @property
     def postgres(self) -> PostgreSQL:
@@ -149,6 +153,10 @@ class Bench:
             message = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
             self.errors.append(f"{label}: {message}")
             figure = self.add(Figure(key, label, None, unit, notes=f"FAILED: {message}"))
+        finally:
+            # each scenario starts on a quiet server, whatever the one before it wrote
+            made, self._made = self._made, []
+            self.server.settle(made)
         shown = "-" if figure.value is None else f"{figure.value:,.1f} {figure.unit}"
         print(
             f"[bench]   {shown} ({time.monotonic() - started:.1f}s)",
