@@ -44,10 +44,16 @@ FLOOR_SHORT = {
     "scale_pick_small": "(20,000 rows)",
     "scale_next_due_small": "(20,000 rows)",
 }
+#: How a floor measured beside its figure is shown (``scenarios.beside_plain``).
+PLAIN_SHORT = "(plain drain, same rounds)"
 
 
 #: The rows after which the table draws a line.
 SECTION_ENDS = ("floor_batch", "drain_async_2", "latency_p99", "same_process_p99", "scale_next_due")
+
+
+def _floor_short(key: str) -> str:
+    return PLAIN_SHORT if key.endswith("_plain") else FLOOR_SHORT.get(key, "")
 
 
 def render(console: Console, bench: Bench, meta: dict[str, Any]) -> None:
@@ -68,7 +74,7 @@ def render(console: Console, bench: Bench, meta: dict[str, Any]) -> None:
     table.add_column("Notes", overflow="fold")
     for key, fig in bench.figures.items():  # in the order the suite ran them
         floor = (
-            f"{_fmt(fig.floor, fig.unit)} {FLOOR_SHORT.get(fig.floor_key or '', '')}".strip()
+            f"{_fmt(fig.floor, fig.unit)} {_floor_short(fig.floor_key or '')}".strip()
             if fig.floor_key
             else ""
         )

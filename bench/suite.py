@@ -20,6 +20,7 @@ from bench.processes import PROCESSES, drain_processes
 from bench.results import Figure
 from bench.scale import scale
 from bench.scenarios import (
+    beside_plain,
     drain,
     due_lag,
     due_lag_cron,
@@ -34,6 +35,9 @@ from bench.soak import SETTINGS as SOAK_SETTINGS
 from bench.stats import admin_overview, stats_drains
 from bench.transactional import drain_transactional, floor_row_tx
 
+#: The drains measured beside a plain drain of their own (``beside_plain``): their
+#: floor is that drain, run in the same rounds, not ``drain_async_1``.
+PAIRED = ("drain_beside_limited", "drain_with_group", "drain_rated", "drain_pgbouncer")
 #: Each library figure and the raw floor it is compared with.
 FLOOR_OF = {
     "drain_async_1": "floor_drain",
@@ -44,14 +48,11 @@ FLOOR_OF = {
     "drain_history_all": "drain_history_none",
     "drain_stats": "drain_stats_off",
     "drain_limited": "drain_async_1",
-    "drain_beside_limited": "drain_async_1",
-    "drain_with_group": "drain_async_1",
+    **{key: f"{key}_plain" for key in PAIRED},
     "big_group": "big_kept",
     "big_plain": "drain_async_1",
     "big_kept": "big_plain",
-    "drain_rated": "drain_async_1",
     "drain_transactional": "floor_row_tx",
-    "drain_pgbouncer": "drain_async_1",
     **{f"drain_processes_{n}": "floor_drain" for n in PROCESSES},
     **{f"drain_processes_{n}_pgbouncer": "floor_drain" for n in (1, *PROCESSES)},
     # the soak's last tenth beside its first
@@ -152,12 +153,10 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
     """Run every scenario, or those named in ``only`` and the floors they compare with."""
     bench.prepare_template()
     wanted = set(only) | {
-        "drain_async_1"
-        for key in only
-        if key in ("scale", "drain_limited", "drain_with_group", "drain_rated", "big_group")
+        "drain_async_1" for key in only if key in ("scale", "drain_limited", "big_group")
     }
     wanted |= {"floor_latency" for key in only if key == "latency"}
-    wanted |= {"drain_async_1" for key in only if key in ("drain_pgbouncer", "processes")}
+    wanted |= {"drain_async_1" for key in only if key == "processes"}
     wanted |= {"latency" for key in only if key == "latency_pgbouncer"}
     wanted |= {FLOOR_OF[key] for key in wanted if key in FLOOR_OF}
 
@@ -216,13 +215,13 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
         "drain_beside_limited",
         "drain beside a task with max_concurrency",
         "rows/s",
-        partial(drain_beside_limited, bench),
+        partial(beside_plain, bench, "drain_beside_limited", partial(drain_beside_limited, bench)),
     )
     s(
         "drain_with_group",
         "drain with a group finishing beside it",
         "rows/s",
-        partial(drain_with_group, bench),
+        partial(beside_plain, bench, "drain_with_group", partial(drain_with_group, bench)),
     )
     s(
         "big_group",
@@ -248,7 +247,7 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
         "drain_rated",
         "drain of a task with a rate_limit above the drain rate",
         "rows/s",
-        partial(drain_rated, bench),
+        partial(beside_plain, bench, "drain_rated", partial(drain_rated, bench)),
     )
     s(
         "resume_p50",
@@ -314,7 +313,7 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
         "drain_pgbouncer",
         "drain through PgBouncer",
         "rows/s",
-        partial(drain_pgbouncer, bench),
+        partial(beside_plain, bench, "drain_pgbouncer", partial(drain_pgbouncer, bench)),
     )
     s(
         "latency_pgbouncer_p50",
