@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 import sniffio
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from sqla_scheduler import Scheduler, one_time
@@ -237,6 +237,65 @@ def test_second_signal_stops_at_once(workers: Workers, app_db: Engine, pg_url: s
     assert "received SIGINT while stopping: stopping at once" in output
     assert "sqla-scheduler: stopped at once by a second SIGINT" in output
     assert "Traceback" not in output
+    assert rows(app_db, "select task_instance, picked, picked_by from scheduled_tasks") == [
+        ("s-1", False, None)
+    ], workers.report()
+
+
+def test_a_release_held_up_past_the_grace_is_waited_for(
+    workers: Workers, app_db: Engine, pg_url: str
+) -> None:
+    """After the second signal the running execution is released; when the database holds
+    that release up (here a lock on its row) past the handlers' last grace (``STOP_GRACE``),
+    the worker still waits for it to commit rather than exit with the row picked."""
+    worker = workers.start("solo", SHUTDOWN_WAIT_MS=600_000)
+    workers.wait_started(worker)
+    client = build_scheduler(pg_url, name="client")
+    try:
+        client.schedule(app_db, one_time_task(client, "slow").instance("s-1"))
+    finally:
+        engine_of(client).dispose()
+    wait_until(
+        lambda: scalar(app_db, "select count(*) from runs where phase = 'started'") == 1,
+        20,
+        "s-1 to start",
+        workers.report,
+    )
+    with app_db.connect() as blocker:
+        blocker.execute(
+            text("select 1 from scheduled_tasks where task_instance = 's-1' for update")
+        )
+        worker.signal(signal.SIGTERM)
+        wait_until(lambda: "stopping gracefully" in worker.output(), 20, "the stop", workers.report)
+        worker.signal(signal.SIGINT)
+        wait_until(
+            lambda: (
+                scalar(
+                    app_db,
+                    "select count(*) from pg_stat_activity"
+                    " where wait_event_type = 'Lock' and query like '%scheduled_tasks%'",
+                )
+                == 1
+            ),
+            20,
+            "the release to wait for the row's lock",
+            workers.report,
+        )
+        # past the grace the workers' handlers get after their cancellation
+        wait_until(
+            lambda: (
+                "the stop waits for 1 outcome(s) the database has not committed" in worker.output()
+                or worker.proc.poll() is not None
+            ),
+            20,
+            "the grace to end",
+            workers.report,
+        )
+        blocker.rollback()
+    assert worker.proc.wait(timeout=30) == 128 + signal.SIGINT, workers.report()
+    output = worker.output()
+    assert "Traceback" not in output, workers.report()
+    assert "stopping without" not in output, workers.report()  # no handler was left running
     assert rows(app_db, "select task_instance, picked, picked_by from scheduled_tasks") == [
         ("s-1", False, None)
     ], workers.report()
