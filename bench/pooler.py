@@ -40,7 +40,17 @@ def drain_pgbouncer(bench: Bench) -> Figure:
 
 def latency_pgbouncer(bench: Bench) -> list[Figure]:
     """``latency`` with this process committing and the worker picking through the pooler,
-    and the worker's LISTEN on a direct connection (``listen_url``)."""
+    and the worker's LISTEN on a direct connection (``listen_url``); the direct ``latency``
+    measured just before it (``latency_pgbouncer_direct``) is what it is compared with, as
+    the machine's pace moves over a full run."""
+    direct = _starts_after(bench, "latency_pgbouncer_direct", latency_commits(bench))
+    _percentiles(
+        bench,
+        "latency_pgbouncer_direct",
+        "commit-to-start latency, direct, just before",
+        direct,
+        {},
+    )
     delays = _starts_after(
         bench,
         "latency_pgbouncer",
