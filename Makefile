@@ -49,6 +49,7 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/mypy --strict sqla_scheduler sqla_scheduler_pytest.py
 	$(BIN)/mypy --strict tests/typing
 	$(BIN)/mypy --explicit-package-bases --exclude 'tests/docs_fixtures/' tests
+	$(BIN)/mypy --explicit-package-bases bench
 
 ## Build the documentation site into site/; any warning fails the build.
 docs: $(VENV)/.installed-dev
