@@ -302,7 +302,9 @@ async def test_the_notify_carries_the_result_unless_it_is_too_long(
     reads: list[str] = []
     engine = db.engine.sync_engine if isinstance(db.engine, AsyncEngine) else db.engine
 
-    @event.listens_for(engine, "before_cursor_execute")
+    # after the read has run (not before: under load the read could then run after the
+    # commit below, find the result and make a second read needless)
+    @event.listens_for(engine, "after_cursor_execute")
     def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         if "scheduled_tasks_results" in statement:
             reads.append(statement)
