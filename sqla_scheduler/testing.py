@@ -15,7 +15,10 @@ guide.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime, timezone
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import anyio
@@ -25,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqla_scheduler._execution import Execution
 from sqla_scheduler.clock import ManualClock
 from sqla_scheduler.context import ExecutionContext
+from sqla_scheduler.groups import Group
 from sqla_scheduler.results import Result
 from sqla_scheduler.scheduler import Scheduler
 from sqla_scheduler.tasks import RECURRING_INSTANCE_ID, RecurringTask, Task
@@ -43,14 +47,22 @@ def build_context(
     consecutive_failures: int = 0,
     last_error: str | None = None,
     priority: int | None = None,
+    group: Group | Sequence[Result] | None = None,
 ) -> ExecutionContext[P]:
     """The [`ExecutionContext`][] the scheduler would hand ``task``'s handler.
 
     The payload is encoded and decoded as it would be through the table, so a payload
     that would not survive storage fails here too.
+
+    ``group`` is what a group's callback finds in ``ctx.group``: a [`Group`][] as it
+    stands, or its members' [`Result`][]s in the order they finished, which make a
+    finished group of that many members (its outcomes counted from them).
     """
     if instance_id is None:
         instance_id = RECURRING_INSTANCE_ID if isinstance(task, RecurringTask) else "test"
+    execution_time = execution_time or datetime.now(timezone.utc)
+    if group is not None and not isinstance(group, Group):
+        group = _finished_group(task, instance_id, execution_time, group)
     if payload is None and isinstance(task, RecurringTask):
         data: Any = task.initial_data
     else:
@@ -59,10 +71,34 @@ def build_context(
         payload=task.codec.decode(data),
         task_name=task.name,
         instance_id=instance_id,
-        execution_time=execution_time or datetime.now(timezone.utc),
+        execution_time=execution_time,
         consecutive_failures=consecutive_failures,
         last_error=last_error,
         priority=task.priority if priority is None else priority,
+        group=group,
+    )
+
+
+def _finished_group(
+    task: Task[Any], instance_id: str, at: datetime, members: Sequence[Result]
+) -> Group:
+    """A group whose ``members`` have all finished, ``task``'s callback waiting for it."""
+    for member in members:
+        if not isinstance(member, Result):
+            raise TypeError(
+                f"build_context(group=...) takes a Group or a sequence of Result, got an item "
+                f"of type {type(member).__name__}: {member!r}"
+            )
+    return Group(
+        id=1,
+        task_name=task.name,
+        instance_id=instance_id,
+        total=len(members),
+        remaining=0,
+        created_at=at,
+        finished_at=at,
+        outcomes=MappingProxyType(dict(Counter(m.outcome for m in members))),
+        members=tuple(members),
     )
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from sqla_scheduler import Group, ManualClock, custom, one_time, recurring
 from sqla_scheduler._execution import WAITING
+from sqla_scheduler.testing import build_context
 from tests.conftest import Harness
 
 pytestmark = pytest.mark.anyio
@@ -101,6 +102,35 @@ async def test_the_callback_runs_once_every_member_has_finished_and_sees_them(
     assert dict(progress.outcomes) == {"succeeded": 3}
     result = await db.resolve(scheduler.result(db.engine, "callback", "report"))
     assert result.value == "sent"
+
+
+async def test_build_context_gives_a_callback_the_group_the_scheduler_gives_it(
+    db: Harness, clock: ManualClock
+) -> None:
+    """``build_context(callback, group=results)``, from the members' results, is the
+    ``ctx.group`` the scheduler hands the callback: counts, outcomes and members."""
+    seen = Seen()
+    member, callback, _ = _tasks(seen)
+    scheduler = db.scheduler([member, callback], clock)
+    members = [member.instance("m1", 1), member.instance("m2", "fail"), member.instance("m3", 3)]
+    async with db.session() as session:
+        await db.resolve(
+            scheduler.schedule_group(session, members, then=callback.instance("report"))
+        )
+        await db.commit(session)
+    await _run_all(scheduler, clock)
+    (real,) = seen.groups
+    assert real is not None
+    assert dict(real.outcomes) == {"succeeded": 2, "abandoned": 1}
+
+    built = build_context(callback, instance_id="report", group=real.members).group
+    assert built is not None
+
+    def shown(group: Group) -> tuple[Any, ...]:
+        counts = (group.total, group.remaining, group.done, group.finished)
+        return (group.task_name, group.instance_id, counts, dict(group.outcomes), group.members)
+
+    assert shown(built) == shown(real)
 
 
 async def test_a_member_being_retried_has_not_finished_and_an_abandoned_one_has(

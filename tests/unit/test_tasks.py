@@ -13,10 +13,12 @@ from sqla_scheduler import (
     Cron,
     CustomTask,
     FixedDelay,
+    Group,
     NextAt,
     OneTimeTask,
     RateLimit,
     RecurringTask,
+    Result,
     custom,
     one_time,
     recurring,
@@ -210,6 +212,29 @@ def test_build_context_round_trips_the_payload() -> None:
     assert build_context(task, Point(0, 0)).last_error is None
     ctx.schedule(task.instance("next", Point(0, 0)))
     assert [i.instance_id for i in ctx.scheduled] == ["next"]
+
+
+def test_build_context_takes_a_group_or_its_members_results() -> None:
+    callback = one_time("report")(handler)
+    assert build_context(callback).group is None
+    group = Group(id=7, task_name="report", instance_id="r", total=2, remaining=1, created_at=NOW)
+    assert build_context(callback, group=group).group is group
+    done = Result(
+        task_name="member",
+        instance_id="m1",
+        outcome="succeeded",
+        value={"n": 1},
+        error=None,
+        finished_at=NOW,
+    )
+    built = build_context(callback, instance_id="r", execution_time=NOW, group=[done]).group
+    assert built is not None
+    assert (built.instance_id, built.total, built.remaining, built.finished_at) == ("r", 1, 0, NOW)
+    assert (dict(built.outcomes), built.members) == ({"succeeded": 1}, (done,))
+    with pytest.raises(
+        TypeError, match=r"a Group or a sequence of Result, got an item of type str"
+    ):
+        build_context(callback, group="m1")  # type: ignore[arg-type]
 
 
 def test_next_at_needs_an_aware_time() -> None:
