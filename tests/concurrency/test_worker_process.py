@@ -20,7 +20,15 @@ from sqla_scheduler import Scheduler, one_time
 from sqla_scheduler.worker import WorkerError, load_scheduler, run_worker
 from tests._postgres import PostgresCluster
 from tests.concurrency.app import build_scheduler, engine_of, one_time_task
-from tests.concurrency.conftest import ROOT, Workers, rows, scalar, wait_until, worker_command
+from tests.concurrency.conftest import (
+    ROOT,
+    Worker,
+    Workers,
+    rows,
+    scalar,
+    wait_until,
+    worker_command,
+)
 from tests.conftest import wait_for
 
 # --- load_scheduler ---------------------------------------------------------------------
@@ -208,9 +216,9 @@ def test_environment_sits_between_the_flags_and_the_module(
     assert "stopping gracefully (up to 250ms for running executions" in worker.output()
 
 
-def test_second_signal_stops_at_once(workers: Workers, app_db: Engine, pg_url: str) -> None:
-    """The second signal does not wait for running executions: exit 128 + signal number,
-    and what was running is released at once for another worker."""
+def _running_slow(workers: Workers, app_db: Engine, pg_url: str) -> Worker:
+    """A worker ``solo`` (10 minutes for running executions at a stop) whose handler of
+    ``slow/s-1`` has started, and runs until the test ends."""
     worker = workers.start("solo", SHUTDOWN_WAIT_MS=600_000)
     workers.wait_started(worker)
     client = build_scheduler(pg_url, name="client")
@@ -224,6 +232,13 @@ def test_second_signal_stops_at_once(workers: Workers, app_db: Engine, pg_url: s
         "s-1 to start",
         workers.report,
     )
+    return worker
+
+
+def test_second_signal_stops_at_once(workers: Workers, app_db: Engine, pg_url: str) -> None:
+    """The second signal does not wait for running executions: exit 128 + signal number,
+    and what was running is released at once for another worker."""
+    worker = _running_slow(workers, app_db, pg_url)
     worker.signal(signal.SIGTERM)
     wait_until(
         lambda: "received SIGTERM: stopping gracefully" in worker.output(),
@@ -248,19 +263,7 @@ def test_a_release_held_up_past_the_grace_is_waited_for(
     """After the second signal the running execution is released; when the database holds
     that release up (here a lock on its row) past the handlers' last grace (``STOP_GRACE``),
     the worker still waits for it to commit rather than exit with the row picked."""
-    worker = workers.start("solo", SHUTDOWN_WAIT_MS=600_000)
-    workers.wait_started(worker)
-    client = build_scheduler(pg_url, name="client")
-    try:
-        client.schedule(app_db, one_time_task(client, "slow").instance("s-1"))
-    finally:
-        engine_of(client).dispose()
-    wait_until(
-        lambda: scalar(app_db, "select count(*) from runs where phase = 'started'") == 1,
-        20,
-        "s-1 to start",
-        workers.report,
-    )
+    worker = _running_slow(workers, app_db, pg_url)
     with app_db.connect() as blocker:
         blocker.execute(
             text("select 1 from scheduled_tasks where task_instance = 's-1' for update")
