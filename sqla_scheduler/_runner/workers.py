@@ -232,16 +232,16 @@ class Workers:
         self.left_running = sorted(
             held.label for held in self.held if held.taken and not held.completing
         )
-        if not self.left_running:
+        committing = sorted(held.label for held in self.held if held.completing)
+        if not self.left_running and committing:
             # every handler has ended: what keeps a worker is the commit of an outcome (a
             # release, after a cancellation), which the database holds up; a stop does
             # not cut it off
-            committing = sorted(held.label for held in self.held if held.completing)
             log.warning(
                 "the stop waits for %d outcome(s) the database has not committed after %ss: %s",
                 len(committing),
                 STOP_GRACE.total_seconds(),
-                ", ".join(committing) or "none",
+                ", ".join(committing),
             )
             await host.ended.wait()
             return
