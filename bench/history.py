@@ -11,7 +11,7 @@ dead rows of one drain on the second core while the next one runs.
 from __future__ import annotations
 
 from bench.harness import Bench
-from bench.results import Figure
+from bench.results import Figure, better
 from bench.scenarios import drain
 
 ROUNDS = 2
@@ -37,8 +37,7 @@ def history_drains(bench: Bench) -> dict[str, Figure]:
             )
             with bench.postgres.connect(db, autocommit=True) as conn:
                 conn.execute("VACUUM")
-            if key not in best or (figure.value or 0) > (best[key].value or 0):
-                best[key] = figure
+            best[key] = better(best.get(key), figure)
             figure.notes += f"; best of {ROUNDS} rounds"
     for figure in best.values():
         bench.add(figure)

@@ -87,3 +87,10 @@ class TableStats:
 
 class ScenarioError(RuntimeError):
     """A scenario could not produce its figure."""
+
+
+def better(kept: Figure | None, figure: Figure) -> Figure:
+    """The better of a round's ``figure`` and the one ``kept`` so far (a higher rate)."""
+    if kept is None or (figure.value or 0) > (kept.value or 0):
+        return figure
+    return kept

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from bench.harness import TASK_NAME, Bench
 from bench.raw_listener import CHANNEL as RAW_CHANNEL
-from bench.results import Figure, ScenarioError
+from bench.results import Figure, ScenarioError, better
 from bench.workers import WORKER_SCRIPT, Worker, stop_workers
 from sqla_scheduler import ExecutionContext, Scheduler, SchedulerConfig, TaskInstance, one_time
 
@@ -149,11 +149,7 @@ def beside_plain(bench: Bench, key: str, measure: Callable[[], Figure]) -> Figur
             1,
             floor_key="",  # it is the floor
         )
-        figure = measure()
-        if best_plain is None or (plain.value or 0) > (best_plain.value or 0):
-            best_plain = plain
-        if best is None or (figure.value or 0) > (best.value or 0):
-            best = figure
+        best_plain, best = better(best_plain, plain), better(best, measure())
     assert best_plain is not None
     assert best is not None
     for kept in (best_plain, best):

@@ -41,7 +41,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from bench.harness import Bench, utc_now
-from bench.results import Figure, ScenarioError
+from bench.results import Figure, ScenarioError, better
 from bench.scenarios import drain
 from sqla_scheduler import Scheduler, one_time
 from sqla_scheduler._stats_store import minute_of
@@ -88,8 +88,7 @@ def stats_drains(bench: Bench) -> dict[str, Figure]:
                     raise ScenarioError(f"the stats counted {counted} executions, not the drain's")
             with bench.postgres.connect(db, autocommit=True) as conn:
                 conn.execute("VACUUM")
-            if key not in best or (figure.value or 0) > (best[key].value or 0):
-                best[key] = figure
+            best[key] = better(best.get(key), figure)
             figure.notes += f"; best of {ROUNDS} rounds"
     for figure in best.values():
         bench.add(figure)
