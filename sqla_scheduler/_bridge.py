@@ -44,6 +44,7 @@ from sqlalchemy.util import greenlet_spawn
 
 from sqla_scheduler._commit_hooks import note_session, own_commit, refuse_commit
 from sqla_scheduler._dialects import backend_for, known_backend
+from sqla_scheduler._pool import Budget
 from sqla_scheduler.exceptions import TaskDefinitionError
 
 if TYPE_CHECKING:
@@ -289,10 +290,15 @@ class Database:
         threads: int | None = None,
         *,
         prepared_statements: bool = True,
+        connections: int | None = None,
     ) -> None:
         self.engine = engine
         #: Bounds the worker threads of a sync engine; ``None`` shares anyio's default.
         self._limiter = anyio.CapacityLimiter(threads) if threads is not None else None
+        #: Bounds the connections out at once (see ``_pool``); ``None`` bounds nothing.
+        self._budget = Budget(connections) if connections is not None else None
+        #: The connections out that count against the budget.
+        self._budgeted: set[Connection | AsyncConnection] = set()
         self._prepared = prepared_statements
         self._lanes: dict[str, Connection | AsyncConnection] = {}
         backend = backend_for(engine.dialect)
@@ -343,6 +349,10 @@ class Database:
         A unit that lost a conflict with another transaction (``Backend.conflicted``: a
         deadlock, a lock wait that timed out) is rolled back and run again, up to
         ``CONFLICT_ATTEMPTS`` times in all, after a short random pause.
+
+        With a budget of ``connections``, a unit waits for its turn before it takes a
+        connection (in the event loop, holding nothing), and a lane keeps its connection
+        only while no other unit waits for one (see ``_pool``).
         """
         if not read_only:
             fn = self._unit_of_work(fn)
@@ -399,9 +409,13 @@ class Database:
         except BaseException:
             await self._close(conn)  # a lane whose unit failed starts afresh next time
             raise
-        if lane is None or self._lanes.setdefault(lane, conn) is not conn:
+        if lane is None or self._crowded() or self._lanes.setdefault(lane, conn) is not conn:
             await self._close(conn)
         return result
+
+    def _crowded(self) -> bool:
+        """Whether a unit waits for a connection of the budget: a lane gives its back."""
+        return self._budget is not None and self._budget.awaited
 
     async def shielded(
         self,
@@ -448,10 +462,35 @@ class Database:
             conn.commit()
         return result
 
-    async def _connect(self) -> Connection | AsyncConnection:
-        if isinstance(self.engine, AsyncEngine):
-            return await self.engine.connect()
-        return await anyio.to_thread.run_sync(self.engine.connect, limiter=self._limiter)
+    async def _connect(self, budgeted: bool = True) -> Connection | AsyncConnection:
+        """A connection of the pool; with ``budgeted``, once the budget has one free,
+        which an idle lane gives back when none is."""
+        budget = self._budget if budgeted else None
+        if budget is not None:
+            while budget.exhausted and self._lanes:
+                _, idle = self._lanes.popitem()
+                await self._close(idle)
+            await budget.take()
+        try:
+            conn: Connection | AsyncConnection
+            if isinstance(self.engine, AsyncEngine):
+                conn = await self.engine.connect()
+            else:
+                conn = await anyio.to_thread.run_sync(self.engine.connect, limiter=self._limiter)
+        except BaseException:
+            if budget is not None:
+                budget.give_back()
+            raise
+        if budget is not None:
+            self._budgeted.add(conn)
+        return conn
+
+    def _given_back(self, conn: Connection | AsyncConnection) -> None:
+        """``conn`` is closed: its place in the budget is free."""
+        if conn in self._budgeted:
+            self._budgeted.discard(conn)
+            assert self._budget is not None
+            self._budget.give_back()
 
     async def _call(self, conn: Connection | AsyncConnection, fn: Callable[[Connection], T]) -> T:
         if isinstance(conn, AsyncConnection):
@@ -462,28 +501,34 @@ class Database:
         with anyio.CancelScope(shield=True):
             reset = conn in self._planning_once
             self._planning_once.discard(conn)
-            if isinstance(conn, AsyncConnection):
-                if reset:
-                    await conn.run_sync(_reset_plan_cache_mode)
-                await conn.close()
-            else:
-                if reset:
-                    await anyio.to_thread.run_sync(
-                        _reset_plan_cache_mode, conn, limiter=self._limiter
-                    )
-                await anyio.to_thread.run_sync(conn.close, limiter=self._limiter)
+            try:
+                if isinstance(conn, AsyncConnection):
+                    if reset:
+                        await conn.run_sync(_reset_plan_cache_mode)
+                    await conn.close()
+                else:
+                    if reset:
+                        await anyio.to_thread.run_sync(
+                            _reset_plan_cache_mode, conn, limiter=self._limiter
+                        )
+                    await anyio.to_thread.run_sync(conn.close, limiter=self._limiter)
+            finally:
+                self._given_back(conn)
 
     @asynccontextmanager
     async def transaction(
-        self, sessions: SessionFactory | None = None
+        self, sessions: SessionFactory | None = None, *, budgeted: bool = True
     ) -> AsyncIterator[Transaction]:
         """A transaction of the library's own, open across awaits, with a session joined
         to it: made by ``sessions`` (the application's ``sessionmaker`` or
         ``async_sessionmaker``, bound here to the transaction's connection), else a plain
         ``Session`` on a sync engine and an ``AsyncSession`` on an async one. Nothing
         commits until ``Transaction.commit``; leaving without it rolls back. On SQLite the
-        transaction holds the write lock from its start (``Backend.unit_of_work``)."""
-        conn = await self._connect()
+        transaction holds the write lock from its start (``Backend.unit_of_work``).
+
+        ``budgeted=False`` takes its connection outside the budget: a transactional
+        handler's, of which there are at most ``concurrency`` (see ``_pool``)."""
+        conn = await self._connect(budgeted)
         try:
             if not self._prepared:
                 await self._call(conn, lambda c: _disable_prepare(c.connection.driver_connection))
@@ -633,14 +678,17 @@ class Transaction:
         with self._state:
             self._orphaned = self._in_thread
         if self._orphaned:
-            return
-        if isinstance(self._conn, AsyncConnection):
-            await self.session.close()
-            await self._conn.close()
-        else:  # one trip to a worker thread for both
-            await anyio.to_thread.run_sync(
-                _close_sync, self.session, self._conn, limiter=self._db._limiter
-            )
+            return  # a handler's transaction, outside the budget (see ``Executor``)
+        try:
+            if isinstance(self._conn, AsyncConnection):
+                await self.session.close()
+                await self._conn.close()
+            else:  # one trip to a worker thread for both
+                await anyio.to_thread.run_sync(
+                    _close_sync, self.session, self._conn, limiter=self._db._limiter
+                )
+        finally:
+            self._db._given_back(self._conn)
 
 
 def _close_sync(session: Session, conn: Any) -> None:

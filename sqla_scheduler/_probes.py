@@ -1,9 +1,12 @@
 """HTTP probes for a worker process: what ``sqla-scheduler worker --health-port PORT`` serves.
 
-- ``GET /livez``: the worker's event loop is making progress (it ticks once a second and
-  has done so within ``LIVE_WITHIN``). It never asks the database: a worker whose database
-  is down, or whose schema a newer version upgraded, keeps running and retrying, and a
-  restart would not help it, so liveness holds. 200 or 503, with one line of text.
+- ``GET /livez``: the worker is making progress. Its event loop ticks once a second and
+  has done so within ``LIVE_WITHIN``, and it has not owed work of its own (an outcome to
+  commit, an execution to start with a worker free) for ``STALLED_AFTER`` without starting
+  or recording anything: an event loop that ticks is not progress. It never asks the
+  database: a worker whose database is down, or whose schema a newer version upgraded,
+  keeps running and retrying (the database's refusals count as progress), and a restart
+  would not help it, so liveness holds. 200 or 503, with one line of text.
 - ``GET /readyz``: the database answers and its schema is one this version runs on (at
   the head, or ahead of it), as ``sqla-scheduler health`` checks it. 200 or 503.
 - ``GET /metrics``: the Prometheus text of the process's default registry, where
@@ -37,6 +40,8 @@ log = logging.getLogger("sqla_scheduler")
 
 #: How recently the event loop must have ticked for ``/livez`` to pass.
 LIVE_WITHIN = timedelta(seconds=30)
+#: How long a worker may owe work of its own without progress before ``/livez`` fails.
+STALLED_AFTER = timedelta(minutes=5)
 _TICK = 1.0
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
@@ -66,8 +71,14 @@ class Probes:
         host: str = "0.0.0.0",
         table_name: str = DEFAULT_TABLE_NAME,
         schema: str | None = None,
+        stalled: Callable[[], float] | None = None,
+        stalled_after: timedelta = STALLED_AFTER,
     ) -> None:
         self._url = url
+        #: How long the worker has owed work without progress (read by ``tick``).
+        self._stalled_for = stalled
+        self._stalled_after = stalled_after.total_seconds()
+        self._stalled = 0.0
         self._table_name = table_name
         self._schema = schema
         self._host = host
@@ -100,9 +111,12 @@ class Probes:
             self._engine.dispose()
 
     async def tick(self) -> None:
-        """Note every second that the event loop runs, until cancelled."""
+        """Note every second that the event loop runs, and how long the worker has
+        stalled (read here, in the loop that owns its state), until cancelled."""
         while True:
             self._last_tick = time.monotonic()
+            if self._stalled_for is not None:
+                self._stalled = self._stalled_for()
             await anyio.sleep(_TICK)
 
     def _app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -119,6 +133,15 @@ class Probes:
 
     def _livez(self, start_response: StartResponse) -> Iterable[bytes]:
         ago = time.monotonic() - self._last_tick
+        stalled = self._stalled
+        if ago <= LIVE_WITHIN.total_seconds() and stalled > self._stalled_after:
+            return _reply(
+                start_response,
+                503,
+                f"not live: work owed for {stalled:.0f}s with nothing started or recorded "
+                "(outcomes waiting to be committed, or executions to start with a worker "
+                "free)\n",
+            )
         if ago <= LIVE_WITHIN.total_seconds():
             return _reply(start_response, 200, f"live: the event loop ticked {ago:.1f}s ago\n")
         return _reply(

@@ -22,8 +22,10 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, NoReturn
 
 import anyio
@@ -49,6 +51,11 @@ log = logging.getLogger("sqla_scheduler")
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 """The signals that stop a worker: the first gracefully, the second at once."""
+
+FORCED_STOP_WITHIN = 10.0
+"""Seconds after a second signal within which the process has ended, whatever its
+threads wait on (a hook that never returns, a commit the database holds up): what is
+not released by then stays picked, for revival."""
 
 
 class WorkerError(SchedulerError):
@@ -193,18 +200,26 @@ def run_worker(
             host=health_host,
             table_name=config.table_name,
             schema=config.schema,
+            stalled=partial(_stalled_for, scheduler),
         )
         probes.start()
     worker = _Worker(scheduler, probes)
     try:
         anyio.run(worker.serve, backend=backend)
     finally:
+        worker.disarm()
         if probes is not None:
             probes.stop()
     if worker.forced_by is not None:
         raise WorkerInterrupted(worker.forced_by)
     if worker.error is not None:
         raise worker.error
+
+
+def _stalled_for(scheduler: Scheduler) -> float:
+    """How long ``scheduler``'s running loop has owed work without progress (0 if none)."""
+    runner = scheduler._loop.runner
+    return 0.0 if runner is None else runner.stalled_for()
 
 
 class _Worker:
@@ -216,6 +231,13 @@ class _Worker:
         self.stop_requested_by: signal.Signals | None = None
         self.forced_by: signal.Signals | None = None
         self.error: Exception | None = None
+        #: Ends the process ``FORCED_STOP_WITHIN`` after a second signal (see ``_force``).
+        self._deadline: threading.Timer | None = None
+
+    def disarm(self) -> None:
+        """The event loop has ended: the process may end as it will."""
+        if self._deadline is not None:
+            self._deadline.cancel()
 
     async def serve(self) -> None:
         with _stop_signals() as signals:
@@ -247,10 +269,26 @@ class _Worker:
             status,
             ", ".join(self.scheduler._loop.left_running),
         )
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
+        _exit_now(status)
+
+    def _force(self, sig: signal.Signals) -> None:
+        """After a second signal: end the process ``FORCED_STOP_WITHIN`` from now unless
+        the event loop has ended by then. A timer thread does it, since the loop may be
+        waiting, shielded, on threads that wait on something that never comes."""
+
+        def expire() -> None:
+            log.error(
+                "still stopping %ss after the second signal: exiting with status %d; "
+                "executions not released by now stay picked and are revived once their "
+                "heartbeats are stale (dead_after)",
+                FORCED_STOP_WITHIN,
+                128 + sig.value,
+            )
+            _exit_now(128 + sig.value)
+
+        self._deadline = threading.Timer(FORCED_STOP_WITHIN, expire)
+        self._deadline.daemon = True
+        self._deadline.start()
 
     async def _watch(
         self, signals: AsyncIterator[signal.Signals], scope: anyio.CancelScope
@@ -269,11 +307,21 @@ class _Worker:
                 self.forced_by = sig
                 log.warning(
                     "received %s while stopping: stopping at once; executions still running are "
-                    "released without waiting for their handlers",
+                    "released without waiting for their handlers (the process ends within %ss)",
                     sig.name,
+                    FORCED_STOP_WITHIN,
                 )
+                self._force(sig)
                 scope.cancel()
                 return
+
+
+def _exit_now(status: int) -> NoReturn:
+    """End the process with ``status`` at once, its log written out first."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 @contextmanager

@@ -79,6 +79,11 @@ ASYNC_ON_POSTGRESQL_ONLY = frozenset(
         # starts at their times: the timer, the probe and the wake-ups are the runner's
         # own, whichever engine; test_wakeups keeps every async case (commit hooks)
         "test_on_time.py",
+        # the bursts: how the pool and the threads are shared is the bridge's own, one
+        # path for both kinds of engine; the async drivers' units run everywhere else
+        "test_bursts.py",
+        # a refused group's statements are the same for a database's two drivers
+        "test_refused_chains.py",
     }
 )
 #: The modules whose ``db`` cases run on PostgreSQL alone: what they test is the runner's

@@ -21,6 +21,7 @@ from functools import partial
 import anyio
 import anyio.lowlevel
 from sqlalchemy import Table
+from sqlalchemy.exc import DBAPIError
 
 from sqla_scheduler import _store
 from sqla_scheduler._app_code import guard
@@ -39,6 +40,9 @@ from sqla_scheduler.listeners import SchedulerListener, dispatch
 __all__ = ["Completer"]
 
 log = logging.getLogger("sqla_scheduler")
+
+#: How many abandons are committed side by side (see ``Completer._abandon``).
+ABANDONS_AT_ONCE = 2
 
 
 class Completer:
@@ -75,6 +79,9 @@ class Completer:
         self.shutdown = shutdown
         self.listeners = listeners
         self._pending: list[Outcome] = []
+        #: Abandons committed at once: each is a transaction (and a connection) of its own,
+        #: and a burst of them must leave the other services their turn (see ``_pool``).
+        self._abandoning = anyio.Semaphore(ABANDONS_AT_ONCE)
         self._ready = anyio.Event()
         self.batching = False
         """Whether ``run`` commits what is submitted; otherwise the submitter flushes."""
@@ -170,6 +177,7 @@ class Completer:
         picker for what comes next."""
         earliest: datetime | None = None
         freed = False
+        self.held.progressed()
         for (outcome, completion), ok in zip(batch, recorded, strict=True):
             self.held.let_go(outcome.held)
             freed = freed or completion.execution.task_name in self.limited
@@ -199,6 +207,8 @@ class Completer:
         delay = 0.1
         attempt = 1
         error: BaseException | None = sys.exc_info()[1]
+        if isinstance(error, DBAPIError):  # the database answered: an outage, no stall
+            self.held.progressed()
         while True:
             if self.shutdown.is_set() or time.monotonic() + delay > give_up:
                 log.error(
@@ -231,6 +241,8 @@ class Completer:
             except Exception as exc:
                 error = exc
                 delay = min(delay * 2, 5.0)
+                if isinstance(exc, DBAPIError):  # the database answered: an outage, no stall
+                    self.held.progressed()
 
     async def _abandon(self, outcome: Outcome, abandon: Abandon) -> None:
         """Remove the row and run the ``on_abandon`` hook in one commit.
@@ -254,13 +266,16 @@ class Completer:
         )
         hook = outcome.on_abandon
         try:
-            removed = await self.db.remove_with_hook(
-                remove,
-                None if hook is None else guard(execution.task_name, "on_abandon", hook),
-                context,
-                self.sessions,
-            )
-        except Exception:  # whatever the hook raised (see ``_app_code``), or the database
+            async with self._abandoning:
+                removed = await self.db.remove_with_hook(
+                    remove,
+                    None if hook is None else guard(execution.task_name, "on_abandon", hook),
+                    context,
+                    self.sessions,
+                )
+        except Exception as exc:  # whatever the hook raised (see ``_app_code``), or the database
+            if isinstance(exc, DBAPIError):  # the database answered: an outage, no stall
+                self.held.progressed()
             retry = outcomes.abandon_failed(abandon, now=self.clock.now(), config=self.config)
             assert retry.at is not None
             log.exception(
@@ -273,6 +288,7 @@ class Completer:
             self.submit(Outcome(held=outcome.held, decision=retry))
             return
         self.held.let_go(outcome.held)
+        self.held.progressed()
         if not removed:
             log_lost(execution, "abandon")
             return

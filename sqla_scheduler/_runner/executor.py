@@ -221,10 +221,11 @@ class Executor:
             return None, await _app_code.failure(exc)
 
     def _transaction(self, task: Task[Any]) -> AbstractAsyncContextManager[Transaction | None]:
-        """A transactional task's transaction (see ``Database.transaction``), else none."""
+        """A transactional task's transaction (see ``Database.transaction``), else none:
+        outside the services' budget of connections, as at most ``concurrency`` run."""
         if not task.transactional:
             return nullcontext()
-        return self._db.transaction(self._sessions)
+        return self._db.transaction(self._sessions, budgeted=False)
 
     async def _commit(
         self,

@@ -9,6 +9,7 @@ read before each start) and the ``Waker``, it is the state the services share.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -116,6 +117,37 @@ class HeldSet:
         self.outstanding = 0
         #: Executions whose handler a worker is running now.
         self.running = 0
+        #: When a worker last took an execution to run, or an outcome was last recorded
+        #: or refused by the database (``time.monotonic``): what liveness calls progress.
+        self.progressed_at = time.monotonic()
+        #: Since when this process has owed work of its own (see ``owed_for``).
+        self._owing_since: float | None = None
+
+    def progressed(self) -> None:
+        """Note progress: a start, or an outcome recorded (or the database's refusal)."""
+        self.progressed_at = time.monotonic()
+
+    def owed_for(self, concurrency: int) -> float:
+        """How long this process has owed work of its own and made no progress, in
+        seconds; 0 when it owes none.
+
+        It owes work while an outcome waits to be committed, or an execution waits to
+        start while a worker is free: neither waits for a handler. Executions queued
+        behind ``concurrency`` running handlers are not owed work.
+        """
+        now = time.monotonic()
+        completing = waiting = 0
+        for held in self._by_key.values():
+            if held.completing:
+                completing += 1
+            elif not held.taken:
+                waiting += 1
+        if not completing and not (waiting and self.running < concurrency):
+            self._owing_since = None
+            return 0.0
+        if self._owing_since is None:
+            self._owing_since = now
+        return now - max(self.progressed_at, self._owing_since)
 
     def hold(self, execution: Execution) -> Held:
         held = Held(execution)

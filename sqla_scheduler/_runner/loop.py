@@ -31,6 +31,7 @@ from sqla_scheduler._bridge import Database, SessionFactory, check_backend
 from sqla_scheduler._commit_hooks import after_commit
 from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._execution import Execution
+from sqla_scheduler._pool import SERVICE_CONNECTIONS, check_pool
 from sqla_scheduler._runner.completer import Completer
 from sqla_scheduler._runner.executor import Executor
 from sqla_scheduler._runner.heartbeater import Heartbeater
@@ -78,8 +79,13 @@ class Runner:
         self.tasks: dict[str, Task[Any]] = dict(tasks)
         names = sorted(self.tasks)
         listeners = list(listeners)
+        # A thread for each connection out at once: the services' and the transactional
+        # handlers' (see ``_pool``), so that no connection waits for a thread to give it back.
         self.db = db = Database(
-            engine, threads=config.concurrency + 4, prepared_statements=config.prepared_statements
+            engine,
+            threads=config.concurrency + SERVICE_CONNECTIONS,
+            prepared_statements=config.prepared_statements,
+            connections=SERVICE_CONNECTIONS,
         )
         self.shutdown = ShutdownSignal()
         self.held = held = HeldSet()
@@ -239,6 +245,12 @@ class Runner:
         self.waker.wake()
         self._stop.set()
 
+    def stalled_for(self) -> float:
+        """How long, in seconds, this loop has owed work of its own (an outcome to
+        commit, an execution to start with a worker free) and done none of it; 0 when it
+        owes none (see ``HeldSet.owed_for``). What ``/livez`` calls a stall."""
+        return self.held.owed_for(self.config.concurrency)
+
     def _stopping(self) -> bool:
         return self.shutdown.is_set()
 
@@ -255,6 +267,11 @@ class Runner:
         loop that retries forever or an exception group of every service's failure.
         """
         check_backend(self.db.engine)
+        check_pool(
+            self.db.engine,
+            concurrency=self.config.concurrency,
+            transactional={n: t for n, t in self.tasks.items() if t.transactional},
+        )
         try:
             await self.db.run(partial(check_table, table=self.table), read_only=True)
         except BaseException:

@@ -154,6 +154,7 @@ class Workers:
         """Run one held execution and hand its outcome on: the loop's and ``run_due``'s."""
         self.held.running += 1
         held.taken = True
+        self.held.progressed()
         try:
             outcome = await self.executor.run_once(held)
             if self.left_running:  # the loop stopped without it: nothing is recorded now

@@ -29,6 +29,9 @@ transaction of its own, so a test can see every execution from outside the worke
 - ``rated``: only with ``RATE_LIMIT`` (its ``rate_limit``, e.g. ``20/s``); a row in
   ``rated_starts`` with the time its handler started (``time.time()``, in microseconds,
   read first thing).
+- ``stuck`` (``max_retries=0``): fails; its ``on_abandon`` hook records phase ``hooked``,
+  then waits (in its thread, polling) until a row exists in ``release``, for at most
+  ``deadline`` seconds: an abandon whose commit waits on application code.
 - ``poison``: an instance whose id starts with ``die`` kills the worker process
   (``os._exit``); one whose id starts with ``exit`` raises ``SystemExit(0)`` and one
   starting ``interrupt`` ``KeyboardInterrupt`` (each recording phase ``raised`` first);
@@ -282,7 +285,17 @@ def build_scheduler(
             raise SystemExit(0) if ctx.instance_id.startswith("exit") else KeyboardInterrupt
         log_run("poison", ctx.instance_id, "done")
 
-    tasks: list[OneTimeTask[Any]] = [record, slow, fault, limited, effect, poison]
+    def hold_on(ctx: ExecutionContext[Any], session: Any) -> None:
+        log_run("stuck", ctx.instance_id, "hooked")
+        give_up = time.monotonic() + slow_deadline
+        while not _released(engine) and time.monotonic() < give_up:
+            time.sleep(0.02)
+
+    @one_time("stuck", max_retries=0, on_abandon=hold_on)
+    def stuck(ctx: ExecutionContext[Any]) -> None:
+        raise RuntimeError(f"stuck/{ctx.instance_id}: its on_abandon hook waits for a release")
+
+    tasks: list[OneTimeTask[Any]] = [record, slow, fault, limited, effect, poison, stuck]
     tasks += [gmember, gtyped, gcallback]
     if rate_limit is not None:
 

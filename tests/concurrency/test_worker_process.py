@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import types
 from collections.abc import Iterator
 from typing import Any
@@ -17,7 +18,7 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from sqla_scheduler import Scheduler, one_time
-from sqla_scheduler.worker import WorkerError, load_scheduler, run_worker
+from sqla_scheduler.worker import FORCED_STOP_WITHIN, WorkerError, load_scheduler, run_worker
 from tests._postgres import PostgresCluster
 from tests.concurrency.app import build_scheduler, engine_of, one_time_task
 from tests.concurrency.conftest import (
@@ -255,6 +256,39 @@ def test_second_signal_stops_at_once(workers: Workers, app_db: Engine, pg_url: s
     assert rows(app_db, "select task_instance, picked, picked_by from scheduled_tasks") == [
         ("s-1", False, None)
     ], workers.report()
+
+
+def test_a_second_signal_ends_the_process_whatever_it_waits_on(
+    workers: Workers, app_db: Engine, pg_url: str
+) -> None:
+    """An ``on_abandon`` hook that does not return holds up the stop's last commit, in a
+    thread nothing can cancel: the second signal still ends the process within
+    ``FORCED_STOP_WITHIN``, with 128 + its number, saying what it left."""
+    worker = workers.start("solo")
+    workers.wait_started(worker)
+    client = build_scheduler(pg_url, name="client")
+    try:
+        client.schedule(app_db, one_time_task(client, "stuck").instance("h-1"))
+    finally:
+        engine_of(client).dispose()
+    wait_until(
+        lambda: scalar(app_db, "select count(*) from runs where phase = 'hooked'") == 1,
+        20,
+        "the on_abandon hook to start",
+        workers.report,
+    )
+    worker.signal(signal.SIGTERM)
+    wait_until(lambda: "stopping gracefully" in worker.output(), 20, "the stop", workers.report)
+    worker.signal(signal.SIGTERM)
+    forced = time.monotonic()
+    assert worker.proc.wait(timeout=FORCED_STOP_WITHIN + 20) == 128 + signal.SIGTERM
+    took = time.monotonic() - forced
+    assert took < FORCED_STOP_WITHIN + 5, workers.report()
+    assert "still stopping 10.0s after the second signal: exiting with status 143" in (
+        worker.output()
+    ), workers.report()
+    # the abandon never committed: its row stays, picked, for revival
+    assert rows(app_db, "select task_instance, picked from scheduled_tasks") == [("h-1", True)]
 
 
 def test_a_release_held_up_past_the_grace_is_waited_for(
