@@ -106,7 +106,11 @@ async def test_other_tasks_are_not_held_back(db: Harness, clock: ManualClock) ->
         scheduler.schedule_batch(db.engine, [free.instance(f"f{i}") for i in range(8)])
     )
     assert await scheduler.run_due() == 9
-    assert sorted(ran) == ["a0", *(f"f{i}" for i in range(8))]
+    # one of the api executions (all due at the same time: which one, the pick's order
+    # leaves open), and every free one
+    (api_ran,) = [i for i in ran if i.startswith("a")]
+    assert api_ran in {"a0", "a1", "a2"}
+    assert sorted(i for i in ran if i.startswith("f")) == [f"f{i}" for i in range(8)]
     await db.resolve(
         scheduler.schedule_batch(db.engine, [free.instance(f"g{i}") for i in range(4)])
     )
