@@ -86,7 +86,7 @@ class Composing:
                 taken = ", ".join(_bridge.named(c.task_name, c.instance_id) for c in plan.then)
                 raise ValueError(
                     f"schedule_group: an execution with a callback's key exists ({taken}); "
-                    "a callback needs a key of its own"
+                    "a callback needs a key of its own, so nothing was scheduled"
                 )
             return group
 

@@ -179,7 +179,22 @@ def group_plan(members: object, then: object = None, *, whole: bool = False) -> 
                 f"task {instance.task_name!r}: a recurring task's instance cannot be in a "
                 "group or a chain (it never finishes)"
             )
+    _check_own_keys(found, links)
     return GroupPlan(found, links, whole=whole)
+
+
+def _check_own_keys(members: Sequence[TaskInstance[Any]], links: Sequence[Any]) -> None:
+    """Refuse, before any statement, a callback whose key is another callback's or a
+    member's: it could never be scheduled beside them."""
+    taken = {(m.task_name, m.instance_id): "a member's" for m in members}
+    for link in links:
+        key = (link.task_name, link.instance_id)
+        if key in taken:
+            raise ValueError(
+                f"then: the callback {link.task_name}/{link.instance_id} has {taken[key]} key; "
+                "a callback needs a key of its own, so nothing was scheduled"
+            )
+        taken[key] = "another callback's"
 
 
 def _sequence(name: str, value: object) -> Sequence[Any]:

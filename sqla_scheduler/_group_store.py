@@ -20,7 +20,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import Connection, Table, delete
 
 from sqla_scheduler import _result_store
 from sqla_scheduler._dialects import backend_for, notice_of_later
@@ -36,6 +36,7 @@ __all__ = [
     "finished",
     "forget_member",
     "get",
+    "is_link",
     "list_groups",
     "list_members",
     "locked",
@@ -63,8 +64,10 @@ def schedule(
     on_inserted: Callable[[datetime], None] | None = None,
 ) -> Group | None:
     """Schedule ``plan`` in the caller's transaction; return its first group (the one
-    of its members), or ``None``, writing nothing, when a callback's key is taken (or,
-    ``plan.whole``, a member's)."""
+    of its members), or ``None``, leaving the transaction as it was, when a callback's
+    key is taken (or, ``plan.whole``, a member's): by a group's callback (looked up
+    first), or by an execution (found as the insert skips it, and what was inserted
+    before is deleted again)."""
     stmts = _statements(conn, table)
     for callback in [*plan.then, *(plan.members if plan.whole else ())]:
         key = {"key_task": callback.task_name, "key_instance": callback.instance_id}
@@ -74,9 +77,8 @@ def schedule(
     members = [{**instance_values(m, now, trace_context), "group_id": ids[0]} for m in plan.members]
     total = _insert(conn, stmts, members, now, on_inserted) if members else 0
     if plan.whole and total < len(members):
-        if total == 0:
-            return None  # taken since it was looked up: nothing is written
-        raise ValueError(_taken("a member's key was taken while it was scheduled", plan))
+        _undo(conn, table, ids)  # a member's key is taken: nothing stays written
+        return None
     links = [
         {
             **instance_values(callback, now, trace_context),
@@ -87,7 +89,8 @@ def schedule(
         for k, callback in enumerate(plan.then)
     ]
     if links and _insert(conn, stmts, links, now, on_inserted) != len(links):
-        raise ValueError(_taken("a callback's key was taken while it was scheduled", plan))
+        _undo(conn, table, ids)  # an execution has a callback's key: nothing stays written
+        return None
     callbacks: list[TaskInstance[Any] | None] = [*plan.then] or [None]
     groups = [
         Group(
@@ -110,9 +113,12 @@ def schedule(
     return first
 
 
-def _taken(what: str, plan: GroupPlan) -> str:
-    keys = ", ".join(f"{i.task_name}/{i.instance_id}" for i in [*plan.members[:3], *plan.then])
-    return f"schedule_group: {what} ({keys}); nothing can be scheduled in this transaction"
+def _undo(conn: Connection, table: Table, ids: list[int]) -> None:
+    """Delete what ``schedule`` inserted before it found a key taken: the members of its
+    first group and the links awaiting its groups, known by its fresh ids (no row
+    scheduled before carries them). The caller's transaction is then as it was."""
+    conn.execute(delete(table).where(table.c.group_id == ids[0], table.c.awaits.is_(None)))
+    conn.execute(delete(table).where(table.c.awaits.in_(ids)))
 
 
 def _group_values(group: Group) -> dict[str, Any]:
@@ -381,6 +387,13 @@ def _cancel_callback(conn: Connection, table: Table, group: Group, now: datetime
     if link.group_id is None:
         return 1
     return 1 + cancel_chain(conn, table, link.group_id, now)
+
+
+def is_link(conn: Connection, table: Table, group_id: int) -> bool:
+    """Whether ``group_id``'s one member is a chain's link: a group of one with a callback,
+    as ``schedule(..., then=)`` makes it (locked until the caller's transaction ends)."""
+    group = locked(conn, table, group_id)
+    return group is not None and group.total == 1 and group.task_name is not None
 
 
 def cancel_chain(conn: Connection, table: Table, group_id: int, now: datetime) -> int:
