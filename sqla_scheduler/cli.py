@@ -1131,9 +1131,11 @@ def worker(
         WorkerError,
         WorkerInterrupted,
         configure_from_env,
+        note_early_signals,
         run_worker,
     )
 
+    note_early_signals()  # a SIGTERM while the application imports stops it cleanly
     logging.basicConfig(
         level=log_level.upper(),
         stream=sys.stderr,

@@ -44,6 +44,7 @@ __all__ = [
     "WorkerInterrupted",
     "configure_from_env",
     "load_scheduler",
+    "note_early_signals",
     "run_worker",
 ]
 
@@ -204,6 +205,9 @@ def run_worker(
         )
         probes.start()
     worker = _Worker(scheduler, probes)
+    if _early:  # a stop asked for while the application loaded: it never starts
+        worker.stop_requested_by = _early[0]
+        log.info("received %s while loading: stopping before the scheduler starts", _early[0].name)
     try:
         anyio.run(worker.serve, backend=backend)
     finally:
@@ -314,6 +318,27 @@ class _Worker:
                 self._force(sig)
                 scope.cancel()
                 return
+
+
+#: The stop signals received while the application loaded (see ``note_early_signals``).
+_early: list[signal.Signals] = []
+
+
+def note_early_signals() -> None:
+    """Note SIGINT and SIGTERM from now until ``run_worker`` installs its own handlers: a
+    first signal while the application loads stops the worker cleanly before it starts
+    (status 0), a second ends the process at once (128 + its number). Without this, a
+    signal in the seconds an application takes to import killed the process outright.
+    Call from the main thread, before loading the application."""
+
+    def noted(signum: int, _frame: object) -> None:
+        sig = signal.Signals(signum)
+        if _early:
+            _exit_now(128 + sig.value)
+        _early.append(sig)
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, noted)
 
 
 def _exit_now(status: int) -> NoReturn:

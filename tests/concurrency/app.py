@@ -370,10 +370,15 @@ def scheduler_from_env() -> Scheduler:
     ``SHUTDOWN_WAIT_MS``, ``SLOW_DEADLINE_S``, ``FAULT_SLEEP_MS``, ``LIMITED_SLEEP_MS``,
     ``EFFECT_SLEEP_MS``, ``EFFECT_LOG``, ``MAX_RETRIES``, ``SKEW_S``, ``DB_CLOCK``,
     ``STEP_FILE``, ``PREPARE`` (``0``: behind a pooler), ``NODE_HEARTBEAT_MS``,
-    ``GROUP_SLEEP_MS`` and ``RATE_LIMIT``; with
+    ``GROUP_SLEEP_MS``, ``RATE_LIMIT`` and ``IMPORT_SLEEP_MS`` (a pause before it is
+    built, as an application slow to import has, once the file ``IMPORT_MARK`` exists); with
     ``PARENT_PID``, the process exits when its parent does."""
     if "PARENT_PID" in os.environ:
         _exit_with_parent(int(os.environ["PARENT_PID"]))
+    if "IMPORT_SLEEP_MS" in os.environ:  # an app slow to load, saying when it begins
+        with open(os.environ["IMPORT_MARK"], "w"):
+            pass
+        time.sleep(int(os.environ["IMPORT_SLEEP_MS"]) / 1000)
     return build_scheduler(
         os.environ["DATABASE_URL"],
         name=os.environ.get("WORKER_NAME", f"worker-{os.getpid()}"),

@@ -9,6 +9,7 @@ import sys
 import time
 import types
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -215,6 +216,22 @@ def test_environment_sits_between_the_flags_and_the_module(
     worker.signal(signal.SIGTERM)
     assert worker.proc.wait(timeout=30) == 0, workers.report()
     assert "stopping gracefully (up to 250ms for running executions" in worker.output()
+
+
+def test_a_signal_while_the_app_loads_stops_cleanly(
+    workers: Workers, app_db: Engine, tmp_path: Path
+) -> None:
+    """SIGTERM in the second an application takes to load: the worker stops before its
+    scheduler starts, with status 0, where the signal used to kill it (-15)."""
+    mark = tmp_path / "loading"
+    worker = workers.start("early", IMPORT_SLEEP_MS=1000, IMPORT_MARK=mark)
+    wait_until(mark.exists, 20, "the app to begin loading", workers.report)
+    worker.signal(signal.SIGTERM)
+    assert worker.proc.wait(timeout=30) == 0, workers.report()
+    output = worker.output()
+    assert "received SIGTERM while loading: stopping before the scheduler starts" in output
+    assert "scheduler 'early' started" not in output
+    assert rows(app_db, "select name from scheduled_tasks_nodes") == []
 
 
 def _running_slow(workers: Workers, app_db: Engine, pg_url: str) -> Worker:
