@@ -12,24 +12,33 @@
 - ``GET /metrics``: the Prometheus text of the process's default registry, where
   ``prometheus-client`` is installed (the ``prometheus`` extra); 404 saying so otherwise.
 
-The server is the standard library's WSGI server (``wsgiref``), a thread per request, in a
-daemon thread beside the worker's event loop: a probe answers while handlers run, and a
-blocked event loop shows as a liveness that stops ticking.
+The server is the standard library's WSGI server (``wsgiref``) in daemon threads beside
+the worker's event loop: a probe answers while handlers run, and a blocked event loop
+shows as a liveness that stops ticking. It is safe on a pod's network: one thread waits
+for connections to have something to read (``selectors``: an idle connection costs a
+socket, not a thread), at most ``MAX_OPEN`` are kept (a new one closes the longest idle),
+an idle one is closed after ``IDLE_TIMEOUT``, and ``HANDLERS`` threads answer requests,
+each read with ``READ_TIMEOUT``. Answers name no host, port, database or user: the
+details of a failed readiness check go to the log.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import queue
+import selectors
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
 from datetime import timedelta
-from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import anyio
 from sqlalchemy import Engine, create_engine
+from sqlalchemy.exc import DBAPIError
 
 from sqla_scheduler._dialects import sync_url
 from sqla_scheduler.models import DEFAULT_TABLE_NAME
@@ -47,8 +56,117 @@ _TICK = 1.0
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
+#: Threads that answer requests.
+HANDLERS = 4
+#: Connections kept open at most; a new one closes the one idle longest.
+MAX_OPEN = 256
+#: How long a connection may stay open with nothing read from it.
+IDLE_TIMEOUT = 10.0
+#: How long reading a request that has begun to arrive may take.
+READ_TIMEOUT = 5.0
+
+
+class _Server(WSGIServer):
+    """The WSGI server, served by ``_Serving`` instead of ``serve_forever``."""
+
+    request_queue_size = 1024  # the listen backlog: a burst of connections waits there
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("probe: a request from %s failed", client_address, exc_info=True)
+
+
+class _Serving:
+    """Accepts connections, waits for them to be readable, hands them to the handlers."""
+
+    def __init__(self, server: _Server) -> None:
+        self.server = server
+        self._selector = selectors.DefaultSelector()
+        self._open: dict[socket.socket, float] = {}  # connection -> when it was accepted
+        self._ready: queue.SimpleQueue[socket.socket | None] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._waker_r, self._waker_w = socket.socketpair()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.server.socket.setblocking(False)
+        self._selector.register(self.server.socket, selectors.EVENT_READ, "accept")
+        self._selector.register(self._waker_r, selectors.EVENT_READ, "wake")
+        self._thread = threading.Thread(
+            target=self._serve, name="sqla-scheduler-probes", daemon=True
+        )
+        self._thread.start()
+        for n in range(HANDLERS):
+            threading.Thread(
+                target=self._handle, name=f"sqla-scheduler-probe-{n}", daemon=True
+            ).start()
+
+    def stop(self) -> None:
+        """Stop serving and close every connection kept (waiting a moment for that)."""
+        self._stop.set()
+        self._waker_w.send(b"x")
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        for _ in range(HANDLERS):  # after what the serving thread queued: it is answered
+            self._ready.put(None)
+
+    def _serve(self) -> None:
+        try:
+            while not self._stop.is_set():
+                for key, _events in self._selector.select(timeout=1.0):
+                    if key.data == "accept":
+                        self._accept()
+                    elif key.data == "conn":
+                        conn = key.fileobj
+                        assert isinstance(conn, socket.socket)
+                        self._selector.unregister(conn)
+                        del self._open[conn]
+                        self._ready.put(conn)
+                self._close_idle()
+        finally:
+            for conn in list(self._open):
+                self._drop(conn)
+            self._selector.close()
+            self._waker_r.close()
+            self._waker_w.close()
+
+    def _accept(self) -> None:
+        try:
+            conn, _address = self.server.socket.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            log.debug("probe: accept failed", exc_info=True)
+            return
+        if len(self._open) >= MAX_OPEN:  # the one idle longest makes room
+            self._drop(min(self._open, key=self._open.__getitem__))
+        conn.setblocking(True)
+        self._open[conn] = time.monotonic()
+        self._selector.register(conn, selectors.EVENT_READ, "conn")
+
+    def _close_idle(self) -> None:
+        now = time.monotonic()
+        for conn, since in list(self._open.items()):
+            if now - since > IDLE_TIMEOUT:
+                self._drop(conn)
+
+    def _drop(self, conn: socket.socket) -> None:
+        self._open.pop(conn, None)
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(conn)
+        conn.close()
+
+    def _handle(self) -> None:
+        while True:
+            conn = self._ready.get()
+            if conn is None:
+                return
+            try:
+                conn.settimeout(READ_TIMEOUT)
+                self.server.finish_request(conn, conn.getpeername())
+            except Exception:
+                self.server.handle_error(conn, None)
+            finally:
+                self.server.shutdown_request(conn)
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -85,6 +203,7 @@ class Probes:
         self._port = port
         self._last_tick = time.monotonic()
         self._server: _Server | None = None
+        self._serving: _Serving | None = None
         self._engine: Engine | None = None
         self._engine_lock = threading.Lock()
 
@@ -98,14 +217,19 @@ class Probes:
         self._server = make_server(
             self._host, self._port, self._app, server_class=_Server, handler_class=_QuietHandler
         )
-        threading.Thread(
-            target=self._server.serve_forever, name="sqla-scheduler-probes", daemon=True
-        ).start()
+        self._serving = _Serving(self._server)
+        self._serving.start()
+        # each readiness check looks the schema up through Alembic, which logs a line per
+        # step it reads at INFO: quiet in a worker, which runs no migration of its own
+        alembic_log = logging.getLogger("alembic.runtime.migration")
+        if alembic_log.level == logging.NOTSET:
+            alembic_log.setLevel(logging.WARNING)
         log.info("probes on http://%s:%d: /livez, /readyz, /metrics", self._host, self.port)
 
     def stop(self) -> None:
+        if self._serving is not None:
+            self._serving.stop()
         if self._server is not None:
-            self._server.shutdown()
             self._server.server_close()
         if self._engine is not None:
             self._engine.dispose()
@@ -156,9 +280,10 @@ class Probes:
 
         try:
             found = check(self._checking_engine(), table_name=self._table_name, schema=self._schema)
-        except Exception as exc:  # unreachable, no table: not ready, saying why
+        except Exception as exc:  # unreachable, no table: not ready, the details to the log
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            return _reply(start_response, 503, f"not ready: {first}\n")
+            log.warning("readiness: %s: %s", type(exc).__name__, first)
+            return _reply(start_response, 503, f"not ready: {_kind_of(exc)} (see the log)\n")
         return _reply(start_response, 200 if found.healthy else 503, found.reason + "\n")
 
     def _checking_engine(self) -> Engine:
@@ -169,6 +294,17 @@ class Probes:
                     sync_url(self._url), pool_size=1, max_overflow=1, pool_pre_ping=True
                 )
             return self._engine
+
+
+def _kind_of(error: Exception) -> str:
+    """What went wrong, in words that name no host, port, database or user."""
+    from sqla_scheduler.exceptions import MissingTableError
+
+    if isinstance(error, MissingTableError):
+        return "the scheduler's table is missing (run the migrations)"
+    if isinstance(error, DBAPIError):
+        return "the database did not answer"
+    return f"the check failed ({type(error).__name__})"
 
 
 def _metrics(start_response: StartResponse) -> Iterable[bytes]:
