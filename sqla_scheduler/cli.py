@@ -949,10 +949,23 @@ def pause(task_name: str, url: str | None, spec: str | None) -> None:
     still works. The pause is kept in the database: it outlives restarts.
     """
     name = _task_name(task_name)
-    if _on_client(url, spec, lambda client, conn: client.pause(conn, name)):
+
+    def act(client: Scheduler, conn: Any) -> tuple[bool, bool]:
+        known = name in client.tasks or bool(client.executions(conn, task_name=name, limit=1))
+        return client.pause(conn, name), known
+
+    paused, known = _on_client(url, spec, act)
+    if paused:
         click.echo(f"paused {name}")
     else:
         click.echo(f"{name} was paused already")
+    if not known:  # a typo pauses nothing the user meant: say so, on stderr
+        click.echo(
+            f"sqla-scheduler: warning: no execution of {name} exists and no scheduler here "
+            "registers it (--app names one); is the name right? It stays paused until "
+            f"`sqla-scheduler resume {name}`",
+            err=True,
+        )
 
 
 @cli.command("resume")

@@ -55,6 +55,18 @@ def test_pause_and_resume(url: str) -> None:
     client.engine.dispose()
 
 
+def test_pausing_a_task_nothing_knows_says_so(url: str) -> None:
+    done = invoke("pause", "mial", "--url", url)  # a typo of mail
+    assert (done.returncode, done.stdout) == (0, "paused mial\n")
+    assert one_error_line(done.stderr) == (
+        "sqla-scheduler: warning: no execution of mial exists and no scheduler here registers "
+        "it (--app names one); is the name right? It stays paused until `sqla-scheduler "
+        "resume mial`"
+    )
+    known = invoke("pause", "mail", "--url", url)  # an execution of it exists
+    assert (known.returncode, known.stdout, known.stderr) == (0, "paused mail\n", "")
+
+
 def test_run_now(url: str) -> None:
     done = invoke("run-now", "mail", "m1", "--url", url)
     assert (done.returncode, done.stdout) == (0, "mail/m1 is due now\n"), done.stderr
