@@ -295,9 +295,8 @@ class Database:
         self.engine = engine
         #: Bounds the worker threads of a sync engine; ``None`` shares anyio's default.
         self._limiter = anyio.CapacityLimiter(threads) if threads is not None else None
-        #: Bounds the connections out at once (see ``_pool``); ``None`` bounds nothing.
+        #: Bounds the connections out at once (see ``_pool``), and those that count.
         self._budget = Budget(connections) if connections is not None else None
-        #: The connections out that count against the budget.
         self._budgeted: set[Connection | AsyncConnection] = set()
         self._prepared = prepared_statements
         self._lanes: dict[str, Connection | AsyncConnection] = {}
@@ -409,13 +408,10 @@ class Database:
         except BaseException:
             await self._close(conn)  # a lane whose unit failed starts afresh next time
             raise
-        if lane is None or self._crowded() or self._lanes.setdefault(lane, conn) is not conn:
+        crowded = self._budget is not None and self._budget.awaited  # a lane gives way
+        if lane is None or crowded or self._lanes.setdefault(lane, conn) is not conn:
             await self._close(conn)
         return result
-
-    def _crowded(self) -> bool:
-        """Whether a unit waits for a connection of the budget: a lane gives its back."""
-        return self._budget is not None and self._budget.awaited
 
     async def shielded(
         self,
@@ -463,8 +459,7 @@ class Database:
         return result
 
     async def _connect(self, budgeted: bool = True) -> Connection | AsyncConnection:
-        """A connection of the pool; with ``budgeted``, once the budget has one free,
-        which an idle lane gives back when none is."""
+        """A connection of the pool; ``budgeted``, once the budget has one (an idle lane's)."""
         budget = self._budget if budgeted else None
         if budget is not None:
             while budget.exhausted and self._lanes:

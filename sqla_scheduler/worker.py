@@ -223,7 +223,7 @@ def run_worker(
 def _stalled_for(scheduler: Scheduler) -> float:
     """How long ``scheduler``'s running loop has owed work without progress (0 if none)."""
     runner = scheduler._loop.runner
-    return 0.0 if runner is None else runner.stalled_for()
+    return 0.0 if runner is None else runner.held.owed_for(runner.config.concurrency)
 
 
 class _Worker:

@@ -79,14 +79,7 @@ class Runner:
         self.tasks: dict[str, Task[Any]] = dict(tasks)
         names = sorted(self.tasks)
         listeners = list(listeners)
-        # A thread for each connection out at once: the services' and the transactional
-        # handlers' (see ``_pool``), so that no connection waits for a thread to give it back.
-        self.db = db = Database(
-            engine,
-            threads=config.concurrency + SERVICE_CONNECTIONS,
-            prepared_statements=config.prepared_statements,
-            connections=SERVICE_CONNECTIONS,
-        )
+        self.db = db = _database(engine, config)
         self.shutdown = ShutdownSignal()
         self.held = held = HeldSet()
         self.paused = paused = PausedTasks()
@@ -245,12 +238,6 @@ class Runner:
         self.waker.wake()
         self._stop.set()
 
-    def stalled_for(self) -> float:
-        """How long, in seconds, this loop has owed work of its own (an outcome to
-        commit, an execution to start with a worker free) and done none of it; 0 when it
-        owes none (see ``HeldSet.owed_for``). What ``/livez`` calls a stall."""
-        return self.held.owed_for(self.config.concurrency)
-
     def _stopping(self) -> bool:
         return self.shutdown.is_set()
 
@@ -267,11 +254,7 @@ class Runner:
         loop that retries forever or an exception group of every service's failure.
         """
         check_backend(self.db.engine)
-        check_pool(
-            self.db.engine,
-            concurrency=self.config.concurrency,
-            transactional={n: t for n, t in self.tasks.items() if t.transactional},
-        )
+        _check_pool(self.db.engine, self.config, self.tasks)
         try:
             await self.db.run(partial(check_table, table=self.table), read_only=True)
         except BaseException:
@@ -373,3 +356,23 @@ class Runner:
             return await self.maintenance.prune_results_once()
         finally:
             await self.close()
+
+
+def _database(engine: Engine | AsyncEngine, config: SchedulerConfig) -> Database:
+    """The runner's ``Database``: its services share ``SERVICE_CONNECTIONS``, with a thread
+    for each connection out at once, the services' and the transactional handlers' (see
+    ``_pool``), so that no connection waits for a thread to give it back."""
+    return Database(
+        engine,
+        threads=config.concurrency + SERVICE_CONNECTIONS,
+        prepared_statements=config.prepared_statements,
+        connections=SERVICE_CONNECTIONS,
+    )
+
+
+def _check_pool(
+    engine: Engine | AsyncEngine, config: SchedulerConfig, tasks: Mapping[str, Task[Any]]
+) -> None:
+    """Refuse an engine whose pool is too small for ``config`` and ``tasks`` (``_pool``)."""
+    transactional = {name: task for name, task in tasks.items() if task.transactional}
+    check_pool(engine, concurrency=config.concurrency, transactional=transactional)
