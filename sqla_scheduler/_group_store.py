@@ -36,7 +36,6 @@ __all__ = [
     "finished",
     "forget_member",
     "get",
-    "is_link",
     "list_groups",
     "list_members",
     "locked",
@@ -387,13 +386,6 @@ def _cancel_callback(conn: Connection, table: Table, group: Group, now: datetime
     if link.group_id is None:
         return 1
     return 1 + cancel_chain(conn, table, link.group_id, now)
-
-
-def is_link(conn: Connection, table: Table, group_id: int) -> bool:
-    """Whether ``group_id``'s one member is a chain's link: a group of one with a callback,
-    as ``schedule(..., then=)`` makes it (locked until the caller's transaction ends)."""
-    group = locked(conn, table, group_id)
-    return group is not None and group.total == 1 and group.task_name is not None
 
 
 def cancel_chain(conn: Connection, table: Table, group_id: int, now: datetime) -> int:

@@ -271,9 +271,8 @@ def cancel(
     """Delete an execution that is not running (and, given ``shown_version``, is still at
     that version); return whether one was deleted. With ``keep_result`` (its task keeps
     results) its result is kept as ``cancelled`` at ``now``; so is a group member's,
-    whose group counts it as finished. A link of a chain that has not run (a callback
-    that is itself a group's member, or the only member of a group of one with a callback,
-    as a chain's first link is) takes the links after it with it: they waited for it."""
+    whose group counts it as finished. A link of a chain that has not run takes the
+    links after it with it: they waited for it."""
     stmts = _statements(conn, table).scheduling
     group_id, awaits = _group_store.forget_member(conn, table, task_name, instance_id)
     stmt = stmts.cancel(shown=shown_version is not None)
@@ -289,8 +288,8 @@ def cancel(
         group_id=group_id,
     )
     _result_store.record(conn, table, [kept])
-    if group_id is not None and (awaits is not None or _group_store.is_link(conn, table, group_id)):
-        _group_store.cancel_chain(conn, table, group_id, now)  # a chain's link: the rest with it
+    if group_id is not None and awaits is not None:  # a link of a chain: the rest with it
+        _group_store.cancel_chain(conn, table, group_id, now)
     elif group_id is not None:
         _group_store.finished(conn, table, {group_id: 1}, now)
     return deleted

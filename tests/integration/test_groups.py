@@ -406,22 +406,6 @@ async def test_cancelling_a_waiting_link_cancels_the_links_after_it(
     assert seen.order == ["a"]
 
 
-async def test_cancelling_a_chains_first_link_cancels_the_links_after_it(
-    db: Harness, clock: ManualClock
-) -> None:
-    seen = Seen()
-    _, _, step = _tasks(seen)
-    scheduler = db.scheduler([step], clock)
-    later = NOW + timedelta(hours=1)
-    chain = [step.instance("b"), step.instance("c")]
-    await db.resolve(scheduler.schedule(db.engine, step.instance("a", at=later), then=chain))
-    assert await db.resolve(scheduler.cancel(db.engine, "step", "a")) is True
-    assert (db.row("step", "b"), db.row("step", "c")) == (None, None)
-    clock.advance(timedelta(hours=2))
-    assert await scheduler.run_due() == 0
-    assert seen.order == []
-
-
 async def test_a_waiting_callback_cannot_be_run_now_or_moved(
     db: Harness, clock: ManualClock
 ) -> None:
