@@ -57,7 +57,7 @@ def normalize_json(task_name: str, value: object) -> Any:
     if type(value) is str and text_problem(value) is None:
         return value
     try:
-        text = json.dumps(value, allow_nan=False)
+        text = json.dumps(value, allow_nan=False, default=_mapping)
         normalized = json.loads(text)
     except RecursionError:
         raise PayloadError(f"task {task_name!r}: payload is nested too deeply to store") from None
@@ -83,6 +83,14 @@ def normalize_json(task_name: str, value: object) -> Any:
         if problem is not None:
             raise PayloadError(f"task {task_name!r}: {problem}")
     return normalized
+
+
+def _mapping(value: object) -> Any:
+    """A mapping that is no dict (``ctx.group.outcomes``, a ``MappingProxyType``) as the
+    object it stands for; anything else is not JSON, as ``json.dumps`` says."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def _depth(value: Any) -> int:

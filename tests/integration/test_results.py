@@ -362,3 +362,18 @@ def test_encode_result_names_the_task() -> None:
 
     with pytest.raises(PayloadError, match="task 't': result contains a NUL character"):
         encode_result("t", "\x00x", 100)
+
+
+def test_a_groups_outcomes_are_a_result_as_the_docs_show_them() -> None:
+    """``ctx.group.outcomes`` (a read-only mapping) is kept as the object it stands for,
+    as a callback returning it expects (issue 46, item 8); what is no JSON still is not."""
+    from types import MappingProxyType
+
+    from sqla_scheduler.results import encode_result
+
+    outcomes = MappingProxyType({"succeeded": 2, "abandoned": 1})
+    assert json.loads(encode_result("t", {"outcomes": outcomes})) == {
+        "outcomes": {"succeeded": 2, "abandoned": 1}
+    }
+    with pytest.raises(PayloadError, match="Object of type set is not JSON serializable"):
+        encode_result("t", {"odd": {1, 2}})
