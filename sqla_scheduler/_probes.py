@@ -37,10 +37,10 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import anyio
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
-from sqla_scheduler._dialects import sync_url
+from sqla_scheduler._dialects import tool_engine
 from sqla_scheduler.models import DEFAULT_TABLE_NAME
 
 __all__ = ["LIVE_WITHIN", "Probes"]
@@ -290,8 +290,8 @@ class Probes:
         with self._engine_lock:
             if self._engine is None:
                 # its own small pool, checked before use: the database may have restarted
-                self._engine = create_engine(
-                    sync_url(self._url), pool_size=1, max_overflow=1, pool_pre_ping=True
+                self._engine = tool_engine(
+                    self._url, pool_size=1, max_overflow=1, pool_pre_ping=True
                 )
             return self._engine
 

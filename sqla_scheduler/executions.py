@@ -18,11 +18,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, Engine, create_engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler._checks import check_filters, check_number
+from sqla_scheduler._dialects import tool_engine
 from sqla_scheduler._execution import Execution, ExecutionState, ExecutionStatus
 
 if TYPE_CHECKING:
@@ -106,7 +107,6 @@ def _sync_engine(
     """The client and a sync engine on ``url``: disposed of after the block when made
     here (async engines are reached through a sync twin: a one-off call blocks)."""
     from sqla_scheduler import _store
-    from sqla_scheduler._dialects import sync_url
     from sqla_scheduler.scheduler import Scheduler
 
     if url is None:
@@ -116,7 +116,7 @@ def _sync_engine(
     if isinstance(url, Engine):
         engine, owned = url, False
     else:
-        engine = create_engine(sync_url(url.url if isinstance(url, AsyncEngine) else url))
+        engine = tool_engine(url.url if isinstance(url, AsyncEngine) else url)
         owned = True
     try:
         client = scheduler if scheduler is not None else Scheduler(engine)

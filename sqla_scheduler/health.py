@@ -30,11 +30,11 @@ from typing import Any
 
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection, Engine, Table, create_engine
+from sqlalchemy import Connection, Engine, Table
 from sqlalchemy.engine import URL
 
 from sqla_scheduler import _node_store, _store, migrate
-from sqla_scheduler._dialects import sync_url
+from sqla_scheduler._dialects import tool_engine
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._limits import text_problem
 from sqla_scheduler._node import ALIVE_INTERVALS, Node, database_now
@@ -101,7 +101,7 @@ def check(
     if isinstance(url, Engine):
         engine, owned = url, False
     else:
-        engine, owned = create_engine(sync_url(url)), True
+        engine, owned = tool_engine(url), True
     table = table_for(table_name, schema)
     try:
         _store.check_sqlite_file(engine.url, table)

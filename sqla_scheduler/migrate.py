@@ -19,10 +19,10 @@ from alembic.config import Config
 from alembic.runtime.environment import EnvironmentContext
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, create_engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
 
-from sqla_scheduler._dialects import sync_url
+from sqla_scheduler._dialects import tool_engine
 from sqla_scheduler._migration_steps import APP_VERSION_TABLE, STANDALONE_VERSION_TABLE
 from sqla_scheduler.models import metadata
 
@@ -67,7 +67,7 @@ def _connection(bind: str | URL | Engine | Connection) -> Iterator[Connection]:
     if isinstance(bind, Connection):
         yield bind
         return
-    engine = bind if isinstance(bind, Engine) else create_engine(sync_url(bind))
+    engine = bind if isinstance(bind, Engine) else tool_engine(bind)
     try:
         with engine.begin() as conn:
             yield conn

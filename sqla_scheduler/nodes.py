@@ -25,9 +25,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine
 from sqlalchemy.engine import URL
 
+from sqla_scheduler._dialects import tool_engine
 from sqla_scheduler._node import ALIVE_INTERVALS, Node
 
 __all__ = ["ALIVE_INTERVALS", "Node", "list_nodes"]
@@ -53,7 +54,6 @@ def list_nodes(
     the file created). Database failures raise SQLAlchemy's own errors.
     """
     from sqla_scheduler import _node_store, _store
-    from sqla_scheduler._dialects import sync_url
     from sqla_scheduler._node import database_now
     from sqla_scheduler.models import nodes_table, table_for
 
@@ -65,7 +65,7 @@ def list_nodes(
     if isinstance(url, Engine):
         engine, owned = url, False
     else:
-        engine, owned = create_engine(sync_url(url)), True
+        engine, owned = tool_engine(url), True
     try:
         _store.check_sqlite_file(engine.url, nodes_table(table))
         with engine.connect() as conn:

@@ -38,7 +38,12 @@ from sqla_scheduler._dialects.notices import (
     read_result_notice,
     result_channel,
 )
-from sqla_scheduler._dialects.urls import UnsupportedDatabaseError, check_url, sync_url
+from sqla_scheduler._dialects.urls import (
+    UnsupportedDatabaseError,
+    check_url,
+    sync_url,
+    tool_engine,
+)
 
 __all__ = [
     "MAX_NOTICE_BYTES",
@@ -60,4 +65,5 @@ __all__ = [
     "replica_lag",
     "result_channel",
     "sync_url",
+    "tool_engine",
 ]

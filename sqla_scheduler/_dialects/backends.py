@@ -293,8 +293,13 @@ def _mysql_conflict(error: BaseException) -> bool:
 
 
 def _sqlstate_prepared_lost(error: BaseException) -> bool:
+    orig = getattr(error, "orig", None)
+    state = getattr(orig, "sqlstate", None)
+    if state == "08P01":  # protocol_violation: "bind message supplies 2 parameters, but
+        # prepared statement "_pg3_4" requires 1", another client's statement of that name
+        return "prepared statement" in str(orig)
     # duplicate_prepared_statement, invalid_sql_statement_name
-    return getattr(getattr(error, "orig", None), "sqlstate", None) in ("42P05", "26000")
+    return state in ("42P05", "26000")
 
 
 def _never(error: BaseException) -> bool:

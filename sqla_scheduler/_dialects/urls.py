@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from sqlalchemy import URL, make_url
+from typing import Any
+
+from sqlalchemy import URL, Engine, create_engine, make_url
 from sqlalchemy.exc import ArgumentError
 
-__all__ = ["SUPPORTED", "UnsupportedDatabaseError", "check_url", "sync_url", "unsupported"]
+__all__ = [
+    "SUPPORTED",
+    "UnsupportedDatabaseError",
+    "check_url",
+    "sync_url",
+    "tool_engine",
+    "unsupported",
+]
 
 _ASYNC_TO_SYNC = {
     "aiosqlite": "pysqlite",
@@ -78,3 +87,14 @@ def sync_url(url: str | URL) -> URL:
     if driver in _ASYNC_TO_SYNC:
         parsed = parsed.set(drivername=f"{parsed.get_backend_name()}+{_ASYNC_TO_SYNC[driver]}")
     return parsed
+
+
+def tool_engine(url: str | URL, **options: Any) -> Engine:
+    """A sync engine on ``url`` for the library's one-off work (migrations, health checks,
+    listings: ``sqla-scheduler`` commands), which prepares no statement: through a pooler
+    in transaction mode a prepared statement may be another client's by its next run, and
+    none of this work runs a statement often enough to gain from preparing it. ``options``
+    go to ``create_engine``."""
+    parsed = sync_url(url)
+    no_prepare = {"prepare_threshold": None} if parsed.get_driver_name() == "psycopg" else {}
+    return create_engine(parsed, connect_args=no_prepare, **options)

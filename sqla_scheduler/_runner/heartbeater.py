@@ -16,6 +16,7 @@ from sqlalchemy import Table
 
 from sqla_scheduler import _store
 from sqla_scheduler._bridge import Database
+from sqla_scheduler._runner.failures import Failures
 from sqla_scheduler._runner.held import HeldSet, log_lost, versioned_keys
 from sqla_scheduler.clock import Clock
 
@@ -35,6 +36,7 @@ class Heartbeater:
         self.clock = clock
         self.held = held
         self.interval = interval
+        self._failures = Failures("the heartbeat of the executions held")
 
     async def run(self) -> None:
         """Beat every ``interval`` until cancelled."""
@@ -58,11 +60,10 @@ class Heartbeater:
                     partial(_store.heartbeat, table=self.table, held=keys, now=self.clock.now()),
                     autocommit=True,
                 )
-            except Exception:
-                log.warning(
-                    "heartbeat of %d execution(s) failed; retrying", len(keys), exc_info=True
-                )
+            except Exception as exc:
+                self._failures.failed(exc)
                 return 0
+        self._failures.worked()
         for held in snapshot:
             if held.key not in refreshed and not held.completing and self.held.holds(held):
                 held.lost = True

@@ -27,6 +27,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 from sqlalchemy import Table, make_url
+from sqlalchemy.exc import DBAPIError
 
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._dialects import (
@@ -36,6 +37,8 @@ from sqla_scheduler._dialects import (
     read_notice,
     read_pause_notice,
 )
+from sqla_scheduler._durations import format_duration
+from sqla_scheduler._runner.failures import Failures
 from sqla_scheduler._runner.waker import Waker
 
 __all__ = ["LISTEN_CHECK", "Listener"]
@@ -93,6 +96,12 @@ class Listener:
         self.hearing = False
         #: Whether the check failed and ``on_deaf`` took over.
         self.deaf = False
+        import psycopg  # the listener's own driver (PostgreSQL only)
+
+        self._failures = Failures(
+            f"the LISTEN connection (polling every {format_duration(polling_interval)} meanwhile)",
+            expected=(DBAPIError, psycopg.Error, OSError),
+        )
 
     def stop(self) -> None:
         """Stop listening (from any thread); ``run`` returns within a tick."""
@@ -110,12 +119,8 @@ class Listener:
                 if self._on_deaf is not None:
                     await self._on_deaf()
                 return
-            except Exception:
-                log.warning(
-                    "the LISTEN connection failed; polling every %s until it is back",
-                    self._polling_interval,
-                    exc_info=True,
-                )
+            except Exception as exc:
+                self._failures.failed(exc)
             finally:
                 self.hearing = False
             if connected.is_set():
@@ -137,6 +142,7 @@ class Listener:
                 conn.prepare_threshold = None
             conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
             connected.set()
+            self._failures.worked()  # back after an outage: said once
             # Anything scheduled while nobody was listening is picked up now.
             self.waker.soon(self.waker.news)
             token = secrets.token_hex(8)

@@ -32,6 +32,7 @@ from sqla_scheduler._bridge import Database
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._execution import Execution
 from sqla_scheduler._node import FORGET_AFTER
+from sqla_scheduler._runner.failures import Failures
 from sqla_scheduler._runner.waker import Waker
 from sqla_scheduler.clock import (
     STEP_TOLERANCE,
@@ -112,12 +113,15 @@ class Maintenance:
     async def run(self) -> None:
         """A pass every ``revive_interval`` until cancelled; a failed pass is retried."""
         interval = self.config.revive_interval.total_seconds()
+        failures = Failures("maintenance")
         while True:
             began = steady_seconds()
             try:
                 await self.run_once()
-            except Exception:
-                log.warning("maintenance failed; retrying", exc_info=True)
+            except Exception as exc:
+                failures.failed(exc)
+            else:
+                failures.worked()
             # every interval, however long the pass took (pruning may take half of it)
             await anyio.sleep(max(0.0, began + interval - steady_seconds()))
 

@@ -23,7 +23,7 @@ from sqlalchemy import Table
 
 from sqla_scheduler import _node_store
 from sqla_scheduler._bridge import Database
-from sqla_scheduler._durations import format_duration
+from sqla_scheduler._runner.failures import Failures
 from sqla_scheduler._runner.held import HeldSet
 from sqla_scheduler.clock import Clock
 
@@ -66,6 +66,7 @@ class NodeHeartbeater:
         self.name = name
         self.concurrency = concurrency
         self.interval = interval
+        self._failures = Failures(f"recording scheduler {name!r} in the nodes table")
         self.host = socket.gethostname()[:_MAX_HOST]
         self.pid = os.getpid()
         #: When this scheduler first recorded itself; its row is removed only if it is
@@ -101,14 +102,10 @@ class NodeHeartbeater:
             await self.db.shielded(
                 partial(_node_store.record, table=self.table, node=node), autocommit=True
             )
-        except Exception:
-            log.warning(
-                "could not record scheduler %r in the nodes table; retrying in %s",
-                self.name,
-                format_duration(self.interval),
-                exc_info=True,
-            )
+        except Exception as exc:
+            self._failures.failed(exc)
             return False
+        self._failures.worked()
         return True
 
     async def remove(self) -> bool:

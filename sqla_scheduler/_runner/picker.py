@@ -52,6 +52,7 @@ from sqlalchemy import Table
 from sqla_scheduler import _control_store, _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._execution import Execution
+from sqla_scheduler._runner.failures import Failures
 from sqla_scheduler._runner.held import Held, HeldSet, PausedTasks
 from sqla_scheduler._runner.limited import LimitedPicks, pick_plain
 from sqla_scheduler._runner.waker import Waker
@@ -118,6 +119,8 @@ class Picker:
         #: The tasks known to be paused, and what to call for each one newly found so.
         self.paused = paused if paused is not None else PausedTasks()
         self._on_paused = on_paused
+        self._failures = Failures("picking due executions")
+        self._paused_failures = Failures("reading the paused tasks")
         #: When to read the paused tasks next (``time.monotonic``): at the first pick.
         self._paused_due = 0.0
         self._base_low = max(0, math.floor(config.concurrency * config.pick_lower_fraction))
@@ -281,17 +284,20 @@ class Picker:
             if time.monotonic() >= self._paused_due:
                 try:
                     await self.refresh_paused()
-                except Exception:
-                    log.warning("reading the paused tasks failed; retrying", exc_info=True)
+                except Exception as exc:
+                    self._paused_failures.failed(exc)
+                else:
+                    self._paused_failures.worked()
             if pick and self.wants_work():
                 try:
                     await deliver(await self.run_once())
                     if not self.more_due and self.waker.stale():
                         await self.refresh_next()
-                except Exception:
-                    log.exception("picking due executions failed; retrying")
+                except Exception as exc:
+                    self._failures.failed(exc)
                     await anyio.sleep(_ERROR_BACKOFF)
                     continue
+                self._failures.worked()
                 if self.wants_more():
                     continue  # handlers already drained the queue: pick again at once
             pick = True

@@ -23,6 +23,7 @@ from sqlalchemy import Table
 from sqla_scheduler import _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._checks import EARLIEST
+from sqla_scheduler._runner.failures import Failures
 from sqla_scheduler._runner.waker import Waker
 
 __all__ = ["PROBE_INTERVAL", "Prober"]
@@ -59,14 +60,17 @@ class Prober:
     async def run(self) -> None:
         """Probe every ``interval`` until cancelled; a failed probe is logged and the next
         one tried as usual (the picker's poll goes on regardless)."""
+        failures = Failures("reading the earliest due time")
         while True:
             await anyio.sleep(self._interval)
             if not self._wants_work():
                 continue
             try:
                 await self.probe()
-            except Exception:
-                log.warning("reading the earliest due time failed; retrying", exc_info=True)
+            except Exception as exc:
+                failures.failed(exc)
+            else:
+                failures.worked()
 
     async def probe(self) -> None:
         """One probe: wake the picker for a time earlier than it waits for."""

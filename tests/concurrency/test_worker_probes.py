@@ -17,7 +17,7 @@ from sqlalchemy import Engine, column, create_engine, table, update
 from sqla_scheduler import migrate
 from tests._postgres import PostgresCluster, _free_port
 from tests.concurrency.app import metadata
-from tests.concurrency.conftest import Workers
+from tests.concurrency.conftest import Workers, wait_until
 
 
 def _get(port: int, path: str) -> tuple[int, str]:
@@ -78,6 +78,25 @@ def test_probes_of_a_worker_through_an_outage_and_a_newer_schema(
         assert _get(port, "/livez")[0] == 200  # a restart would not bring the database back
         own_cluster.resume()
         _until(port, "/readyz", 200)
+        # the outage in a few lines: each service's first failure, then that it is back
+        wait_until(
+            lambda: "picking due executions works again" in worker.output(),
+            30,
+            "the picker to say it works again",
+            workers.report,
+        )
+        wait_until(
+            lambda: (
+                "the LISTEN connection (polling every 200ms meanwhile) works again"
+                in worker.output()
+            ),
+            30,
+            "the listener to say it is back",
+            workers.report,
+        )
+        outage = worker.output()
+        assert outage.count("picking due executions failed") == 1, workers.report()
+        assert "Traceback" not in outage, workers.report()
 
         # a newer version's migration step, which this version does not know
         engine = create_engine(url)
