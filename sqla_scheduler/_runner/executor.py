@@ -12,7 +12,7 @@ import inspect
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, nullcontext
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from functools import partial
@@ -20,11 +20,14 @@ from typing import Any
 
 import anyio
 from sqlalchemy import Table
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from sqla_scheduler import _app_code, _group_store, _store
 from sqla_scheduler._bridge import Database, SessionFactory, Transaction
 from sqla_scheduler._execution import Execution, Key
 from sqla_scheduler._runner import outcomes
+from sqla_scheduler._runner.failures import first_line
 from sqla_scheduler._runner.held import Held, RowWrites, log_lost, versioned_keys
 from sqla_scheduler._runner.outcomes import Outcome
 from sqla_scheduler._runner.waker import AHEAD
@@ -136,7 +139,16 @@ class Executor:
             dispatch(self.listeners, "on_start", context)
         started_at = self.clock.now()
         started = time.monotonic()
-        async with self._transaction(task) as transaction:
+        async with AsyncExitStack() as stack:
+            try:
+                transaction = await stack.enter_async_context(self._transaction(task))
+            except (DBAPIError, PoolTimeout) as exc:  # its transaction did not begin: not run
+                log.warning(
+                    "%s: its transaction could not begin (%s); handing it back",
+                    held.label,
+                    first_line(exc),
+                )
+                return Outcome(held=held, decision=outcomes.release(execution, self.clock.now()))
             handler = task.handler
             if transaction is not None:
                 context = replace(context, session=transaction.session)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from sqlalchemy.exc import DBAPIError
 
-__all__ = ["REPEAT_EVERY", "Failures"]
+__all__ = ["REPEAT_EVERY", "Failures", "first_line"]
 
 log = logging.getLogger("sqla_scheduler")
 
@@ -50,7 +50,7 @@ class Failures:
             self._since = self._told = now
             self._told_count = 1
             if isinstance(error, self._expected):  # the database's own error: its first line
-                log.warning("%s failed: %s; retrying", self.what, _first_line(error))
+                log.warning("%s failed: %s; retrying", self.what, first_line(error))
             else:
                 log.warning("%s failed; retrying", self.what, exc_info=error)
             return
@@ -60,7 +60,7 @@ class Failures:
                 self.what,
                 self.count - self._told_count,
                 now - self._told,
-                _first_line(error),
+                first_line(error),
             )
             self._told, self._told_count = now, self.count
 
@@ -76,7 +76,7 @@ class Failures:
             self.count = 0
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
     """``error`` in one line: a database error's own first line, without the statement."""
     cause = error.orig if isinstance(error, DBAPIError) and error.orig is not None else error
     text = str(cause).strip()

@@ -20,11 +20,12 @@ from sqla_scheduler import (
     Scheduler,
     SchedulerConfig,
     TaskDefinitionError,
+    configure_sqlite,
     custom,
     one_time,
 )
 from sqla_scheduler.tasks import NextAt
-from tests.conftest import Harness, wait_for
+from tests.conftest import Harness, services, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -315,3 +316,37 @@ async def test_a_stop_rolls_the_writes_of_an_unfinished_handler_back(app: Harnes
     await wait_for(lambda: app.checked_out() == 0)  # the thread closed the transaction
     assert effects(app) == []
     assert still == ([] if app.is_async else [1])
+
+
+async def test_a_transaction_that_cannot_begin_hands_the_execution_back(
+    sqlite: Harness, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its handler never ran: the execution is handed back (no failure counted) to run
+    again, not left picked until it is revived as dead (issue 46: under a burst on a busy
+    machine, SQLite's write lock was not to be had within the busy timeout; a BEGIN waits
+    for that lock on SQLite alone)."""
+    app = sqlite
+    Base.metadata.create_all(app.sync_engine)
+    engine = configure_sqlite(create_engine(app.url), busy_timeout=timedelta(milliseconds=100))
+    task = one_time("charge", transactional=True)(writer(app))
+    scheduler = Scheduler(engine, [task], SchedulerConfig(scheduler_name="w"), clock=clock)
+    scheduler.schedule(engine, task.instance("a"))
+    try:
+        async with services(scheduler) as runner:
+            [held] = await runner.picker.run_once()
+            with app.sync_engine.connect() as holder:
+                holder.exec_driver_sql("BEGIN IMMEDIATE")  # the write lock, held
+                outcome = await runner.executor.run_once(held)
+                holder.rollback()
+            assert outcome.decision is not None
+            assert outcome.decision.kind == "release"
+            runner.completer.submit(outcome)
+            await runner.completer.run_once()
+        row = app.row("charge", "a")
+        assert row is not None
+        assert (row["picked"], row["consecutive_failures"]) == (False, 0)
+        assert "charge/a: its transaction could not begin" in caplog.text
+        assert await scheduler.run_due() == 1
+        assert effects(app) == ["a"]
+    finally:
+        engine.dispose()
