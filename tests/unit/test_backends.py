@@ -8,7 +8,6 @@ from typing import Any
 import psycopg
 import pytest
 from sqlalchemy import create_engine, event
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import DBAPIError
 
 from sqla_scheduler import Scheduler
@@ -64,7 +63,8 @@ def test_every_sign_of_a_statement_prepared_by_another_client(error: Exception, 
     """Behind a pooler in transaction mode a statement psycopg prepared may be gone, may
     exist already, or may be another client's with other parameters (issue 46, item 3)."""
     wrapped = DBAPIError("SELECT 1", {}, error)
-    assert backend_for(postgresql.dialect()).prepared_lost(wrapped) is lost
+    dialect = create_engine("postgresql+psycopg://u@127.0.0.1:1/d").dialect  # not connected
+    assert backend_for(dialect).prepared_lost(wrapped) is lost
 
 
 def test_the_tools_engines_prepare_nothing() -> None:
