@@ -234,23 +234,31 @@ def test_a_signal_while_the_app_loads_stops_cleanly(
     assert rows(app_db, "select name from scheduled_tasks_nodes") == []
 
 
-def _running_slow(workers: Workers, app_db: Engine, pg_url: str) -> Worker:
-    """A worker ``solo`` (10 minutes for running executions at a stop) whose handler of
-    ``slow/s-1`` has started, and runs until the test ends."""
-    worker = workers.start("solo", SHUTDOWN_WAIT_MS=600_000)
+def _running(
+    workers: Workers, app_db: Engine, pg_url: str, task: str, phase: str, **env: Any
+) -> Worker:
+    """A worker ``solo`` (with ``env``) that has run ``task``'s one instance up to the
+    ``runs`` row of ``phase``."""
+    worker = workers.start("solo", **env)
     workers.wait_started(worker)
     client = build_scheduler(pg_url, name="client")
     try:
-        client.schedule(app_db, one_time_task(client, "slow").instance("s-1"))
+        client.schedule(app_db, one_time_task(client, task).instance(f"{task}-1"))
     finally:
         engine_of(client).dispose()
     wait_until(
-        lambda: scalar(app_db, "select count(*) from runs where phase = 'started'") == 1,
+        lambda: scalar(app_db, "select count(*) from runs where phase = :p", p=phase) == 1,
         20,
-        "s-1 to start",
+        f"{task}-1 to reach {phase}",
         workers.report,
     )
     return worker
+
+
+def _running_slow(workers: Workers, app_db: Engine, pg_url: str) -> Worker:
+    """A worker ``solo`` (10 minutes for running executions at a stop) whose handler of
+    ``slow/slow-1`` has started, and runs until the test ends."""
+    return _running(workers, app_db, pg_url, "slow", "started", SHUTDOWN_WAIT_MS=600_000)
 
 
 def test_second_signal_stops_at_once(workers: Workers, app_db: Engine, pg_url: str) -> None:
@@ -271,7 +279,7 @@ def test_second_signal_stops_at_once(workers: Workers, app_db: Engine, pg_url: s
     assert "sqla-scheduler: stopped at once by a second SIGINT" in output
     assert "Traceback" not in output
     assert rows(app_db, "select task_instance, picked, picked_by from scheduled_tasks") == [
-        ("s-1", False, None)
+        ("slow-1", False, None)
     ], workers.report()
 
 
@@ -281,19 +289,7 @@ def test_a_second_signal_ends_the_process_whatever_it_waits_on(
     """An ``on_abandon`` hook that does not return holds up the stop's last commit, in a
     thread nothing can cancel: the second signal still ends the process within
     ``FORCED_STOP_WITHIN``, with 128 + its number, saying what it left."""
-    worker = workers.start("solo")
-    workers.wait_started(worker)
-    client = build_scheduler(pg_url, name="client")
-    try:
-        client.schedule(app_db, one_time_task(client, "stuck").instance("h-1"))
-    finally:
-        engine_of(client).dispose()
-    wait_until(
-        lambda: scalar(app_db, "select count(*) from runs where phase = 'hooked'") == 1,
-        20,
-        "the on_abandon hook to start",
-        workers.report,
-    )
+    worker = _running(workers, app_db, pg_url, "stuck", "hooked")
     worker.signal(signal.SIGTERM)
     wait_until(lambda: "stopping gracefully" in worker.output(), 20, "the stop", workers.report)
     worker.signal(signal.SIGTERM)
@@ -305,7 +301,7 @@ def test_a_second_signal_ends_the_process_whatever_it_waits_on(
         worker.output()
     ), workers.report()
     # the abandon never committed: its row stays, picked, for revival
-    assert rows(app_db, "select task_instance, picked from scheduled_tasks") == [("h-1", True)]
+    assert rows(app_db, "select task_instance, picked from scheduled_tasks") == [("stuck-1", True)]
 
 
 def test_a_release_held_up_past_the_grace_is_waited_for(
@@ -317,7 +313,7 @@ def test_a_release_held_up_past_the_grace_is_waited_for(
     worker = _running_slow(workers, app_db, pg_url)
     with app_db.connect() as blocker:
         blocker.execute(
-            text("select 1 from scheduled_tasks where task_instance = 's-1' for update")
+            text("select 1 from scheduled_tasks where task_instance = 'slow-1' for update")
         )
         worker.signal(signal.SIGTERM)
         wait_until(lambda: "stopping gracefully" in worker.output(), 20, "the stop", workers.report)
@@ -351,7 +347,7 @@ def test_a_release_held_up_past_the_grace_is_waited_for(
     assert "Traceback" not in output, workers.report()
     assert "stopping without" not in output, workers.report()  # no handler was left running
     assert rows(app_db, "select task_instance, picked, picked_by from scheduled_tasks") == [
-        ("s-1", False, None)
+        ("slow-1", False, None)
     ], workers.report()
 
 
