@@ -101,7 +101,7 @@ class Executor:
             await anyio.sleep(min(early, AHEAD.total_seconds()))
         task = self.tasks[execution.task_name]
         try:
-            payload = task.codec.decode(execution.data, execution.payload_version)
+            payload = await self._decode(task, execution)
             if isinstance(task, RecurringTask):
                 outcomes.schedule_of(task, execution)  # what follows the run must read
         except Exception as exc:  # whatever decoding raised (see ``_app_code``): it cannot run
@@ -198,6 +198,17 @@ class Executor:
         """The group a callback waited for, with its members' outcomes and results."""
         read = partial(_group_store.get, table=self._table, group_id=group_id, members=True)
         return await self._db.shielded(read)
+
+    async def _decode(self, task: Task[Any], execution: Execution) -> Any:
+        """``execution``'s payload. One written by an earlier version of the task is
+        upcast in a handler thread: the upcasters are application code that may block or
+        loop, and the event loop (heartbeats, other executions, a stop) must not wait on
+        them; a stop leaves such a call running, as it does a handler."""
+        decode = partial(task.codec.decode, execution.data)
+        version = execution.payload_version
+        if version is None or version == task.codec.version:
+            return decode(version)
+        return await self._threads.run(decode, version)
 
     def _late(self, held: Held) -> Outcome | None:
         """A release of ``held`` when it is a rate-limited task's execution past the time

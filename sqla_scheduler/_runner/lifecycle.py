@@ -4,9 +4,13 @@ manager, or on a background thread; at most one ``Runner`` at a time."""
 from __future__ import annotations
 
 import contextlib
+import logging
+import sys
 import threading
+import traceback
 from collections.abc import Callable
 from concurrent.futures import Future
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -17,8 +21,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler._bridge import check_backend
 from sqla_scheduler._runner.loop import Runner
+from sqla_scheduler._runner.workers import STOP_GRACE
 
 __all__ = ["Lifecycle"]
+
+log = logging.getLogger("sqla_scheduler")
 
 
 class Lifecycle:
@@ -98,22 +105,57 @@ class Lifecycle:
     def stop(self) -> None:
         """Stop the loop ``start`` began, waiting for it to wind down; nothing if none.
 
-        Returns within ``shutdown_max_wait`` and ``STOP_GRACE`` even when handlers ignore
-        their cancellation: their event loop's thread is then left to them (a daemon
-        thread, which does not keep the process from exiting).
+        Returns within ``shutdown_max_wait`` and twice ``STOP_GRACE`` whatever application
+        code does: handlers that ignore their cancellation are left running, and so is an
+        event loop that application code blocks (a listener, an interceptor or a
+        ``payload_type`` that never returns); its thread is a daemon, which does not keep
+        the process from exiting, and what it holds is revived once its heartbeats are
+        stale.
         """
         portal, future, thread = self._portal, self._portal_future, self._thread
         if portal is None or future is None or thread is None:
             return
-        try:
+        runner = self.runner
+        within = STOP_GRACE * 2
+        if runner is not None:
+            within += runner.config.shutdown_max_wait
+        # The portal's calls wait for the event loop, so the wait is in a thread of its own.
+        stopping = threading.Thread(
+            target=self._stop_and_wait,
+            args=(portal, future),
+            name="sqla-scheduler-stop",
+            daemon=True,
+        )
+        stopping.start()
+        stopping.join(within.total_seconds())
+        self._portal = self._portal_future = self._thread = None
+        if stopping.is_alive():
+            _log_blocked(thread, within)
+            return
+        future.result()  # what the loop raised, if anything
+        _stop_portal(portal, thread, wait=not self.left_running)
+
+    def _stop_and_wait(self, portal: BlockingPortal, future: Future[None]) -> None:
+        with contextlib.suppress(BaseException):  # the caller raises it from ``future``
             portal.call(self.request_stop)
             future.result()
-        finally:
-            self._portal = self._portal_future = self._thread = None
-            _stop_portal(portal, thread, wait=not self.left_running)
 
     async def _run_in_group(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         await self.run(task_status=task_status)
+
+
+def _log_blocked(thread: threading.Thread, within: timedelta) -> None:
+    """Say that ``thread``'s event loop did not stop ``within``, and where it is stuck."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    where = "".join(traceback.format_stack(frame, limit=6)) if frame is not None else ""
+    log.error(
+        "the scheduler's event loop did not stop within %ss: code running in it does not "
+        "return (sync code in a listener, an interceptor, a payload_type or a custom "
+        "schedule, or async code that never awaits); leaving it to its daemon thread, its "
+        "executions picked until their heartbeats are stale (dead_after). It is at:\n%s",
+        within.total_seconds(),
+        where.rstrip() or "(unknown)",
+    )
 
 
 def _start_portal(backend: str) -> tuple[BlockingPortal, threading.Thread]:

@@ -1,7 +1,9 @@
 """Nothing a handler does keeps the scheduler from stopping: ``stop()`` and a cancelled
 ``run()`` return within ``shutdown_max_wait`` plus ``STOP_GRACE`` even when an async
 handler swallows its cancellation forever and a sync one never returns; what is still
-running then is named in the log. (A worker process on SIGTERM: tests/concurrency.)"""
+running then is named in the log; nor does an upcaster that hangs, nor sync application code
+that holds the event loop itself (issue 46, item 4). (A worker process on SIGTERM:
+tests/concurrency.)"""
 
 from __future__ import annotations
 
@@ -16,7 +18,13 @@ import anyio
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
-from sqla_scheduler import Scheduler, SchedulerConfig, one_time
+from sqla_scheduler import (
+    ExecutionContext,
+    Scheduler,
+    SchedulerConfig,
+    SchedulerListener,
+    one_time,
+)
 from tests.conftest import sqlite_file_url
 
 SHUTDOWN_MAX_WAIT = timedelta(milliseconds=500)
@@ -125,3 +133,83 @@ async def test_a_cancelled_run_returns_within_the_grace(
     assert took < STOP_GRACE.total_seconds() + MARGIN, took
     (left,) = _left_running(caplog)
     assert "stubborn/x" in left
+
+
+def _wait_for(event: threading.Event) -> None:
+    assert event.wait(20), "the application code was never called"
+
+
+def _timed_stop(scheduler: Scheduler) -> float:
+    """How long ``scheduler.stop()`` took; it is given 20 s before the test fails."""
+    stopping = time.monotonic()
+    stop = threading.Thread(target=scheduler.stop, daemon=True)
+    stop.start()
+    stop.join(20)
+    assert not stop.is_alive(), "stop() has not returned after 20 s"
+    return time.monotonic() - stopping
+
+
+def test_an_upcaster_that_never_returns_blocks_neither_the_loop_nor_the_stop(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Upcasting runs in a handler thread: while it hangs, other executions run, and a
+    stop releases its execution as it would a handler's."""
+    entered, let_go = threading.Event(), threading.Event()
+
+    def upcast(data: Any) -> Any:
+        entered.set()
+        let_go.wait()
+        return data
+
+    ran = threading.Event()
+    old = one_time("versioned")(lambda ctx: None)  # what the previous deploy wrote
+    versioned = one_time("versioned", payload_version=2, upcasters={1: upcast})(lambda ctx: None)
+    other = one_time("other")(lambda ctx: ran.set())
+    config = SchedulerConfig(
+        polling_interval=timedelta(milliseconds=20), shutdown_max_wait=SHUTDOWN_MAX_WAIT
+    )
+    scheduler = Scheduler(engine, [versioned, other], config)
+    scheduler.schedule(engine, old.instance("x"))
+    scheduler.start()
+    try:
+        _wait_for(entered)
+        scheduler.schedule(engine, other.instance("y"))
+        _wait_for(ran)  # the loop went on while the upcaster hangs
+        took = _timed_stop(scheduler)
+    finally:
+        let_go.set()
+    assert took < (SHUTDOWN_MAX_WAIT + STOP_GRACE).total_seconds() + MARGIN, took
+    assert "releasing versioned/x: still running after shutdown_max_wait" in caplog.messages
+    with engine.connect() as conn:
+        picked = conn.execute(text("select picked from scheduled_tasks")).scalars().all()
+    assert picked == [False]  # handed back: the next scheduler upcasts it again
+
+
+def test_stop_returns_when_application_code_blocks_the_event_loop(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Sync application code the loop calls itself (a listener here) can hold the loop:
+    ``stop()`` returns all the same, and its log says where the loop is."""
+    entered, let_go = threading.Event(), threading.Event()
+
+    class Blocking(SchedulerListener):
+        def on_start(self, context: ExecutionContext[Any]) -> None:
+            entered.set()
+            let_go.wait()
+
+    task = one_time("listened")(lambda ctx: None)
+    config = SchedulerConfig(
+        polling_interval=timedelta(milliseconds=20), shutdown_max_wait=SHUTDOWN_MAX_WAIT
+    )
+    scheduler = Scheduler(engine, [task], config, listeners=[Blocking()])
+    scheduler.schedule(engine, task.instance("x"))
+    scheduler.start()
+    try:
+        _wait_for(entered)
+        took = _timed_stop(scheduler)
+    finally:
+        let_go.set()
+    assert took < (SHUTDOWN_MAX_WAIT + 2 * STOP_GRACE).total_seconds() + MARGIN, took
+    (blocked,) = [m for m in caplog.messages if "event loop did not stop" in m]
+    assert "in on_start" in blocked
+    assert "let_go.wait()" in blocked
