@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import create_engine, make_url, text
 
 from sqla_scheduler import Scheduler, SchedulerConfig, one_time
+from tests._cli import invoke
 from tests._pg_databases import DatabasePool
 from tests._pgbouncer import PgBouncer
 from tests._postgres import PostgresCluster
@@ -144,3 +145,23 @@ def _settings_of_both(engine: Any) -> set[tuple[str, str]]:
             pids.add(conn.scalar(text("select pg_backend_pid()")))
         assert len(pids) == 2  # the bouncer's two server connections
     return found
+
+
+@pytest.mark.slow
+def test_every_command_works_through_the_pooler(small_pool: str) -> None:
+    """The commands prepare nothing: through a transaction-mode pooler whose server
+    connections keep other clients' prepared statements, each one works (a prepared
+    ``_pg3_0`` left by the last command used to fail the next one: issue 46, item 3)."""
+    commands = [
+        ("db", "downgrade", "base"),
+        ("db", "upgrade"),
+        ("db", "current"),
+        ("db", "upgrade"),
+        ("health",),
+        ("executions",),
+        ("nodes",),
+    ]
+    for args in [*commands, *commands]:
+        done = invoke(*args, "--url", small_pool)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        assert "prepared statement" not in done.stderr, (args, done.stderr)
