@@ -36,6 +36,7 @@ __all__ = [
     "finished",
     "forget_member",
     "get",
+    "is_chain",
     "list_groups",
     "list_members",
     "locked",
@@ -100,6 +101,7 @@ def schedule(
             remaining=total if k == 0 else 1,
             created_at=now,
             finished_at=now if k == 0 and total == 0 else None,
+            chain=k > 0 or plan.whole,
         )
         for k, (group_id, callback) in enumerate(zip(ids, callbacks, strict=True))
     ]
@@ -129,6 +131,7 @@ def _group_values(group: Group) -> dict[str, Any]:
         "remaining": group.remaining,
         "created_at": group.created_at,
         "finished_at": group.finished_at,
+        "chain": group.chain,
     }
 
 
@@ -226,6 +229,12 @@ def forget_member(
     params = {"key_task": task_name, "key_instance": instance_id}
     row = conn.execute(stmts.groups.membership, params).first()
     return (None, None) if row is None else (row.group_id, row.awaits)
+
+
+def is_chain(conn: Connection, table: Table, group_id: int) -> bool:
+    """Whether the group ``group_id`` is a link of a chain (``Group.chain``)."""
+    row = conn.execute(_statements(conn, table).groups.get, {"group_id": group_id}).first()
+    return row is not None and bool(row.chain)
 
 
 def get(conn: Connection, table: Table, group_id: int, *, members: bool = False) -> Group | None:
@@ -330,6 +339,7 @@ def _group(row: Any, counts: Mapping[str, int], members: tuple[Result, ...] = ()
         created_at=row.created_at,
         finished_at=row.finished_at,
         cancelled_at=row.cancelled_at,
+        chain=row.chain,
         outcomes=MappingProxyType(dict(counts)),
         members=members,
     )

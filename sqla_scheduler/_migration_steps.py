@@ -581,6 +581,22 @@ def _overview_indexes_down(op: Op, names: Names) -> None:
     op.drop_index(f"ix_{names.table}_failing", table_name=names.table, schema=names.schema)
 
 
+# 17 (9f4b2d7c1e63): which groups are links of a chain.
+
+
+def _chain_marker_up(op: Op, names: Names) -> None:
+    op.add_column(
+        names.groups,
+        sa.Column("chain", sa.Boolean(), nullable=False, server_default=sa.false()),
+        schema=names.schema,
+    )
+
+
+def _chain_marker_down(op: Op, names: Names) -> None:
+    with op.batch_alter_table(names.groups, schema=names.schema) as batch:
+        batch.drop_column("chain")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Step:
     """One schema change: its number, the branch revision that runs it, and both ways."""
@@ -611,6 +627,7 @@ STEPS: tuple[Step, ...] = tuple(
             ("7d3f1e9a2c48", _rates_up, _rates_down),
             ("b5c1d8e3f047", _stats_up, _stats_down),
             ("e8a4c2f6b913", _overview_indexes_up, _overview_indexes_down),
+            ("9f4b2d7c1e63", _chain_marker_up, _chain_marker_down),
         ],
         start=1,
     )

@@ -288,7 +288,9 @@ def cancel(
         group_id=group_id,
     )
     _result_store.record(conn, table, [kept])
-    if group_id is not None and awaits is not None:  # a link of a chain: the rest with it
+    if group_id is not None and (
+        awaits is not None or _group_store.is_chain(conn, table, group_id)
+    ):  # a link of a chain: the rest with it
         _group_store.cancel_chain(conn, table, group_id, now)
     elif group_id is not None:
         _group_store.finished(conn, table, {group_id: 1}, now)

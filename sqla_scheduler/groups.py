@@ -48,6 +48,9 @@ class Group:
     created_at: datetime
     finished_at: datetime | None = None
     cancelled_at: datetime | None = None
+    #: A link of a chain (``schedule(..., then=...)``, or a callback's own ``then``):
+    #: its member cancelled before it ran cancels the callback and the links after it.
+    chain: bool = False
     outcomes: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     members: tuple[Result, ...] = ()
 

@@ -321,6 +321,8 @@ def _groups(target: MetaData, name: str, schema: str | None) -> Table:
     """One row per group of executions (``schedule_group``, a chain's links): its
     callback's key (null for a group without one), how many members it has and how many
     have not finished; the member that brings ``remaining`` to 0 makes the callback due.
+    ``chain``: the group is a link of a chain, whose member cancelled before it ran
+    cancels the callback (and the links after it) instead of making it due.
     Each finished member's outcome is kept in the results table under the group's id."""
     return Table(
         name,
@@ -333,6 +335,7 @@ def _groups(target: MetaData, name: str, schema: str | None) -> Table:
         Column("created_at", UTCDateTime(), nullable=False),
         Column("finished_at", UTCDateTime(), nullable=True),
         Column("cancelled_at", UTCDateTime(), nullable=True),
+        Column("chain", Boolean(), nullable=False, server_default=false()),
         schema=schema,
         **TABLE_OPTIONS,
     )

@@ -406,6 +406,33 @@ async def test_cancelling_a_waiting_link_cancels_the_links_after_it(
     assert seen.order == ["a"]
 
 
+async def test_cancelling_a_chains_first_link_cancels_the_links_after_it(
+    db: Harness, clock: ManualClock
+) -> None:
+    """The first link is a chain's as much as the others (issue 46, item 6): cancelled
+    before it ran, it takes the links after it; a one-member group's callback, whose rows
+    are alike but for the chain's mark, is made due by its member's cancel instead."""
+    seen = Seen()
+    member, callback, step = _tasks(seen)
+    scheduler = db.scheduler([member, callback, step], clock)
+    later = NOW + timedelta(hours=1)
+    chain = [step.instance("b"), step.instance("c")]
+    await db.resolve(scheduler.schedule(db.engine, step.instance("a", at=later), then=chain))
+    group = await db.resolve(
+        scheduler.schedule_group(
+            db.engine, [member.instance("m", 1, at=later)], then=callback.instance("r")
+        )
+    )
+    assert await db.resolve(scheduler.cancel(db.engine, "step", "a")) is True
+    assert await db.resolve(scheduler.cancel(db.engine, "member", "m")) is True
+    assert db.row("step", "b") is None
+    assert db.row("step", "c") is None
+    clock.advance(timedelta(hours=2))
+    assert await scheduler.run_due() == 1
+    assert seen.order == ["r"]  # the group's callback, and nothing of the chain
+    assert not group.chain
+
+
 async def test_a_waiting_callback_cannot_be_run_now_or_moved(
     db: Harness, clock: ManualClock
 ) -> None:
