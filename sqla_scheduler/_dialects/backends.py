@@ -152,6 +152,10 @@ class Backend:
     #: with another one (a deadlock, a lock wait that timed out, a serialization
     #: failure), so that running it again may succeed.
     conflicted: Callable[[BaseException], bool]
+    #: ``busy(error)``: the driver's ``error`` says the database was too busy to take the
+    #: unit (SQLite's write lock held past the busy timeout, or a lost conflict): work
+    #: that can wait (housekeeping) retries without a word, unless it lasts.
+    busy: Callable[[BaseException], bool]
     #: ``prepared_lost(error)``: the driver's ``error`` says the server lost a statement
     #: the driver prepared, or had one of that name already: what a pooler in transaction
     #: mode does to prepared statements (then the scheduler stops preparing).
@@ -302,6 +306,13 @@ def _sqlstate_prepared_lost(error: BaseException) -> bool:
     return state in ("42P05", "26000")
 
 
+def _sqlite_busy(error: BaseException) -> bool:
+    # SQLITE_BUSY, SQLITE_LOCKED (the codes from Python 3.11, the message before)
+    orig = getattr(error, "orig", None)
+    code = getattr(orig, "sqlite_errorcode", None)
+    return code in (5, 6) if code is not None else "database is locked" in str(orig)
+
+
 def _never(error: BaseException) -> bool:
     return False  # no prepared statements: nothing to lose
 
@@ -352,6 +363,7 @@ POSTGRESQL = Backend(
     updates_return=True,
     inserts_return=True,
     conflicted=_sqlstate_conflict,
+    busy=_sqlstate_conflict,
     prepared_lost=_sqlstate_prepared_lost,
     insert=postgresql.insert,
     insert_ignoring=_ignoring_conflicts(postgresql.insert),
@@ -386,6 +398,7 @@ SQLITE = Backend(
     updates_return=True,
     inserts_return=True,
     conflicted=_no_conflict,
+    busy=_sqlite_busy,
     prepared_lost=_never,
     insert=sqlite.insert,
     insert_ignoring=_ignoring_conflicts(sqlite.insert),
@@ -420,6 +433,7 @@ MARIADB = Backend(
     updates_return=False,
     inserts_return=False,
     conflicted=_mysql_conflict,
+    busy=_mysql_conflict,
     prepared_lost=_never,
     insert=mysql.insert,
     insert_ignoring=_insert_ignore,

@@ -31,13 +31,19 @@ class Failures:
         what: str,
         clock: Callable[[], float] = time.monotonic,
         expected: tuple[type[BaseException], ...] = (DBAPIError,),
+        quiet: Callable[[BaseException], bool] = lambda error: False,
     ) -> None:
         self.what = what
         self._clock = clock
         #: The errors of the database itself (logged in a line, without a traceback).
         self._expected = expected
+        #: The errors not worth a word until they have lasted ``REPEAT_EVERY`` (a busy
+        #: database, for work that can wait).
+        self._quiet = quiet
         #: Failures since the unit last worked.
         self.count = 0
+        #: Whether the log has heard of them.
+        self._said = False
         self._since = 0.0
         self._told = 0.0
         self._told_count = 0
@@ -47,8 +53,13 @@ class Failures:
         now = self._clock()
         self.count += 1
         if self.count == 1:
-            self._since = self._told = now
-            self._told_count = 1
+            self._since = now
+        if not self._said:
+            if self._quiet(error) and now - self._since < REPEAT_EVERY:
+                log.debug("%s failed: %s; retrying", self.what, first_line(error))
+                return
+            self._said = True
+            self._told, self._told_count = now, self.count
             if isinstance(error, self._expected):  # the database's own error: its first line
                 log.warning("%s failed: %s; retrying", self.what, first_line(error))
             else:
@@ -65,15 +76,16 @@ class Failures:
             self._told, self._told_count = now, self.count
 
     def worked(self) -> None:
-        """The unit worked: say so once after failures."""
-        if self.count:
+        """The unit worked: say so once after failures the log heard of."""
+        if self._said:
             log.warning(
                 "%s works again, after %d failure(s) over %.0fs",
                 self.what,
                 self.count,
                 self._clock() - self._since,
             )
-            self.count = 0
+        self.count = 0
+        self._said = False
 
 
 def first_line(error: BaseException) -> str:
