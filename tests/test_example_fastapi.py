@@ -1,31 +1,45 @@
 """examples/fastapi_app: schedule in the request transaction, run in the lifespan.
 
 The second test is written the way the testing guide tells users to test their own
-application: with the pytest plugin's fixtures, the loop off (no lifespan)."""
+application: with the pytest plugin's fixtures, the loop off (no lifespan).
+
+The module reads its environment when it is imported, as a user's does: each test imports
+it afresh on its own database."""
 
 from __future__ import annotations
 
+import importlib
+import sys
 from collections.abc import AsyncIterator
+from types import ModuleType
 
 import anyio
 import httpx
 import pytest
 from asgi_lifespan import LifespanManager
-from fastapi import FastAPI
 from sqlalchemy import create_engine
 
-from examples.fastapi_app.app import Base, Confirmation, create_application
 from sqla_scheduler import Scheduler
 from sqla_scheduler.testing import ManualClock, ScheduledExecutions
 
 pytestmark = pytest.mark.anyio
 
 
-async def test_orders_are_confirmed_and_a_failed_request_schedules_nothing(pg_url: str) -> None:
-    app = create_application(pg_url, admin_password="s3cret")
-    scheduler = app.state.scheduler
+@pytest.fixture
+def shop(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """``examples/fastapi_app/app.py``, imported on ``pg_url``."""
+    monkeypatch.setenv("DATABASE_URL", pg_url)
+    monkeypatch.setenv("ADMIN_PASSWORD", "s3cret")
+    monkeypatch.delitem(sys.modules, "examples.fastapi_app.app", raising=False)
+    return importlib.import_module("examples.fastapi_app.app")
+
+
+async def test_orders_are_confirmed_and_a_failed_request_schedules_nothing(
+    shop: ModuleType,
+) -> None:
+    scheduler = shop.scheduler
     async with (
-        LifespanManager(app) as manager,
+        LifespanManager(shop.app) as manager,
         httpx.AsyncClient(
             transport=httpx.ASGITransport(app=manager.app), base_url="http://shop"
         ) as client,
@@ -41,7 +55,7 @@ async def test_orders_are_confirmed_and_a_failed_request_schedules_nothing(pg_ur
                 await anyio.sleep(0.02)
         # the failed request rolled back its order and its confirmation together
         assert (await client.get("/orders/2")).status_code == 404
-        engine = app.state.engine
+        engine = shop.engine
         assert await scheduler.get_execution(engine, "send-confirmation", "order-2") is None
         assert await scheduler.get_execution(engine, "send-confirmation", "order-1") is None
 
@@ -55,29 +69,24 @@ async def test_orders_are_confirmed_and_a_failed_request_schedules_nothing(pg_ur
 
 
 @pytest.fixture
-async def shop(pg_url: str) -> AsyncIterator[FastAPI]:
-    app = create_application(pg_url, admin_password="s3cret")
+async def sqla_scheduler(shop: ModuleType, pg_url: str) -> AsyncIterator[Scheduler]:
+    """The plugin's fixtures use the application's scheduler. Its orders table, which the
+    lifespan would create: the lifespan does not run here."""
     engine = create_engine(pg_url)
-    Base.metadata.create_all(engine)  # what the lifespan would do; it does not run here
+    shop.Base.metadata.create_all(engine)
     engine.dispose()
-    yield app
-    await app.state.engine.dispose()
-
-
-@pytest.fixture
-def sqla_scheduler(shop: FastAPI) -> Scheduler:
-    """The plugin's fixtures use the application's scheduler."""
-    scheduler: Scheduler = shop.state.scheduler
-    return scheduler
+    scheduler: Scheduler = shop.scheduler
+    yield scheduler
+    await shop.engine.dispose()
 
 
 async def test_a_confirmation_is_scheduled_with_its_order_and_runs_when_due(
-    shop: FastAPI,
+    shop: ModuleType,
     sqla_scheduler: Scheduler,
     scheduler_clock: ManualClock,
     scheduler_executions: ScheduledExecutions,
 ) -> None:
-    transport = httpx.ASGITransport(app=shop)
+    transport = httpx.ASGITransport(app=shop.app)
     async with httpx.AsyncClient(transport=transport, base_url="http://shop") as client:
         placed = await client.post("/orders", json={"id": 1, "customer": "ada@example.com"})
         assert placed.status_code == 201, placed.text
@@ -85,7 +94,7 @@ async def test_a_confirmation_is_scheduled_with_its_order_and_runs_when_due(
         assert blocked.status_code == 422
 
         scheduler_executions.assert_scheduled(
-            "send-confirmation", "order-1", at=scheduler_clock.now(), payload=Confirmation(1)
+            "send-confirmation", "order-1", at=scheduler_clock.now(), payload=shop.Confirmation(1)
         )
         scheduler_executions.assert_not_scheduled("send-confirmation", "order-2")
         assert (await client.get("/orders/1")).json() == {"id": 1, "confirmed": False}

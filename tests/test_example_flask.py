@@ -20,9 +20,16 @@ from sqla_scheduler import Scheduler
 from sqla_scheduler.testing import ManualClock, ScheduledExecutions
 
 
-def test_orders_are_confirmed_and_a_failed_request_schedules_nothing(tmp_path: Path) -> None:
+@pytest.fixture
+def url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The database the application reads from ``DATABASE_URL``, a SQLite file."""
     url = f"sqlite:///{tmp_path / 'shop.db'}"
-    app = create_application(url)
+    monkeypatch.setenv("DATABASE_URL", url)
+    return url
+
+
+def test_orders_are_confirmed_and_a_failed_request_schedules_nothing(url: str) -> None:
+    app = create_application()
     scheduler = app.extensions["sqla_scheduler"]
     try:
         assert not scheduler.running  # until the first request
@@ -52,8 +59,8 @@ def test_orders_are_confirmed_and_a_failed_request_schedules_nothing(tmp_path: P
 
 
 @pytest.fixture
-def flask_app(tmp_path: Path) -> Flask:
-    app = create_application(f"sqlite:///{tmp_path / 'shop.db'}")
+def flask_app(url: str) -> Flask:
+    app = create_application()
     app.config["SQLA_SCHEDULER_RUN"] = False  # the test runs what is due itself
     return app
 
