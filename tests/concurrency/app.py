@@ -27,8 +27,8 @@ transaction of its own, so a test can see every execution from outside the worke
   transaction it writes a row in ``callbacks`` with its group, how many members its
   ``ctx.group`` lists, their outcomes as JSON, and whether the group had finished.
 - ``rated``: only with ``RATE_LIMIT`` (its ``rate_limit``, e.g. ``20/s``); a row in
-  ``rated_starts`` with the time its handler started (``time.time()``, in microseconds,
-  read first thing).
+  ``rated_starts`` with the time the scheduler started it (``time.time()`` in the
+  ``on_start`` listener, in microseconds).
 - ``stuck`` (``max_retries=0``): fails; its ``on_abandon`` hook records phase ``hooked``,
   then waits (in its thread, polling) until a row exists in ``release``, for at most
   ``deadline`` seconds: an abandon whose commit waits on application code.
@@ -77,6 +77,7 @@ from sqla_scheduler import (
     OneTimeTask,
     Scheduler,
     SchedulerConfig,
+    SchedulerListener,
     SystemClock,
     configure_sqlite,
     one_time,
@@ -297,11 +298,14 @@ def build_scheduler(
 
     tasks: list[OneTimeTask[Any]] = [record, slow, fault, limited, effect, poison, stuck]
     tasks += [gmember, gtyped, gcallback]
+    listeners: list[SchedulerListener] = []
     if rate_limit is not None:
+        started = _StartTimes()
+        listeners.append(started)
 
         @one_time("rated", rate_limit=rate_limit)
         def rated(ctx: ExecutionContext[Any]) -> None:
-            at = time.time()
+            at = started.times.pop(ctx.instance_id)
             with engine.begin() as conn:
                 conn.execute(
                     insert(rated_starts).values(
@@ -328,7 +332,19 @@ def build_scheduler(
         clock = DatabaseClock(base) if db_clock else base
     if step_file is not None:
         clock = DatabaseClock(SteppedClock(step_file))
-    return Scheduler(engine, tasks, config, clock=clock)
+    return Scheduler(engine, tasks, config, clock=clock, listeners=listeners)
+
+
+class _StartTimes(SchedulerListener):
+    """When the scheduler started each execution (``on_start``, in its event loop, as it
+    decides to run the handler): the moment a rate limit governs. The handler's own first
+    line may come later in its thread, by as long as a busy machine takes to run it."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, float] = {}
+
+    def on_start(self, context: ExecutionContext[Any]) -> None:
+        self.times[context.instance_id] = time.time()
 
 
 def one_time_task(scheduler: Scheduler, name: str) -> OneTimeTask[Any]:
