@@ -28,6 +28,10 @@ script's directory instead of into the script: a module the page shows whole
 (``myapp/tasks.py``), an ``alembic.ini`` the check hands to Alembic, text the check
 compares with what the library does.
 
+Whole example files. ``<!-- shows: PATH -->`` says the block is the repository's file
+PATH (``examples/fastapi_app/app.py``), byte for byte: a reader copies a program that
+runs, and the file's own tests (``tests/test_example_*.py``) run it.
+
 Shell commands. Each command of an ``sh``/``bash``/``console`` block (``$`` prompts, ``\\``
 continuations, ``NAME=value`` prefixes and ``#`` comments understood) must be one this
 module knows how to check: ``sqla-scheduler`` (or ``python -m sqla_scheduler``) is parsed
@@ -37,7 +41,9 @@ page's database URL; commands that run until stopped (``worker``, ``admin``, ``d
 only parsed. ``pip install`` must name the project (or a path to its clone) with extras
 it defines, ``git clone`` the project's Source URL, ``make`` a target of
 the Makefile, ``alembic`` parse with Alembic's own parser, ``python -m pytest`` collect
-what it names. Any other command fails the test until a check is added for it.
+what it names. ``uvicorn`` and ``flask ... run`` serve: from the repository's root, on a
+free port and a SQLite file standing in for the page's, the server answers a request and
+stops cleanly at Ctrl-C. Any other command fails the test until a check is added for it.
 """
 
 from __future__ import annotations
@@ -47,9 +53,14 @@ import os
 import re
 import shlex
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -62,6 +73,7 @@ import click
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from sqlalchemy import make_url
 
 from sqla_scheduler import migrate
 from sqla_scheduler.cli import cli
@@ -70,7 +82,7 @@ from tests._cli import ROOT, cli_env
 
 DOCS = ROOT / "docs"
 FIXTURES = ROOT / "tests" / "docs_fixtures"
-MARKER = re.compile(r"^(?P<indent>[ \t]*)<!-- test: (?P<spec>[^>]*?) -->\s*$")
+MARKER = re.compile(r"^(?P<indent>[ \t]*)<!-- (?P<kind>test|shows): (?P<spec>[^>]*?) -->\s*$")
 FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w-]*)\s*$")
 
 #: Blocks shown, never run: program output and formulas, diagrams, SQL abridged from what
@@ -90,6 +102,8 @@ class Block:
     body: str
     groups: tuple[str, ...] = ()
     file: str | None = None
+    #: the repository's file the block is, byte for byte (``<!-- shows: PATH -->``)
+    shows: str | None = None
 
     @property
     def where(self) -> str:
@@ -112,10 +126,12 @@ def blocks(page: Path) -> Iterator[Block]:
         end = lines.index(f"{indent}```", number + 1)
         marker = MARKER.match(lines[number - 1]) if number else None
         groups: list[str] = []
-        file = None
-        if marker is not None:
-            if marker["indent"] != indent:
-                raise AssertionError(f"{page.name}:{number}: marker not at its block's indent")
+        file = shows = None
+        if marker is not None and marker["indent"] != indent:
+            raise AssertionError(f"{page.name}:{number}: marker not at its block's indent")
+        if marker is not None and marker["kind"] == "shows":
+            shows = marker["spec"]
+        elif marker is not None:
             for word in marker["spec"].split():
                 if word.startswith("file="):
                     file = word.removeprefix("file=")
@@ -128,8 +144,9 @@ def blocks(page: Path) -> Iterator[Block]:
             body=textwrap.dedent("\n".join(lines[number + 1 : end])) + "\n",
             groups=tuple(groups),
             file=file,
+            shows=shows,
         )
-        if marker is not None and block.lang != "python" and block.file is None:
+        if marker is not None and not shows and block.lang != "python" and not file:
             raise AssertionError(f"{block.where}: only a python block runs without file=")
         yield block
         number = end + 1
@@ -189,9 +206,19 @@ def test_every_block_is_run_checked_or_only_shown() -> None:
     unaccounted = [
         f"{block.where} ({block.lang})"
         for block in BLOCKS
-        if not block.groups and block.lang not in SHELL | SHOWN_ONLY
+        if not block.groups and block.shows is None and block.lang not in SHELL | SHOWN_ONLY
     ]
     assert not unaccounted, f"mark these with <!-- test: GROUP -->: {unaccounted}"
+
+
+SHOWING = [block for block in BLOCKS if block.shows is not None]
+
+
+@pytest.mark.parametrize("block", SHOWING, ids=[block.where for block in SHOWING])
+def test_a_block_that_shows_a_file_is_that_file(block: Block) -> None:
+    """The page's copy has not drifted from the file its tests run."""
+    assert block.shows is not None
+    assert block.body == (ROOT / block.shows).read_text(), f"{block.where}: not {block.shows}"
 
 
 def test_every_fixture_belongs_to_a_group() -> None:
@@ -366,6 +393,67 @@ def check_bench(script: str, args: list[str]) -> None:
         assert re.search(rf"{re.escape(option)}\b", shown.stdout), f"{script} has no {option}"
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def serves(argv: list[str]) -> bool:
+    """Whether the command serves an application until stopped (``check_serves``)."""
+    return argv[0] == "uvicorn" or (argv[0] == "flask" and "run" in argv)
+
+
+def check_serves(argv: list[str], env: dict[str, str], tmp_path: Path) -> None:
+    """``uvicorn``/``flask ... run`` from the repository's root (where ``examples.`` imports)
+    on a free port, its ``DATABASE_URL`` a SQLite file of the test's, the driver the page's:
+    it answers a request (a 404 will do) and exits 0 at Ctrl-C."""
+    if "DATABASE_URL" in env:
+        url = make_url(env["DATABASE_URL"])
+        assert url.get_backend_name() == "sqlite", f"{shlex.join(argv)}: serve it on SQLite"
+        env = {**env, "DATABASE_URL": str(url.set(database=str(tmp_path / "served.db")))}
+    port = free_port()
+    log_path = tmp_path / "server.log"
+    command = [sys.executable, "-m", *argv, "--port", str(port)]
+    # the server's Ctrl-C is Python's own even where this process ignores SIGINT (a
+    # background job's does): a child inherits an ignored signal
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with log_path.open("wb") as log:
+            server = subprocess.Popen(
+                command,
+                cwd=ROOT,
+                env=cli_env(**env),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as answer:
+                    status = answer.status
+            except urllib.error.HTTPError as error:
+                status = error.code
+            except OSError:  # not listening yet
+                assert server.poll() is None, f"{shlex.join(argv)}:\n{log_path.read_text()}"
+                assert time.monotonic() < deadline, f"no answer:\n{log_path.read_text()}"
+                time.sleep(0.1)
+                continue
+            break
+        assert status < 500, f"{shlex.join(argv)}: {status}\n{log_path.read_text()}"
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=30) == 0, f"{shlex.join(argv)}:\n{log_path.read_text()}"
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
 def check_pytest(args: list[str]) -> Callable[[], None]:
     """Start collecting what the command names (in one process: ``-n 0`` overrides a ``-n``
     the command gives); the check that its options parsed and it collected, to call once
@@ -417,6 +505,8 @@ def test_docs_shell_commands(block: Block, tmp_path: Path) -> None:
             check_alembic(argv[1:], env)
         elif argv[:3] == ["python", "-m", "pytest"]:
             pending.append(check_pytest(argv[3:]))
+        elif serves(argv):
+            check_serves(argv, env, tmp_path)
         elif argv[0] == ".venv/bin/python" and argv[1].startswith("bench/"):
             check_bench(argv[1], argv[2:])
         else:
