@@ -513,3 +513,36 @@ def test_docs_shell_commands(block: Block, tmp_path: Path) -> None:
             raise AssertionError(f"{block.where}: no check for `{shlex.join(argv)}`: add one")
     for collected in pending:
         collected()
+
+
+# --- the framework pages ----------------------------------------------------------------
+
+
+def one_line(text: str) -> str:
+    """``text`` with its ``\\`` continuations joined and its whitespace collapsed."""
+    return " ".join(re.sub(r"\\+\n", " ", text).split())
+
+
+@pytest.mark.parametrize(
+    ("page", "example", "command"),
+    [
+        ("fastapi.md", "examples/fastapi_app/app.py", "uvicorn examples.fastapi_app.app:app"),
+        (
+            "flask.md",
+            "examples/flask_app/app.py",
+            "flask --app examples.flask_app.app:create_application run",
+        ),
+    ],
+)
+def test_the_framework_pages_show_a_whole_runnable_example(
+    page: str, example: str, command: str
+) -> None:
+    """Issue 46, item 8: what the page shows runs as it stands. Its first program is the
+    example file, whole (not an excerpt using names it never defines); its one shell block
+    serves that file (``test_docs_shell_commands`` runs it), as the file's docstring says."""
+    on_page = [block for block in BLOCKS if block.page == page]
+    assert next(block.shows for block in on_page if block.lang == "python") == example
+    (shell,) = [block for block in on_page if block.lang in SHELL]
+    assert [shlex.join(argv) for _env, argv in commands(shell)] == [command]
+    docstring = (ROOT / example).read_text().split('"""')[1]
+    assert one_line(shell.body) in one_line(docstring), f"{example}'s docstring runs it otherwise"
