@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test coverage lint docs check clean bench
+.PHONY: demo test lint docs check clean bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,17 +28,12 @@ TEST_WORKERS ?= 4
 # less a point: timing decides a few branches, and totals of 91.98-92.09% were seen.
 COVERAGE_FLOOR ?= 91
 
-## Run the whole test suite in parallel (starts its own PostgreSQL, MariaDB, PgBouncer).
+## Run the whole test suite in parallel (starts its own PostgreSQL, MariaDB, PgBouncer),
+## measuring coverage and failing under the floor: CI runs it once.
 # PYTHONDONTWRITEBYTECODE emptied: with it set, every command and worker process the tests
 # start compiles the package from source again (0.4 s of CPU each), and pytest rewrites
 # every test module's asserts anew in each worker.
 test: $(VENV)/.installed-dev
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
-
-## The same suite with coverage, failing under the floor (CI runs it after `make test`).
-# Apart from `test`: tracing every line makes the in-process tests about a third slower
-# (docs/contributing.md, "Coverage").
-coverage: $(VENV)/.installed-dev
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup \
 		--cov --cov-report=term:skip-covered --cov-fail-under=$(COVERAGE_FLOOR)
 
@@ -55,7 +50,7 @@ lint: $(VENV)/.installed-dev
 docs: $(VENV)/.installed-dev
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
-check: test coverage lint docs
+check: test lint docs
 
 ## Measure throughput and latency against raw-SQL floors (starts its own PostgreSQL).
 bench: $(VENV)/.installed-dev
