@@ -206,7 +206,24 @@ def _load_app(spec: str) -> Scheduler:
         )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """A group of commands that lists each with the whole first sentence of its help (click
+    cuts it to fit one line, mid-sentence)."""
+
+    group_class = type  # db and alembic are such groups too
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [
+            (name, command.get_short_help_str(limit=sys.maxsize))
+            for name in self.list_commands(ctx)
+            if (command := self.get_command(ctx, name)) is not None and not command.hidden
+        ]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="sqla-scheduler", prog_name="sqla-scheduler")
 def cli() -> None:
     """sqla-scheduler: a persistent, cluster-safe task scheduler for SQLAlchemy apps.

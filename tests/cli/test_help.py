@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from importlib.metadata import version
 
+import click
 import pytest
 
 import sqla_scheduler
+from sqla_scheduler.cli import cli
 from tests._cli import INVOCATIONS, invoke_all, run
 
 HELP = {
@@ -82,3 +84,47 @@ def test_version_is_the_installed_distributions(invocation: str) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"sqla-scheduler, version {version('sqla-scheduler')}\n"
     assert version("sqla-scheduler") == sqla_scheduler.__version__
+
+
+#: The groups whose ``--help`` lists commands.
+LISTINGS = [(), ("db",), ("alembic",)]
+
+
+def _listed(help_text: str) -> dict[str, str]:
+    """The Commands section of a group's help: each command's summary, its lines joined."""
+    section = help_text.split("\nCommands:\n", 1)[1]
+    found: dict[str, str] = {}
+    name = ""
+    for line in section.splitlines():
+        if not line.strip():
+            break
+        if not line.startswith("   "):  # a command's first line, indented by two
+            name, _, summary = line.strip().partition(" ")
+            found[name] = summary.strip()
+        else:  # the summary wrapped onto the next line
+            found[name] += " " + line.strip()
+    return found
+
+
+def test_command_listings_show_each_summary_whole() -> None:
+    """Issue 46, item 8: cut at 80 columns, `health` was "Check that the database is
+    reachable and its schema one..."; each listing shows the first sentence of each
+    command's help whole, wrapped."""
+    runs = invoke_all(*[(*group, "--help") for group in LISTINGS])
+    for group, done in zip(LISTINGS, runs, strict=True):
+        assert done.returncode == 0, done.stderr
+        section = done.stdout.split("\nCommands:\n", 1)[1]
+        cut = [line for line in section.splitlines() if line.rstrip().endswith("...")]
+        assert not cut, done.stdout
+        command = cli
+        for name in group:
+            command = command.commands[name]  # type: ignore[attr-defined]
+        assert isinstance(command, click.Group)
+        listed = _listed(done.stdout)
+        assert set(listed) == set(command.commands), done.stdout
+        for name, summary in listed.items():
+            paragraph = " ".join((command.commands[name].help or "").partition("\n\n")[0].split())
+            assert summary.endswith("."), (group, name, summary)
+            assert paragraph.startswith(summary), (group, name, summary, paragraph)
+            rest = paragraph[len(summary) :]
+            assert not rest or (rest[0] == " " and not rest[1].islower()), (group, name, summary)
