@@ -57,7 +57,27 @@ class _Whole(click.IntRange):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value.isascii():
             self.fail(f"{value!r} is not a whole number in ASCII digits", param, ctx)
-        return super().convert(value, param, ctx)
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter:
+            self.fail(self.expected(value), param, ctx)
+
+    def expected(self, value: object) -> str:
+        """What is wrong with ``value``, saying what a good one is."""
+        return f"{str(value)!r} is not a whole number from {self.min} to {self.max}"
+
+
+class _HistoryId(_Whole):
+    """The id of a history entry: the number ``sqla-scheduler history`` lists first."""
+
+    def __init__(self) -> None:
+        super().__init__(1, BIGINT_MAX)
+
+    def expected(self, value: object) -> str:
+        return (
+            f"{str(value)!r} is not the id of a history entry: give the number "
+            "`sqla-scheduler history` lists in its id column, e.g. `sqla-scheduler requeue 42`"
+        )
 
 
 class _Text(click.ParamType[str]):
@@ -100,9 +120,16 @@ class _Seconds(click.FloatRange):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value.isascii():
             self.fail(f"{value!r} is not a number in ASCII digits", param, ctx)
-        number = super().convert(value, param, ctx)
-        if number != number:  # NaN passes every comparison of the range
-            self.fail(f"{value!r} is not a number", param, ctx)
+        try:
+            number = super().convert(value, param, ctx)
+        except click.BadParameter:
+            number = None
+        if number is None or number != number:  # NaN passes every comparison of the range
+            self.fail(
+                f"{str(value)!r} is not a number of seconds more than 0 and at most {self.max:g}",
+                param,
+                ctx,
+            )
         return number
 
 
@@ -119,7 +146,9 @@ def _interval(ctx: click.Context, param: click.Parameter, value: str) -> timedel
     try:
         config = SchedulerConfig.from_mapping({"node_heartbeat_interval": value})
     except ConfigurationError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from None
+        # the option names the key already
+        message = str(exc).removeprefix("node_heartbeat_interval: ")
+        raise click.BadParameter(message, ctx, param) from None
     return config.node_heartbeat_interval
 
 
@@ -208,7 +237,8 @@ def _load_app(spec: str) -> Scheduler:
 
 class _Group(click.Group):
     """A group of commands that lists each with the whole first sentence of its help (click
-    cuts it to fit one line, mid-sentence)."""
+    cuts it to fit one line, mid-sentence), and answers a value an option or argument does
+    not take in one line that says what it takes."""
 
     group_class = type  # db and alembic are such groups too
 
@@ -221,6 +251,39 @@ class _Group(click.Group):
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.MissingParameter:
+            raise  # click's usage line is the best answer: it shows what is missing
+        except click.BadParameter as exc:
+            _fail(_bad_value(exc), 2)
+
+
+def _bad_value(exc: click.BadParameter) -> str:
+    """``COMMAND OPTION: 'VALUE' is not ...``, and the variable the value came from."""
+    param, ctx = exc.param, exc.ctx
+    message = exc.message.rstrip(".")
+    if param is None or ctx is None:
+        return message
+    names = []
+    at: click.Context | None = ctx
+    while at is not None and at.parent is not None:  # the root is the program's name
+        names.append(at.info_name or "")
+        at = at.parent
+    if isinstance(param, click.Option):
+        flag = next((opt for opt in param.opts if opt.startswith("--")), param.opts[0])
+    else:
+        flag = param.human_readable_name.strip("[].")
+    where = " ".join([*reversed(names), flag])
+    source = ctx.get_parameter_source(param.name or "")
+    if source is click.core.ParameterSource.ENVIRONMENT:
+        envvars = [param.envvar] if isinstance(param.envvar, str) else param.envvar or []
+        found = next((name for name in envvars if name in os.environ), None)
+        if found is not None:
+            message += f" (read from {found})"
+    return f"{where}: {message}"
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -269,7 +332,7 @@ def db_upgrade(url: str, version_table: str, revision: str) -> None:
     sqla_scheduler branch): upgrade those there."""
     from sqla_scheduler import migrate
 
-    with _database_errors(url):
+    with _database_errors(url), _revision_errors("upgrade", revision):
         _refuse_managed_elsewhere(migrate.status(url, version_table=version_table), "upgrade")
         migrate.upgrade(url, revision)
         click.echo(f"upgraded to {', '.join(migrate.current(url)) or 'base'}")
@@ -285,10 +348,42 @@ def db_downgrade(url: str, version_table: str, revision: str) -> None:
     Refused for tables that your Alembic project manages: downgrade those there."""
     from sqla_scheduler import migrate
 
-    with _database_errors(url):
+    with _database_errors(url), _revision_errors("downgrade", revision):
         _refuse_managed_elsewhere(migrate.status(url, version_table=version_table), "downgrade")
         migrate.downgrade(url, revision)
         click.echo(f"downgraded to {', '.join(migrate.current(url)) or 'base'}")
+
+
+@contextmanager
+def _revision_errors(verb: str, revision: str) -> Iterator[None]:
+    """A REVISION that names no revision of the package's migrations is bad usage: one line
+    saying what it takes (a step number, as ``db current`` counts, gets its revision)."""
+    from alembic.util import CommandError
+
+    from sqla_scheduler._migration_steps import LATEST, STEP_OF_REVISION
+
+    try:
+        yield
+    except CommandError as exc:
+        if f"'{revision}'" not in str(exc):  # about the database's revision, not this one
+            _fail(f"db {verb}: {exc}")
+        where = f"db {verb} REVISION: {revision!r}"
+        of_step = {step: rev for rev, step in STEP_OF_REVISION.items()}
+        if revision.isascii() and revision.isdigit() and int(revision) <= LATEST:
+            step = int(revision)
+            target = of_step[step] if step else "base"
+            _fail(
+                f"{where} is a step, not a revision: step {step} is "
+                f"{f'revision {target}' if step else 'base'} "
+                f"(sqla-scheduler db {verb} {target})",
+                2,
+            )
+        takes = "heads (the newest step)" if verb == "upgrade" else "base (no tables)"
+        _fail(
+            f"{where} is not a revision of the scheduler's migrations: give {takes} or a "
+            f"revision id, such as {of_step[LATEST]} for step {LATEST}",
+            2,
+        )
 
 
 def _refuse_managed_elsewhere(status: migrate.Status, verb: str) -> None:
@@ -820,7 +915,7 @@ def _print_history(found: list[Any]) -> None:
 
 
 @cli.command("requeue")
-@click.argument("history_id", metavar="ID", type=_Whole(1, BIGINT_MAX))
+@click.argument("history_id", metavar="ID", type=_HistoryId())
 @_with_client_options
 def requeue(history_id: int, url: str | None, spec: str | None) -> None:
     """Schedule an abandoned or undecodable execution again, due now, with its payload.
@@ -1118,7 +1213,7 @@ _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 )
 @click.option(
     "--health-port",
-    type=click.IntRange(0, 65535),
+    type=_Whole(0, 65535),
     default=None,
     envvar="SQLA_SCHEDULER_HEALTH_PORT",
     show_envvar=True,
@@ -1397,7 +1492,7 @@ def _reading_from(scheduler: Scheduler, read_url: str) -> Scheduler:
 )
 @click.option(
     "--admin-port",
-    type=click.IntRange(0, 65535),
+    type=_Whole(0, 65535),
     metavar="PORT",
     help="Also serve the admin page, actions on, at http://127.0.0.1:PORT/ while it runs "
     "(0: any free port); it prints the address and the password (ADMIN_PASSWORD when set, "

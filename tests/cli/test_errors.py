@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sqla_scheduler import migrate
+from sqla_scheduler._migration_steps import LATEST, STEPS
 from tests._cli import cli_env, invoke, invoke_all, one_error_line, run, start
 from tests._postgres import PostgresCluster
 
@@ -130,16 +131,27 @@ def _needs_a_process(args: tuple[str, ...]) -> bool:
 
 
 def test_usage_errors_found_by_click_exit_2(tmp_path: Path) -> None:
-    runs = invoke_all(
+    """A value an option or argument does not take is one line; what click finds missing or
+    unknown, its usage line and error."""
+    bad_values = invoke_all(
         ("executions", "--state", "sideways"),
         ("executions", "--limit", "0"),
         ("demo", "--duration", "0"),
         ("admin", APP, "--port", "70000"),
-        ("db", "upgrade"),  # no --url, no DATABASE_URL
-        ("no-such-command",),
     )
-    for done in runs:
+    for done in bad_values:
         assert done.returncode == 2, (done.args, done.stderr)
+        command, option = done.args[1], done.args[-2]
+        assert one_error_line(done.stderr).startswith(f"sqla-scheduler: {command} {option}: ")
+    missing_or_unknown = invoke_all(
+        ("db", "upgrade"),  # no --url, no DATABASE_URL
+        ("requeue",),
+        ("no-such-command",),
+        ("executions", "--no-such-option"),
+    )
+    for done in missing_or_unknown:
+        assert done.returncode == 2, (done.args, done.stderr)
+        assert done.stderr.startswith("Usage: sqla-scheduler "), (done.args, done.stderr)
         assert "Error:" in done.stderr, (done.args, done.stderr)
         assert "Traceback" not in done.stderr
 
@@ -165,3 +177,58 @@ def test_a_missing_trio_is_named_with_its_extra(tmp_path: Path) -> None:
 
     assert done.returncode == 2, done.stderr
     assert "pip install 'sqla-scheduler[trio]'" in one_error_line(done.stderr)
+
+
+def test_a_value_a_command_does_not_take_is_one_line_saying_what_it_takes(tmp_path: Path) -> None:
+    """Issue 46, item 8: `requeue abc` answered with click's usage lines and "Invalid value
+    for 'ID': 'abc' is not a valid integer range"; `db downgrade 12` (a step, as `db
+    current` counts them) with a traceback. One line names the command, the argument or
+    option, the value and what it takes."""
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    migrate.upgrade(url)
+    step_12 = STEPS[11].revision
+    cases = [
+        (
+            ("requeue", "abc", "--url", url),
+            "requeue ID: 'abc' is not the id of a history entry: give the number "
+            "`sqla-scheduler history` lists in its id column, e.g. `sqla-scheduler requeue 42`",
+        ),
+        (("requeue", "0", "--url", url), "requeue ID: '0' is not the id of a history entry: "),
+        (
+            ("executions", "--url", url, "--limit", "x"),
+            f"executions --limit: 'x' is not a whole number from 1 to {2**63 - 1}",
+        ),
+        (
+            ("executions", "--url", url, "--state", "sideways"),
+            "executions --state: 'sideways' is not one of 'all', 'scheduled', 'due', "
+            "'running', 'failing', 'orphaned'",
+        ),
+        (
+            ("health", "--url", url, "--node-heartbeat-interval", "soon"),
+            "health --node-heartbeat-interval: 'soon' is not a duration (try '250ms', "
+            "'10s', '5m', '1h' or '14d')",
+        ),
+        (
+            ("db", "downgrade", "12", "--url", url),
+            f"db downgrade REVISION: '12' is a step, not a revision: step 12 is revision "
+            f"{step_12} (sqla-scheduler db downgrade {step_12})",
+        ),
+        (
+            ("db", "upgrade", "abc", "--url", url),
+            "db upgrade REVISION: 'abc' is not a revision of the scheduler's migrations: give "
+            f"heads (the newest step) or a revision id, such as {STEPS[-1].revision} for "
+            f"step {LATEST}",
+        ),
+    ]
+    for args, expected in cases:
+        done = invoke(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert one_error_line(done.stderr).startswith(f"sqla-scheduler: {expected}"), args
+    # a value from the environment says which variable it came from
+    env = cli_env(SQLA_SCHEDULER_HEALTH_PORT="x")
+    done = invoke("worker", APP, env=env)
+    assert done.returncode == 2, done.stderr
+    assert one_error_line(done.stderr) == (
+        "sqla-scheduler: worker --health-port: 'x' is not a whole number from 0 to 65535 "
+        "(read from SQLA_SCHEDULER_HEALTH_PORT)"
+    )

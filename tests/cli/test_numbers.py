@@ -6,63 +6,67 @@ from __future__ import annotations
 
 import pytest
 
-from tests._cli import cli_env, invoke
+from tests._cli import cli_env, invoke, one_error_line
 
 UNREACHABLE = "postgresql+psycopg://nobody@127.0.0.1:1/none"
-BIGINT = "1<=x<=9223372036854775807"
+BIGINT_MAX = 2**63 - 1
+HISTORY_ID = (
+    "is not the id of a history entry: give the number `sqla-scheduler history` lists in its "
+    "id column, e.g. `sqla-scheduler requeue 42`"
+)
+A_DAY = "is not a number of seconds more than 0 and at most 86400"
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("requeue", str(2**63)), f"Invalid value for 'ID': {2**63} is not in the range {BIGINT}"),
-        (("requeue", "\uff15"), "Invalid value for 'ID': '\uff15' is not a whole number in ASCII"),
-        (("requeue", "\u0661\u0662"), "'\u0661\u0662' is not a whole number in ASCII digits"),
+        (("requeue", str(2**63)), f"requeue ID: '{2**63}' {HISTORY_ID}"),
+        (("requeue", "\uff15"), "requeue ID: '\uff15' is not a whole number in ASCII digits"),
+        (("requeue", "\u0661\u0662"), "ID: '\u0661\u0662' is not a whole number in ASCII digits"),
         (
             ("history", "--limit", str(2**70)),
-            f"Invalid value for '--limit': {2**70} is not in the range {BIGINT}",
+            f"history --limit: '{2**70}' is not a whole number from 1 to {BIGINT_MAX}",
         ),
         (
             ("executions", "--limit", str(2**63)),
-            f"Invalid value for '--limit': {2**63} is not in the range {BIGINT}",
+            f"executions --limit: '{2**63}' is not a whole number from 1 to {BIGINT_MAX}",
         ),
         (
             ("worker", "tests.cli.app:scheduler", "--concurrency", "100000"),
-            "Invalid value for '--concurrency': 100000 is not in the range 1<=x<=1000",
+            "worker --concurrency: '100000' is not a whole number from 1 to 1000",
         ),
         (
             ("worker", "tests.cli.app:scheduler", "--concurrency", str(2**64)),
-            f"Invalid value for '--concurrency': {2**64} is not in the range 1<=x<=1000",
+            f"worker --concurrency: '{2**64}' is not a whole number from 1 to 1000",
         ),
         (
             ("admin", "tests.cli.app:scheduler", "--port", "\uff18\uff10"),
-            "'\uff18\uff10' is not a whole number in ASCII digits",
+            "admin --port: '\uff18\uff10' is not a whole number in ASCII digits",
         ),
-        (("demo", "--duration", "nan"), "Invalid value for '--duration': 'nan' is not a number"),
-        (("demo", "--duration", "inf"), "'--duration': inf is not in the range 0<x<=86400"),
-        (("demo", "--duration", "-1"), "'--duration': -1.0 is not in the range 0<x<=86400"),
-        (("demo", "--duration", "1e400"), "'--duration': inf is not in the range 0<x<=86400"),
+        (("demo", "--duration", "nan"), f"demo --duration: 'nan' {A_DAY}"),
+        (("demo", "--duration", "inf"), f"demo --duration: 'inf' {A_DAY}"),
+        (("demo", "--duration", "-1"), f"demo --duration: '-1' {A_DAY}"),
+        (("demo", "--duration", "1e400"), f"demo --duration: '1e400' {A_DAY}"),
         (("demo", "--duration", "\uff15"), "'\uff15' is not a number in ASCII digits"),
     ],
 )
 def test_a_number_out_of_range_is_a_usage_error(args: tuple[str, ...], message: str) -> None:
     done = invoke(*args, env=cli_env(DATABASE_URL=UNREACHABLE))
     assert done.returncode == 2, done
-    assert "Traceback" not in done.stderr
-    assert message in done.stderr, done.stderr
+    assert message in one_error_line(done.stderr), done.stderr
 
 
 @pytest.mark.parametrize(
     ("args", "option"),
     [
-        (("run-now", "job", "a\udcff"), "'[INSTANCE]'"),
-        (("run-now", "a\udcff"), "'TASK'"),
-        (("pause", "a\udcff"), "'TASK'"),
-        (("resume", "a\udcff"), "'TASK'"),
-        (("history", "--task", "a\udcff"), "'--task'"),
-        (("history", "--instance", "a\udcff"), "'--instance'"),
-        (("executions", "--task", "a\udcff"), "'--task'"),
-        (("health", "--name", "a\udcff"), "'--name'"),
+        (("run-now", "job", "a\udcff"), "run-now INSTANCE"),
+        (("run-now", "a\udcff"), "run-now TASK"),
+        (("pause", "a\udcff"), "pause TASK"),
+        (("resume", "a\udcff"), "resume TASK"),
+        (("history", "--task", "a\udcff"), "history --task"),
+        (("history", "--instance", "a\udcff"), "history --instance"),
+        (("executions", "--task", "a\udcff"), "executions --task"),
+        (("health", "--name", "a\udcff"), "health --name"),
     ],
 )
 def test_a_name_in_bytes_that_are_not_utf8_is_a_usage_error(
@@ -72,9 +76,9 @@ def test_a_name_in_bytes_that_are_not_utf8_is_a_usage_error(
     no driver sends: refused by the option, not a driver's traceback."""
     done = invoke(*args, env=cli_env(DATABASE_URL=UNREACHABLE))
     assert done.returncode == 2, done
-    assert "Traceback" not in done.stderr
-    assert f"Invalid value for {option}" in done.stderr, done.stderr
-    assert "'a\\udcff' contains a lone surrogate" in done.stderr, done.stderr
+    assert one_error_line(done.stderr) == (
+        f"sqla-scheduler: {option}: 'a\\udcff' contains a lone surrogate (not valid Unicode)"
+    )
 
 
 @pytest.mark.parametrize(

@@ -137,7 +137,10 @@ def test_no_result_exits_1_saying_why(url: str) -> None:
         (("t" * 101, "i-1"), "is 101 characters long; the limit is 100"),
         (("render-report", ""), "task 'render-report': instance id must not be empty"),
         (("render-report", "i" * 256), "is 256 characters long; the limit is 255"),
-        (("render-report", "i-1", "--wait", "0"), "0<x<=86400"),
+        (
+            ("render-report", "i-1", "--wait", "0"),
+            "result --wait: '0' is not a number of seconds more than 0 and at most 86400",
+        ),
         (("render-report", "i-1", "--wait", "nan"), "'nan' is not a number"),
         (("render-report",), "Missing argument 'INSTANCE'"),
     ],
