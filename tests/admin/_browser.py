@@ -35,6 +35,8 @@ __all__ = [
     "browser",
     "chromium",
     "live",
+    "mid_word_breaks",
+    "narrow_wraps",
     "overflowing",
 ]
 
@@ -195,3 +197,86 @@ def overflowing(page: Page) -> list[str]:
             }"""
         )
     )
+
+
+#: Each text that wraps onto more than one line in a box narrower than ``chars`` of its
+#: font's average characters (the lower-case alphabet's mean width, in the text's own
+#: font). The box is the text's nearest ancestor that is not inline: what its lines fill.
+_NARROW_WRAPS = """(chars) => {
+    const sample = "abcdefghijklmnopqrstuvwxyz";
+    const pen = document.createElement("canvas").getContext("2d");
+    const out = [];
+    const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+        const text = n.textContent.trim();
+        const e = n.parentElement;
+        if (!text || !e.checkVisibility() || e.closest("svg, select, textarea")) continue;
+        const range = document.createRange();
+        range.selectNodeContents(n);
+        const tops = [...range.getClientRects()].filter((r) => r.width > 0).map((r) => r.top);
+        tops.sort((a, b) => a - b);
+        let lines = tops.length ? 1 : 0;
+        for (let i = 1; i < tops.length; i++) if (tops[i] - tops[i - 1] > 2) lines += 1;
+        if (lines < 2) continue;
+        let box = e;
+        while (["inline", "contents"].includes(getComputedStyle(box).display)) {
+            box = box.parentElement;
+        }
+        const s = getComputedStyle(box);
+        const width = box.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+        const own = getComputedStyle(e);
+        pen.font = `${own.fontStyle} ${own.fontWeight} ${own.fontSize} ${own.fontFamily}`;
+        const least = chars * pen.measureText(sample).width / sample.length;
+        if (width < least - 0.5) {
+            out.push(`${box.tagName.toLowerCase()}.${box.className} "${text.slice(0, 40)}":`
+                + ` ${lines} lines in ${width.toFixed(0)}px < ${least.toFixed(0)}px`);
+        }
+    }
+    return out.slice(0, 30);
+}"""
+
+
+def narrow_wraps(page: Page, chars: int = 6) -> list[str]:
+    """Each visible text that wraps in a box narrower than ``chars`` average characters of
+    its font: a column squeezed to a few letters a line."""
+    return list(page.evaluate(_NARROW_WRAPS, chars))
+
+
+#: Each line break inside a word of the texts under ``selector``: a break must follow white
+#: space or a separator (- / _ . : , | +), or come before white space or "(".
+_MID_WORD = r"""(selector) => {
+    const out = [];
+    for (const e of document.querySelectorAll(selector)) {
+        if (!e.checkVisibility()) continue;
+        const walk = document.createTreeWalker(e, NodeFilter.SHOW_TEXT);
+        for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+            if (n.parentElement.closest(".instance")) continue;  // ids break anywhere
+            const text = n.textContent;
+            const range = document.createRange();
+            let top = null;
+            for (let i = 0; i < text.length; i++) {
+                range.setStart(n, i);
+                range.setEnd(n, i + 1);
+                const rect = [...range.getClientRects()].find((r) => r.width > 0);
+                if (!rect) continue;  // white space collapsed at a line's end
+                if (top !== null && rect.top - top > 2) {
+                    const before = text.slice(0, i).trimEnd().slice(-1);
+                    const after = text[i];
+                    if (!(/[\s\-\/_.:,|+]/.test(before) || text[i - 1].trim() === ""
+                          || after === "(")) {
+                        out.push(`"${text.trim().slice(0, 50)}" breaks at "${
+                            text.slice(Math.max(0, i - 6), i)}|${text.slice(i, i + 6)}"`);
+                    }
+                }
+                top = rect.top;
+            }
+        }
+    }
+    return out.slice(0, 30);
+}"""
+
+
+def mid_word_breaks(page: Page, selector: str = "td") -> list[str]:
+    """Each line break inside a word of the visible texts under ``selector`` (instance ids,
+    which may break anywhere, left out)."""
+    return list(page.evaluate(_MID_WORD, selector))

@@ -1,8 +1,9 @@
 """The admin page's layout in a real headless Chromium: at 800, 1400 and 1920 px every
-action button can be reached and clicked (wide tables scroll inside their own box) and no
-name wraps a letter per line; the dark scheme's text is readable; the keyboard reaches the
-buttons, with a visible focus; and the time zone toggle shows times in UTC or the
-browser's zone, remembering the choice across pages.
+action button can be reached and clicked (wide tables scroll inside their own box), no
+text wraps in a box narrower than six of its characters and no name breaks inside a
+word; the dark scheme's text is readable; the keyboard reaches the buttons, with a
+visible focus; and the time zone toggle shows times in UTC or the browser's zone,
+remembering the choice across pages.
 
 Set ``SQLA_SCHEDULER_ADMIN_SCREENSHOTS=docs`` to keep the screenshots the admin page's
 documentation shows (``admin-1400.png``, ``admin-800.png``, ``admin-dark.png``).
@@ -26,7 +27,7 @@ from starlette.routing import Mount
 from sqla_scheduler.admin import create_app
 from tests._pg_databases import DatabasePool
 from tests._postgres import PostgresCluster
-from tests.admin._browser import MOUNT, Watch, live, overflowing
+from tests.admin._browser import MOUNT, Watch, live, mid_word_breaks, narrow_wraps, overflowing
 from tests.admin.conftest import (
     PASSWORD,
     USER,
@@ -139,13 +140,14 @@ def _unreachable(page: Page) -> list[str]:
 
 
 def _squeezed(page: Page) -> list[str]:
-    """Names in table cells wrapped onto more lines than their words need: a task name
-    always fits one line, an id at least eight characters to a line."""
+    """Names in table cells wrapped onto more lines than their words need: a group's link
+    and a badge always fit one line (a task name breaks at its hyphens: narrow_wraps and
+    mid_word_breaks), an id at least eight characters to a line."""
     return list(
         page.evaluate(
             """() => {
                 const out = [];
-                for (const e of document.querySelectorAll("td .task, td a.group, td .badge")) {
+                for (const e of document.querySelectorAll("td a.group, td .badge")) {
                     if (e.getClientRects().length > 1 || e.getBoundingClientRect().height > 30) {
                         out.push(`${e.className} "${e.textContent}" wraps`);
                     }
@@ -184,6 +186,8 @@ def test_every_action_is_reachable_at_each_width(
                 assert overflowing(page) == [], (where, overflowing(page))
                 assert _unreachable(page) == [], (where, _unreachable(page))
                 assert _squeezed(page) == [], (where, _squeezed(page))
+                assert narrow_wraps(page) == [], (where, narrow_wraps(page))
+                assert mid_word_breaks(page) == [], (where, mid_word_breaks(page))
                 if controls.count():
                     # Playwright's own checks (visible, stable, enabled, not covered), on the
                     # last control: the Actions column's far end.

@@ -1,0 +1,207 @@
+"""The admin page's text in a real headless Chromium with the names a real deployment has
+(issue 46): long task names, node names made of a host name and a process id, errors of a
+database that went away. At 800, 1400 and 1920 px no text wraps in a box narrower than six
+of its characters, and a node's name breaks only where it has a separator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from sqlalchemy import create_engine, insert
+
+from sqla_scheduler import ManualClock, Scheduler, custom, one_time, recurring
+from sqla_scheduler.admin import create_app
+from sqla_scheduler.models import history_table, nodes_table, results_table, table_for
+from tests.admin._browser import live, mid_word_breaks, narrow_wraps, overflowing
+from tests.admin.conftest import PASSWORD, USER, entry_row, node_row, result_row, row
+from tests.conftest import sqlite_file_url
+
+pytestmark = pytest.mark.xdist_group("browser")
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, BrowserContext
+
+WIDTHS = (800, 1400, 1920)
+#: The error of a database that went away, as the failing executions keep it.
+CONNECTION_ERROR = (
+    "ConnectionError: could not connect to server at db-primary.internal:5432: "
+    "Connection refused\nTraceback (most recent call last):\n  ..."
+)
+#: Names the way a deployment on Kubernetes makes them: a pod's host name and a pid.
+NODES = [f"acc-adminui-worker-5d8c7b9f64-{pod}" for pod in ("q7xkz", "m2hbd", "t9wrc")]
+
+
+@recurring("acc-adminui-rec-cron", "CRON|0 0 2 * * ?")
+def rec_cron(ctx: Any) -> None:
+    pass
+
+
+@recurring("acc-adminui-rec-fixed", "FIXED_RATE|5m")
+def rec_fixed(ctx: Any) -> None:
+    pass
+
+
+@one_time("acc-adminui-once-ok")
+def once_ok(ctx: Any) -> None:
+    pass
+
+
+@one_time("acc-adminui-once-failing-connection", max_retries=5)
+def once_failing(ctx: Any) -> None:
+    pass
+
+
+@one_time("acc-adminui-once-slow-transactional-report", keep_result=True)
+def once_slow(ctx: Any) -> None:
+    pass
+
+
+@custom("acc-adminui-custom-business-hours")
+def custom_hours(ctx: Any) -> None:
+    pass
+
+
+TASKS = [rec_cron, rec_fixed, once_ok, once_failing, once_slow, custom_hours]
+
+
+def _seed(engine: Any, now: datetime) -> None:
+    m, h = timedelta(minutes=1), timedelta(hours=1)
+    failing, slow = once_failing.name, once_slow.name
+    rows = [
+        row(
+            rec_cron.name,
+            "recurring",
+            now + h,
+            schedule="CRON|0 0 2 * * ?",
+            picked=True,
+            picked_by=NODES[0] + "-41213",
+            last_heartbeat=now - timedelta(seconds=5),
+            last_success=now - 23 * h,
+        ),
+        row(rec_fixed.name, "recurring", now + 5 * m, schedule="FIXED_RATE|5m"),
+        *(
+            row(
+                failing,
+                f"acc-adminui-order-{n:04d}",
+                now + n * m,
+                data={"order": n},
+                consecutive_failures=n,
+                last_failure=now - n * m,
+                last_error=CONNECTION_ERROR,
+            )
+            for n in range(1, 4)
+        ),
+        row(
+            slow,
+            "acc-adminui-report-2030-q2",
+            now - 3 * m,
+            data={"quarter": "2030-Q2"},
+            picked=True,
+            picked_by=NODES[1] + "-41377",
+            last_heartbeat=now - timedelta(seconds=8),
+        ),
+        row(once_ok.name, "acc-adminui-ok-1", now + 2 * h, data={"n": 1}),
+        row(custom_hours.name, "acc-adminui-hours", now + 3 * h),
+        row("acc-adminui-removed-legacy-import", "acc-adminui-legacy-1", now - h),
+    ]
+    entries = [
+        entry_row(failing, "acc-adminui-order-0009", "failed", now - 2 * h, error=CONNECTION_ERROR),
+        entry_row(
+            failing,
+            "acc-adminui-order-0009",
+            "abandoned",
+            now - h,
+            data={"order": 9},
+            error=CONNECTION_ERROR,
+            picked_by=NODES[2] + "-40999",
+        ),
+        entry_row(slow, "acc-adminui-report-2030-q1", "succeeded", now - 30 * m),
+    ]
+    results = [
+        result_row(slow, "acc-adminui-report-2030-q1", "succeeded", now - 30 * m, value={"ok": 1}),
+        result_row(failing, "acc-adminui-order-0009", "abandoned", now - h, error=CONNECTION_ERROR),
+    ]
+    nodes = [
+        node_row(
+            name + f"-{pid}",
+            now - timedelta(seconds=seen),
+            host=name,
+            pid=pid,
+            running=1,
+        )
+        for name, pid, seen in zip(NODES, (41213, 41377, 40999), (3, 12, 2700), strict=True)
+    ]
+    table = table_for()
+    with engine.begin() as conn:
+        conn.execute(insert(table), rows)
+        conn.execute(insert(history_table(table)), entries)
+        conn.execute(insert(results_table(table)), results)
+        conn.execute(insert(nodes_table(table)), nodes)
+
+
+@pytest.fixture(scope="module")
+def site(browser: Browser, sqlite_template: Path, tmp_path_factory: Any) -> Iterator[str]:
+    """The admin page, actions on, over a SQLite file seeded with long names; its base URL."""
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    engine = create_engine(sqlite_file_url(sqlite_template, tmp_path_factory.mktemp("wrap")))
+    try:
+        _seed(engine, now)
+        scheduler = Scheduler(engine, tasks=TASKS, clock=ManualClock(now))
+        members = [once_ok.instance(f"acc-adminui-member-{n}", {"n": n}) for n in range(3)]
+        scheduler.schedule_group(engine, members, then=once_ok.instance("acc-adminui-then"))
+        app = create_app(scheduler, username=USER, password=PASSWORD, actions=True)
+        with live(app) as base:
+            yield base
+    finally:
+        engine.dispose()
+
+
+#: The pages the layout tests visit, with these names in them.
+PAGES = (
+    "/",
+    "/executions",
+    "/executions?state=running",
+    "/executions?state=scheduled",
+    "/executions?state=due",
+    "/executions?state=failing",
+    "/executions?state=orphaned",
+    "/history",
+    "/dead-letters",
+    "/results",
+    "/groups",
+    f"/execution?task={once_failing.name}&instance=acc-adminui-order-0001",
+    f"/execution?task={once_slow.name}&instance=acc-adminui-report-2030-q2",
+)
+
+
+def _context(browser: Browser, **options: Any) -> BrowserContext:
+    return browser.new_context(
+        http_credentials={"username": USER, "password": PASSWORD},
+        viewport={"width": 1400, "height": 900},
+        **options,
+    )
+
+
+def test_no_text_wraps_in_a_column_of_a_few_letters(browser: Browser, site: str) -> None:
+    """At 800 px the nodes' names and hosts wrapped in columns 31 and 39 px wide
+    (``acc-adminui-`` a line, broken inside words too): no text wraps narrower than six of
+    its characters, and a name breaks only at its separators; what is still too wide
+    scrolls in its table's box, and nothing sticks out of the page."""
+    context = _context(browser)
+    page = context.new_page()
+    try:
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": 900})
+            for path in PAGES:
+                page.goto(site + path)
+                where = (width, path)
+                assert narrow_wraps(page) == [], (where, narrow_wraps(page))
+                assert mid_word_breaks(page) == [], (where, mid_word_breaks(page))
+                assert overflowing(page) == [], (where, overflowing(page))
+    finally:
+        context.close()
