@@ -654,11 +654,39 @@ def executions(
     more, found = len(found) > limit, found[:limit]
     if as_json:
         click.echo(json.dumps([e.to_json() for e in found], indent=2))
+    else:
+        known = frozenset(scheduler.tasks) if scheduler is not None else None
+        _print_executions(found, known)
+        if more:
+            click.echo(f"(only the first {limit} are shown; raise --limit to see more)", err=True)
+    if not found and task_name is not None:
+        _say_which_tasks_have_executions(url, scheduler, task_name)
+
+
+#: The most task names the note on a task without executions lists.
+_TASK_NAMES_SHOWN = 20
+
+
+def _say_which_tasks_have_executions(
+    url: str | None, scheduler: Scheduler | None, task_name: str
+) -> None:
+    """On stderr, when ``task_name`` has no execution at all (a typo, most often): say so,
+    and name the tasks that have some."""
+    from sqla_scheduler import _store
+    from sqla_scheduler.executions import connected
+
+    with _database_errors(url), connected(url, scheduler) as (client, conn):
+        if client.executions(conn, task_name=task_name, limit=1):
+            return  # it has executions, none in the state asked for
+        names = _store.seen_task_names(conn, client.table, limit=_TASK_NAMES_SHOWN + 1)
+    note = f"sqla-scheduler: no execution of task {task_name!r} exists"
+    if not names:
+        click.echo(f"{note}, nor of any other task", err=True)
         return
-    known = frozenset(scheduler.tasks) if scheduler is not None else None
-    _print_executions(found, known)
-    if more:
-        click.echo(f"(only the first {limit} are shown; raise --limit to see more)", err=True)
+    shown = ", ".join(names[:_TASK_NAMES_SHOWN])
+    if len(names) > _TASK_NAMES_SHOWN:
+        shown += f" (the first {_TASK_NAMES_SHOWN} by name)"
+    click.echo(f"{note}; tasks with executions: {shown}", err=True)
 
 
 def _print_executions(found: list[Execution], known: frozenset[str] | None) -> None:

@@ -319,3 +319,34 @@ def test_a_waiting_callback_is_waiting_and_json_names_its_group(tmp_path: Path) 
         group.id,
     )
     assert by_instance["receipt-1"]["execution_time"].startswith("9999-01-01T00:00:00")
+
+
+def test_a_task_without_executions_is_named_beside_those_with_some(
+    url: str, tmp_path: Path
+) -> None:
+    """Issue 46, item 8: `--task unknown` printed "no executions" and nothing else, as for a
+    task that has executions, none of them in the state asked for. On stderr, a line says
+    that the task has none and which tasks do; stdout stays the listing."""
+    empty = f"sqlite:///{tmp_path / 'empty.db'}"
+    migrate.upgrade(empty)
+    runs = [
+        invoke("executions", "--url", url, "--task", "unknown"),
+        invoke("executions", "--url", url, "--task", "unknown", "--json"),
+        invoke("executions", "--url", url, "--task", "send-email", "--state", "running"),
+        invoke("executions", "--url", empty, "--task", "unknown"),
+    ]
+    assert [done.returncode for done in runs] == [0] * 4, [done.stderr for done in runs]
+    unknown, as_json, none_running, nothing_anywhere = runs
+    hint = (
+        "sqla-scheduler: no execution of task 'unknown' exists; tasks with executions: "
+        "charge, gone, send-email"
+    )
+    assert unknown.stdout == "no executions\n"
+    assert one_error_line(unknown.stderr) == hint
+    assert json.loads(as_json.stdout) == []
+    assert one_error_line(as_json.stderr) == hint
+    # the task has executions, none running: nothing to hint at
+    assert (none_running.stdout, none_running.stderr) == ("no executions\n", "")
+    assert one_error_line(nothing_anywhere.stderr) == (
+        "sqla-scheduler: no execution of task 'unknown' exists, nor of any other task"
+    )
