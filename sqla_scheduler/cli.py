@@ -544,16 +544,16 @@ def _near(path: object) -> object:
 )
 @_interval_option
 def health(url: str, version_table: str, name: str | None, interval: timedelta) -> None:
-    """Check that the database is reachable and its schema one this version runs on (at the
-    package's head, or ahead of it) and, with --name, that the scheduler of that name is
-    alive.
+    """Check that the database is reachable and its schema at a step this version runs on
+    (its newest, or past it) and, with --name, that the scheduler of that name is alive.
 
     For readiness probes and deploy scripts: exit 0, printing what was found, or 1 with one
-    line on stderr saying why not (unreachable, no table, the schema behind the head, no
-    such scheduler, or one last seen too long ago). SQLA_SCHEDULER_* variables are read as
-    a worker reads them (SQLA_SCHEDULER_TABLE_NAME and _SCHEMA name the table checked); an
-    unknown name exits 2. For liveness, use the worker's --health-port and GET /livez,
-    which does not ask the database.
+    line on stderr saying why not (unreachable, no table, the schema behind this version's
+    newest step, no such scheduler, or one last seen too long ago). Steps are counted as
+    db current counts them. SQLA_SCHEDULER_* variables are read as a worker reads them
+    (SQLA_SCHEDULER_TABLE_NAME and _SCHEMA name the table checked); an unknown name exits
+    2. For liveness, use the worker's --health-port and GET /livez, which does not ask the
+    database.
     """
     from sqla_scheduler.health import check
 

@@ -1,5 +1,5 @@
 """Whether a database is ready for the scheduler: reachable, its schema one this version runs
-on (at the package's head, or ahead of it) and, when asked about one, a named scheduler
+on (at the package's newest step, or past it) and, when asked about one, a named scheduler
 alive.
 
 [`check`][sqla_scheduler.health.check] is what ``sqla-scheduler health`` runs, as a
@@ -14,12 +14,14 @@ if not found.healthy:
 found = check("postgresql+psycopg://app@db/app", name="worker-1")  # and is worker-1 alive?
 ```
 
-The schema's revision is read where either way of migrating records it: the version table
-of ``sqla-scheduler db upgrade`` (``sqla_scheduler_alembic_version``) first, else the
+The step the schema is at, counted as ``sqla-scheduler db current`` counts it, is read
+where the ways of migrating record it: the revision in the version table of
+``sqla-scheduler db upgrade`` (``sqla_scheduler_alembic_version``) first, else in the
 application's own Alembic version table, whose rows of the ``sqla_scheduler`` branch are
-the scheduler's. Where neither records one (an application revision merged the branch into
-its own, or the table was made with ``metadata.create_all``), the table itself is compared
-with the package's model, as autogenerate would.
+the scheduler's, else the step recorded beside the tables (``scheduled_tasks_schema``),
+which the application's own revisions calling ``sqla_scheduler.alembic`` write. Where none
+records one (the table was made with ``metadata.create_all``), the table itself is
+compared with the package's model, as autogenerate would.
 """
 
 from __future__ import annotations
@@ -30,15 +32,16 @@ from typing import Any
 
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Connection, Engine, Table
+from sqlalchemy import Connection, Engine, Table, inspect, select
 from sqlalchemy.engine import URL
 
 from sqla_scheduler import _node_store, _store, migrate
 from sqla_scheduler._dialects import tool_engine
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._limits import text_problem
+from sqla_scheduler._migration_steps import LATEST, STEP_OF_REVISION
 from sqla_scheduler._node import ALIVE_INTERVALS, Node, database_now
-from sqla_scheduler.models import DEFAULT_TABLE_NAME, nodes_table, table_for
+from sqla_scheduler.models import DEFAULT_TABLE_NAME, nodes_table, record_table, table_for
 
 __all__ = ["APP_VERSION_TABLE", "Health", "check"]
 
@@ -52,17 +55,24 @@ class Health:
     """What [`check`][sqla_scheduler.health.check] found."""
 
     healthy: bool
-    """Whether this version runs on the schema: at the package's head, or ahead of it (a
+    """Whether this version runs on the schema: at the package's newest step, or past it (a
     newer version upgraded it; each step is additive). With a node asked about, whether it
     is alive too."""
     reason: str
     """One line: what was found, and when it is not healthy, what to do."""
+    step: int | None = None
+    """The step of the package's migrations the schema is at, as ``sqla-scheduler db
+    current`` counts them (``None`` when no step is recorded and the table was compared
+    with the model, or a newer version's revision is recorded without its step)."""
+    latest: int = LATEST
+    """This version's newest step."""
     current: tuple[str, ...]
-    """The package's revisions recorded in the database (empty when none is)."""
+    """The Alembic revisions of the package recorded in the database (empty when none is)."""
     heads: tuple[str, ...]
-    """The package's head revision(s)."""
+    """The package's head revision(s): its newest step's."""
     version_table: str | None
-    """Where ``current`` was read, or ``None`` when the table was compared with the model."""
+    """Where the step was read: a version table, or the record beside the tables
+    (``scheduled_tasks_schema``); ``None`` when the table was compared with the model."""
     node: Node | None = None
     """The node the check was asked about, as found (``None`` when it was not asked about
     one, or found none)."""
@@ -145,48 +155,94 @@ def _node_health(
 def _schema_health(conn: Connection, table: Table, app_version_table: str) -> Health:
     script = migrate.script_directory()
     heads = tuple(script.get_heads())
-    known = {revision.revision for revision in script.walk_revisions()}
     standalone = migrate.current(conn)
     if standalone:
-        unknown = [revision for revision in standalone if revision not in known]
+        unknown = [revision for revision in standalone if revision not in STEP_OF_REVISION]
         if unknown:  # ahead: a newer version upgraded it, and this one runs on it
-            return Health(
-                healthy=True,
-                reason=f"the schema is ahead, at revision {', '.join(unknown)} "
-                f"({migrate.VERSION_TABLE}), which this version of sqla-scheduler does not "
-                "know: a newer version upgraded it, and this one runs on it (each "
-                "migration step is additive)",
-                current=standalone,
-                heads=heads,
-                version_table=migrate.VERSION_TABLE,
-            )
-        return _versions(standalone, heads, migrate.VERSION_TABLE, "sqla-scheduler db upgrade")
+            return _ahead(conn, table, standalone, unknown, heads)
+        return _steps(standalone, heads, migrate.VERSION_TABLE, "sqla-scheduler db upgrade")
     ours = tuple(
         revision
         for revision in migrate.current(conn, version_table=app_version_table)
-        if revision in known
+        if revision in STEP_OF_REVISION
     )
     if ours:
-        return _versions(ours, heads, app_version_table, "alembic upgrade heads")
+        return _steps(ours, heads, app_version_table, "alembic upgrade heads")
+    step = _recorded_step(conn, table)
+    if step is not None:  # the application's own history runs the steps
+        return _at_step(
+            step,
+            heads,
+            record_table(table).fullname,
+            "sqla-scheduler alembic revision`, then `alembic upgrade head",
+        )
     return _compared(conn, table, heads, app_version_table)
 
 
-def _versions(current: tuple[str, ...], heads: tuple[str, ...], where: str, fix: str) -> Health:
-    healthy = set(heads) <= set(current)
-    at, head = ", ".join(current), ", ".join(heads)
-    if healthy:
-        reason = f"the schema is at the head revision {head} ({where})"
-    else:
+def _steps(current: tuple[str, ...], heads: tuple[str, ...], where: str, fix: str) -> Health:
+    """The schema at the step of the branch's revisions ``current``, read in ``where``."""
+    step = max(STEP_OF_REVISION[revision] for revision in current)
+    return _at_step(step, heads, where, fix, current=current)
+
+
+def _at_step(
+    step: int, heads: tuple[str, ...], where: str, fix: str, current: tuple[str, ...] = ()
+) -> Health:
+    """The schema at ``step``, read in ``where``; ``fix`` says what upgrades it."""
+    if step > LATEST:
         reason = (
-            f"the schema is behind: at revision {at} ({where}), the head is {head}: run `{fix}`"
+            f"the schema is ahead, at step {step} ({where}), past step {LATEST}, this "
+            "version's newest: a newer version upgraded it, and this one runs on it (each "
+            "migration step is additive)"
         )
-    return Health(healthy=healthy, reason=reason, current=current, heads=heads, version_table=where)
+    elif step == LATEST:
+        reason = f"the schema is at step {step} of {LATEST} ({where})"
+    else:
+        reason = f"the schema is behind, at step {step} of {LATEST} ({where}): run `{fix}`"
+    return Health(
+        healthy=step >= LATEST,
+        reason=reason,
+        step=step,
+        current=current,
+        heads=heads,
+        version_table=where,
+    )
+
+
+def _ahead(
+    conn: Connection,
+    table: Table,
+    current: tuple[str, ...],
+    unknown: list[str],
+    heads: tuple[str, ...],
+) -> Health:
+    """``sqla_scheduler_alembic_version`` records a revision this version does not know: a
+    newer version's, whose step is told where the newer version recorded it."""
+    step = _recorded_step(conn, table)
+    if step is not None and step > LATEST:
+        return _at_step(step, heads, record_table(table).fullname, "", current=current)
+    where = migrate.VERSION_TABLE
+    reason = (
+        f"the schema is ahead of step {LATEST}, this version's newest: {where} records "
+        f"revision {', '.join(unknown)}, which this version does not know; a newer version "
+        "upgraded it, and this one runs on it (each migration step is additive)"
+    )
+    return Health(healthy=True, reason=reason, current=current, heads=heads, version_table=where)
+
+
+def _recorded_step(conn: Connection, table: Table) -> int | None:
+    """The step recorded beside ``table`` (in ``<table>_schema``), or ``None``."""
+    recorded = record_table(table)
+    if not inspect(conn).has_table(recorded.name, schema=recorded.schema):
+        return None
+    step = conn.scalar(select(recorded.c.step))
+    return None if step is None else int(step)
 
 
 def _compared(
     conn: Connection, table: Table, heads: tuple[str, ...], app_version_table: str
 ) -> Health:
-    """Neither version table records a revision of the package: compare the table itself."""
+    """No step is recorded: compare the table itself with this version's model."""
     metadata = table.metadata
 
     def ours(name: str | None, type_: str, _parents: Any) -> bool:
@@ -194,16 +250,17 @@ def _compared(
 
     context = MigrationContext.configure(conn, opts={"include_name": ours})
     differences = compare_metadata(context, metadata)
-    head = ", ".join(heads)
     unrecorded = (
-        f"no sqla_scheduler revision is recorded in {migrate.VERSION_TABLE} or {app_version_table}"
+        f"no step is recorded in {migrate.VERSION_TABLE}, {app_version_table} or "
+        f"{record_table(table).fullname}"
     )
+    newest = f"step {LATEST}, this version's newest"
     if not differences:
-        reason = f"the table matches the head revision {head} ({unrecorded})"
+        reason = f"the table matches {newest} ({unrecorded})"
         return Health(healthy=True, reason=reason, current=(), heads=heads, version_table=None)
     reason = (
-        f"{unrecorded}, and the table differs from the head revision {head} "
-        f"({len(differences)} difference(s), the first: {_describe(differences[0])})"
+        f"{unrecorded}, and the table differs from {newest} ({len(differences)} "
+        f"difference(s), the first: {_describe(differences[0])})"
     )
     return Health(healthy=False, reason=reason, current=(), heads=heads, version_table=None)
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, column, create_engine, table, update
 
 from sqla_scheduler import MissingTableError, metadata, migrate
+from sqla_scheduler._migration_steps import STEP_OF_REVISION
 from sqla_scheduler.health import Health, check
 from tests._cli import INVOCATIONS, cli_env, invoke, one_error_line, run
 from tests.conftest import empty_databases
@@ -16,6 +18,8 @@ from tests.conftest import empty_databases
 HEAD = migrate.heads()[0]
 #: The revision before the head: a schema one migration behind.
 PREVIOUS = str(migrate.script_directory().get_revision(HEAD).down_revision)
+#: This version's newest step: the head's.
+LATEST = STEP_OF_REVISION[HEAD]
 UNREACHABLE = "postgresql+psycopg://nobody@127.0.0.1:1/none"
 
 
@@ -51,25 +55,27 @@ def test_health_exits_0_at_head_and_1_otherwise(new_database: Callable[[], str])
         for url in (at_head, behind, empty, UNREACHABLE, made_by_create_all, missing_an_index)
     )
     assert ok.returncode == 0, ok.stderr
-    assert ok.stdout == f"the schema is at the head revision {HEAD} ({migrate.VERSION_TABLE})\n"
+    assert ok.stdout == f"the schema is at step {LATEST} of {LATEST} ({migrate.VERSION_TABLE})\n"
     assert ok.stderr == ""
 
     assert behind_run.returncode == 1
     assert one_error_line(behind_run.stderr) == (
-        f"sqla-scheduler: the schema is behind: at revision {PREVIOUS} "
-        f"({migrate.VERSION_TABLE}), the head is {HEAD}: run `sqla-scheduler db upgrade`"
+        f"sqla-scheduler: the schema is behind, at step {LATEST - 1} of {LATEST} "
+        f"({migrate.VERSION_TABLE}): run `sqla-scheduler db upgrade`"
     )
     assert empty_run.returncode == 1
     assert "the table 'scheduled_tasks' does not exist in" in one_error_line(empty_run.stderr)
     assert unreachable_run.returncode == 1
     assert "cannot reach the database" in one_error_line(unreachable_run.stderr)
 
-    # No version table records a revision: the table itself is compared with the model.
+    # No step is recorded anywhere: the table itself is compared with the model.
     assert create_all_run.returncode == 0, create_all_run.stderr
-    assert create_all_run.stdout.startswith(f"the table matches the head revision {HEAD} (no ")
+    assert create_all_run.stdout.startswith(
+        f"the table matches step {LATEST}, this version's newest (no step is recorded in "
+    ), create_all_run.stdout
     assert index_run.returncode == 1
     line = one_error_line(index_run.stderr)
-    assert f"the table differs from the head revision {HEAD}" in line, line
+    assert f"the table differs from step {LATEST}, this version's newest" in line, line
     assert "add_index ix_scheduled_tasks_due" in line, line
 
 
@@ -77,7 +83,7 @@ def test_health_exits_0_at_head_and_1_otherwise(new_database: Callable[[], str])
 def test_health_reads_database_url(invocation: str, pg_url: str) -> None:
     done = run("health", invocation=invocation, env=cli_env(DATABASE_URL=pg_url))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("the schema is at the head revision")
+    assert done.stdout.startswith(f"the schema is at step {LATEST} of {LATEST} (")
 
 
 def test_health_of_a_sqlite_file_that_is_not_there_creates_none(tmp_path: Path) -> None:
@@ -92,8 +98,10 @@ def test_check_tells_what_it_found(new_database: Callable[[], str]) -> None:
     url = _with(new_database(), lambda e: migrate.upgrade(e, PREVIOUS))
     assert check(url) == Health(
         healthy=False,
-        reason=f"the schema is behind: at revision {PREVIOUS} ({migrate.VERSION_TABLE}), "
-        f"the head is {HEAD}: run `sqla-scheduler db upgrade`",
+        reason=f"the schema is behind, at step {LATEST - 1} of {LATEST} "
+        f"({migrate.VERSION_TABLE}): run `sqla-scheduler db upgrade`",
+        step=LATEST - 1,
+        latest=LATEST,
         current=(PREVIOUS,),
         heads=(HEAD,),
         version_table=migrate.VERSION_TABLE,
@@ -110,8 +118,25 @@ def test_check_tells_what_it_found(new_database: Callable[[], str]) -> None:
             conn.execute(update(versions).values(version_num="0123456789ab"))
         found = check(engine)
         assert found.healthy
-        assert "the schema is ahead, at revision 0123456789ab" in found.reason
-        assert "a newer version upgraded it, and this one runs on it" in found.reason
+        assert found.reason == (
+            f"the schema is ahead of step {LATEST}, this version's newest: "
+            f"{migrate.VERSION_TABLE} records revision 0123456789ab, which this version does "
+            "not know; a newer version upgraded it, and this one runs on it (each migration "
+            "step is additive)"
+        )
+        assert (found.step, found.latest) == (None, LATEST)
+        # The newer version recorded its step beside the tables: the step is told.
+        recorded = table("scheduled_tasks_schema", column("step"))
+        with engine.begin() as conn:
+            conn.execute(update(recorded).values(step=LATEST + 1))
+        found = check(engine)
+        assert found.healthy
+        assert found.reason == (
+            f"the schema is ahead, at step {LATEST + 1} (scheduled_tasks_schema), past "
+            f"step {LATEST}, this version's newest: a newer version upgraded it, and this one "
+            "runs on it (each migration step is additive)"
+        )
+        assert found.step == LATEST + 1
     finally:
         engine.dispose()
     with pytest.raises(MissingTableError):
@@ -144,3 +169,37 @@ def test_health_reads_the_config_keys_of_the_environment_as_a_worker_does(pg_url
     assert "the table 'jobs' does not exist in" in one_error_line(elsewhere.stderr)
     fine = invoke("health", "--url", pg_url, env=cli_env(SQLA_SCHEDULER_CONCURRENCY="4"))
     assert fine.returncode == 0, fine.stderr
+
+
+def test_health_speaks_of_steps_as_db_current_does(new_database: Callable[[], str]) -> None:
+    """Issue 46, item 8: `health` named Alembic revision ids, where `db current` says
+    `step 16 of 16`. Tables that the application's own Alembic history manages (no version
+    table records the scheduler's revisions) are judged by the step recorded beside them,
+    as `db current` reads it, not by comparing the table with this version's model (which a
+    newer version's step would fail)."""
+    url = _with(new_database(), migrate.upgrade)
+    migrate.adopt(url)  # the application's own history manages them now
+    recorded = table("scheduled_tasks_schema", column("step"))
+    runs = []
+    for step in (LATEST, LATEST - 1, LATEST + 1):
+        _with(url, lambda e, step=step: _set_step(e, recorded, step))
+        runs.append(invoke("health", "--url", url))
+    at, behind, ahead = runs
+    assert (at.returncode, at.stderr) == (0, ""), at.stderr
+    assert at.stdout == f"the schema is at step {LATEST} of {LATEST} (scheduled_tasks_schema)\n"
+    assert behind.returncode == 1
+    assert one_error_line(behind.stderr) == (
+        f"sqla-scheduler: the schema is behind, at step {LATEST - 1} of {LATEST} "
+        "(scheduled_tasks_schema): run `sqla-scheduler alembic revision`, then `alembic "
+        "upgrade head`"
+    )
+    assert ahead.returncode == 0, ahead.stderr
+    assert ahead.stdout.startswith(
+        f"the schema is ahead, at step {LATEST + 1} (scheduled_tasks_schema), past step "
+        f"{LATEST}, this version's newest"
+    ), ahead.stdout
+
+
+def _set_step(engine: Engine, recorded: Any, step: int) -> None:
+    with engine.begin() as conn:
+        conn.execute(update(recorded).values(step=step))

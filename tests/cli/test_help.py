@@ -27,7 +27,7 @@ HELP = {
     ("db", "downgrade"): ["Downgrade the scheduler's table", '"base" drops it'],
     ("db", "current"): ["Show the step the scheduler's tables are at, and which way manages"],
     ("health",): [
-        "Check that the database is reachable and its schema one this version runs on",
+        "Check that the database is reachable and its schema at a step this version runs on",
         "--url", "DATABASE_URL", "--version-table", "probes", "--name",
         "--node-heartbeat-interval", "SQLA_SCHEDULER_NODE_HEARTBEAT_INTERVAL",
         "SQLA_SCHEDULER_VERSION_TABLE", "SQLA_SCHEDULER_SCHEDULER_NAME",
