@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from sqla_scheduler import migrate
     from sqla_scheduler.config import SchedulerConfig
     from sqla_scheduler.executions import Execution
+    from sqla_scheduler.health import Health
     from sqla_scheduler.nodes import Node
     from sqla_scheduler.results import Result
     from sqla_scheduler.scheduler import Scheduler
@@ -428,14 +429,32 @@ def db_adopt(url: str, version_table: str) -> None:
 @db.command("current")
 @_url_option
 @_version_table_option
-def db_current(url: str, version_table: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON object with every field.")
+def db_current(url: str, version_table: str, as_json: bool) -> None:
     """Show the step the scheduler's tables are at, and which way manages them (this
     command's db upgrade, the sqla_scheduler branch of your Alembic project, or your
     application's own Alembic history)."""
     from sqla_scheduler import migrate
 
     with _database_errors(url):
-        click.echo(migrate.status(url, version_table=version_table).describe(version_table))
+        status = migrate.status(url, version_table=version_table)
+    if as_json:
+        click.echo(json.dumps(_status_json(status, version_table), indent=2))
+        return
+    click.echo(status.describe(version_table))
+
+
+def _status_json(status: migrate.Status, version_table: str) -> dict[str, Any]:
+    from sqla_scheduler import migrate
+
+    where = {"standalone": migrate.VERSION_TABLE, "branch": version_table}
+    return {
+        "step": status.step,
+        "latest": status.latest,
+        "way": status.way,
+        "revision": status.revision,
+        "version_table": where.get(status.way),
+    }
 
 
 # --- alembic ----------------------------------------------------------------------------
@@ -543,7 +562,15 @@ def _near(path: object) -> object:
     "SQLA_SCHEDULER_SCHEDULER_NAME sets, the probe checks that worker.",
 )
 @_interval_option
-def health(url: str, version_table: str, name: str | None, interval: timedelta) -> None:
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print a JSON object with every field, healthy or not (the exit status is the same).",
+)
+def health(
+    url: str, version_table: str, name: str | None, interval: timedelta, as_json: bool
+) -> None:
     """Check that the database is reachable and its schema at a step this version runs on
     (its newest, or past it) and, with --name, that the scheduler of that name is alive.
 
@@ -567,9 +594,25 @@ def health(url: str, version_table: str, name: str | None, interval: timedelta) 
             table_name=config.table_name,
             schema=config.schema,
         )
+    if as_json:
+        click.echo(json.dumps(_health_json(found), indent=2))
+        sys.exit(0 if found.healthy else 1)
     if not found.healthy:
         _fail(found.reason)
     click.echo(found.reason)
+
+
+def _health_json(found: Health) -> dict[str, Any]:
+    return {
+        "healthy": found.healthy,
+        "reason": found.reason,
+        "step": found.step,
+        "latest": found.latest,
+        "version_table": found.version_table,
+        "current": list(found.current),
+        "heads": list(found.heads),
+        "node": None if found.node is None else found.node.to_json(),
+    }
 
 
 # --- executions -------------------------------------------------------------------------

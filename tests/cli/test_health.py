@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -203,3 +204,31 @@ def test_health_speaks_of_steps_as_db_current_does(new_database: Callable[[], st
 def _set_step(engine: Engine, recorded: Any, step: int) -> None:
     with engine.begin() as conn:
         conn.execute(update(recorded).values(step=step))
+
+
+def test_health_json_is_one_object(new_database: Callable[[], str]) -> None:
+    """Issue 46, item 8: `health --json` prints one JSON object, healthy or not, with the
+    exit status of the command without it; what stops the check is one line on stderr."""
+    at_head = _with(new_database(), migrate.upgrade)
+    behind = _with(new_database(), lambda e: migrate.upgrade(e, PREVIOUS))
+    ok, late, empty = (
+        invoke("health", "--url", url, "--json") for url in (at_head, behind, new_database())
+    )
+    assert (ok.returncode, ok.stderr) == (0, ""), ok.stderr
+    assert json.loads(ok.stdout) == {
+        "healthy": True,
+        "reason": f"the schema is at step {LATEST} of {LATEST} ({migrate.VERSION_TABLE})",
+        "step": LATEST,
+        "latest": LATEST,
+        "version_table": migrate.VERSION_TABLE,
+        "current": [HEAD],
+        "heads": [HEAD],
+        "node": None,
+    }
+    assert (late.returncode, late.stderr) == (1, "")
+    found = json.loads(late.stdout)
+    assert (found["healthy"], found["step"], found["latest"]) == (False, LATEST - 1, LATEST)
+    assert found["reason"].startswith("the schema is behind, at step"), found
+    assert empty.returncode == 1
+    assert empty.stdout == ""
+    assert "the table 'scheduled_tasks' does not exist in" in one_error_line(empty.stderr)

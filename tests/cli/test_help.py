@@ -25,9 +25,12 @@ HELP = {
     ("db",): ["Create, upgrade or inspect the scheduler's table", "upgrade", "current"],
     ("db", "upgrade"): ["Upgrade the scheduler's table to REVISION", "--url", "DATABASE_URL"],
     ("db", "downgrade"): ["Downgrade the scheduler's table", '"base" drops it'],
-    ("db", "current"): ["Show the step the scheduler's tables are at, and which way manages"],
+    ("db", "current"): [
+        "Show the step the scheduler's tables are at, and which way manages", "--json",
+    ],
     ("health",): [
         "Check that the database is reachable and its schema at a step this version runs on",
+        "--json",
         "--url", "DATABASE_URL", "--version-table", "probes", "--name",
         "--node-heartbeat-interval", "SQLA_SCHEDULER_NODE_HEARTBEAT_INTERVAL",
         "SQLA_SCHEDULER_VERSION_TABLE", "SQLA_SCHEDULER_SCHEDULER_NAME",

@@ -138,6 +138,26 @@ def test_health_with_name_requires_that_node_alive(url: str) -> None:
     assert "scheduler 'worker-2' was last seen 10m" in by_env.stdout
 
 
+def test_health_json_with_name_has_the_node(url: str) -> None:
+    """Issue 46, item 8: `health --json --name NAME` prints the node it found, as `nodes
+    --json` does, or null."""
+    seed(url)
+    alive, missing = invoke_all(
+        ("health", "--url", url, "--name", "worker-1", "--json"),
+        ("health", "--url", url, "--name", "worker-9", "--json"),
+    )
+    assert (alive.returncode, alive.stderr) == (0, ""), alive.stderr
+    found = json.loads(alive.stdout)
+    assert found["healthy"] is True
+    assert re.search(r"; scheduler 'worker-1' was last seen \d+s ago$", found["reason"]), found
+    node = found["node"]
+    assert (node["name"], node["alive"], node["pid"], node["running"]) == ("worker-1", True, 101, 2)
+    assert node == json.loads(invoke("nodes", "--url", url, "--json").stdout)[0]
+    assert (missing.returncode, missing.stderr) == (1, "")
+    assert json.loads(missing.stdout)["node"] is None
+    assert json.loads(missing.stdout)["reason"].startswith("no scheduler named 'worker-9'")
+
+
 def test_list_nodes_and_check_tell_what_they_found(url: str) -> None:
     started = seed(url)
     first, second = list_nodes(url)
