@@ -1,7 +1,8 @@
 """The admin page's text in a real headless Chromium with the names a real deployment has
 (issue 46): long task names, node names made of a host name and a process id, errors of a
 database that went away. At 800, 1400 and 1920 px no text wraps in a box narrower than six
-of its characters, and a node's name breaks only where it has a separator.
+of its characters, and a node's name breaks only where it has a separator; the last error
+shows a readable start with the whole line in its title.
 """
 
 from __future__ import annotations
@@ -203,5 +204,66 @@ def test_no_text_wraps_in_a_column_of_a_few_letters(browser: Browser, site: str)
                 assert narrow_wraps(page) == [], (where, narrow_wraps(page))
                 assert mid_word_breaks(page) == [], (where, mid_word_breaks(page))
                 assert overflowing(page) == [], (where, overflowing(page))
+    finally:
+        context.close()
+
+
+#: The pages that show errors' first lines.
+ERROR_PAGES = ("/", "/executions", "/executions?state=failing", "/history", "/dead-letters")
+#: Each error's first line: its title, its own width and the width of it in view in its
+#: table's first view (inside its scroll box, left of a sticky Actions column), and the
+#: width of ``chars`` characters of its font.
+_ERRORS = """(chars) => {
+    const pen = document.createElement("canvas").getContext("2d");
+    const out = [];
+    for (const e of document.querySelectorAll("code.error-line")) {
+        if (!e.checkVisibility()) continue;
+        const r = e.getBoundingClientRect();
+        let [left, right] = [r.left, r.right];
+        const box = e.closest(".scroll");
+        if (box) {
+            const b = box.getBoundingClientRect();
+            [left, right] = [Math.max(left, b.left), Math.min(right, b.right)];
+            const last = e.closest("tr").lastElementChild;
+            if (last !== e.closest("td") && getComputedStyle(last).position === "sticky") {
+                right = Math.min(right, last.getBoundingClientRect().left);
+            }
+        }
+        right = Math.min(right, document.documentElement.clientWidth);
+        const s = getComputedStyle(e);
+        pen.font = `${s.fontStyle} ${s.fontWeight} ${s.fontSize} ${s.fontFamily}`;
+        out.push({
+            text: e.textContent, title: e.title, width: r.width, seen: Math.max(0, right - left),
+            whole: pen.measureText(e.textContent).width,
+            least: pen.measureText("x".repeat(chars)).width,
+        });
+    }
+    return out;
+}"""
+
+
+def test_an_error_shows_a_readable_start_and_the_whole_line_on_hover(
+    browser: Browser, site: str
+) -> None:
+    """At 1400 px the executions' Last error column was cut to ``ConnectionErro`` by the
+    Actions column kept in view, with nothing to read the rest by: each error's first line
+    has its box at least 16 characters wide (ConnectionError:), the line whole in its title,
+    and at 1400 and 1920 px that much of it in the table's first view."""
+    context = _context(browser)
+    page = context.new_page()
+    try:
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": 900})
+            for path in ERROR_PAGES:
+                page.goto(site + path)
+                errors = page.evaluate(_ERRORS, 16)
+                assert errors, (width, path)
+                for e in errors:
+                    where = (width, path, e)
+                    assert e["text"].startswith("ConnectionError: could not connect"), where
+                    assert e["title"] == e["text"], where
+                    assert e["width"] >= min(e["whole"], e["least"]) - 0.5, where
+                    if width > 800:
+                        assert e["seen"] >= min(e["whole"], e["least"]) - 0.5, where
     finally:
         context.close()

@@ -131,9 +131,12 @@ async def test_every_list_shows_the_error_first_line_read_as_a_bounded_preview(
         )
     for path in ("/executions?state=failing", "/"):  # the list, and the overview's section
         html = (await client.get(path)).text
-        assert '<code class="error-line">OSError: mailbox unavailable</code>' in html, path
+        # the line in its title too: the start shows in the column, the rest on hover
+        line = '<code class="error-line" title="OSError: mailbox unavailable">'
+        assert line + "OSError: mailbox unavailable</code>" in html, path
         assert "Traceback" not in html, path  # the first line alone
-        assert "ValueError: &lt;/pre&gt;&lt;script&gt;alert(5)&lt;/script&gt;" in html, path
+        hostile = "ValueError: &lt;/pre&gt;&lt;script&gt;alert(5)&lt;/script&gt;"
+        assert f'title="{hostile}">{hostile}</code>' in html, path  # escaped in both
     listing = await _json(client, "/api/executions", state="failing")
     lines = {e["instance_id"]: e["error_line"] for e in listing["executions"]}
     assert lines["bounce-3"] == "OSError: mailbox unavailable"
@@ -145,7 +148,7 @@ async def test_every_list_shows_the_error_first_line_read_as_a_bounded_preview(
     seed_history(seeded.sync_engine)
     for path in ("/history", "/dead-letters"):
         page = (await client.get(path)).text
-        assert '<code class="error-line">' in page, path
+        assert '<code class="error-line" title="' in page, path
 
 
 @ONE_DATABASE

@@ -117,9 +117,12 @@ async def test_history_lists_every_entry_newest_first(
     assert "8 entries · page 1 of 1" in html
     assert "12.5 s" in rows[3]
     assert "250 ms" in rows[5]
-    assert '<code class="error-line">OSError: mailbox unavailable</code>' in rows[3]
+    line = '<code class="error-line" title="OSError: mailbox unavailable">'
+    assert line + "OSError: mailbox unavailable</code>" in rows[3]
     assert "Traceback" not in html
-    assert '<code class="error-line">ValueError: &lt;/pre&gt;&lt;script&gt;alert(6)' in rows[2]
+    assert (
+        '<code class="error-line" title="ValueError: &lt;/pre&gt;&lt;script&gt;alert(6)' in rows[2]
+    )
     assert "<th>Payload</th>" not in html  # only the dead letters' listing has the column
     assert 'history="failures"' in html  # what this scheduler records, and for how long
     assert "14 d" in html
