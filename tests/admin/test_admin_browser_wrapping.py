@@ -2,7 +2,8 @@
 (issue 46): long task names, node names made of a host name and a process id, errors of a
 database that went away. At 800, 1400 and 1920 px no text wraps in a box narrower than six
 of its characters, and a node's name breaks only where it has a separator; the last error
-shows a readable start with the whole line in its title.
+shows a readable start with the whole line in its title; and the task kinds' boxes share
+the width by what they hold.
 """
 
 from __future__ import annotations
@@ -62,12 +63,18 @@ def once_slow(ctx: Any) -> None:
     pass
 
 
+#: A name as a module path makes it: no hyphen, nowhere to break.
+@one_time("acc.adminui.tasks.export_nightly_invoices_to_s3")
+def export_invoices(ctx: Any) -> None:
+    pass
+
+
 @custom("acc-adminui-custom-business-hours")
 def custom_hours(ctx: Any) -> None:
     pass
 
 
-TASKS = [rec_cron, rec_fixed, once_ok, once_failing, once_slow, custom_hours]
+TASKS = [rec_cron, rec_fixed, once_ok, once_failing, once_slow, export_invoices, custom_hours]
 
 
 def _seed(engine: Any, now: datetime) -> None:
@@ -265,5 +272,42 @@ def test_an_error_shows_a_readable_start_and_the_whole_line_on_hover(
                     assert e["width"] >= min(e["whole"], e["least"]) - 0.5, where
                     if width > 800:
                         assert e["seen"] >= min(e["whole"], e["least"]) - 0.5, where
+    finally:
+        context.close()
+
+
+#: Each task kind's box: its place, and whether its table hides columns (its box scrolls).
+_KINDS = """() => [...document.querySelectorAll("#tasks .kind")].map((k) => {
+    const r = k.getBoundingClientRect();
+    const box = k.querySelector(".scroll");
+    return {
+        name: k.querySelector("h3").textContent.trim(), top: r.top, bottom: r.bottom,
+        width: r.width, room: k.parentElement.getBoundingClientRect().width,
+        hides: box ? box.scrollWidth - box.clientWidth : 0,
+    };
+})"""
+
+
+def test_the_task_kinds_share_the_width_by_what_they_hold(browser: Browser, site: str) -> None:
+    """At 1400 px the one-time tasks' box hid its last columns beside a recurring box of
+    short names with room to spare: a kind's table hides columns only in a box that has
+    the whole width to itself."""
+    context = _context(browser)
+    page = context.new_page()
+    try:
+        for width in (*WIDTHS, 1000, 1200, 1600):
+            page.set_viewport_size({"width": width, "height": 900})
+            page.goto(site + "/")
+            kinds = page.evaluate(_KINDS)
+            assert len(kinds) == 3, kinds
+            for kind in kinds:
+                if kind["hides"] > 0:
+                    beside = [
+                        k["name"]
+                        for k in kinds
+                        if k is not kind and k["top"] < kind["bottom"] and kind["top"] < k["bottom"]
+                    ]
+                    assert beside == [], (width, kind, beside)
+                    assert kind["width"] >= kind["room"] - 1, (width, kind)
     finally:
         context.close()
