@@ -2,8 +2,8 @@
 (issue 46): long task names, node names made of a host name and a process id, errors of a
 database that went away. At 800, 1400 and 1920 px no text wraps in a box narrower than six
 of its characters, and a node's name breaks only where it has a separator; the last error
-shows a readable start with the whole line in its title; and the task kinds' boxes share
-the width by what they hold.
+shows a readable start with the whole line in its title; the task kinds' boxes share the
+width by what they hold; and the filters keep a time field and its "UTC" together.
 """
 
 from __future__ import annotations
@@ -309,5 +309,37 @@ def test_the_task_kinds_share_the_width_by_what_they_hold(browser: Browser, site
                     ]
                     assert beside == [], (width, kind, beside)
                     assert kind["width"] >= kind["room"] - 1, (width, kind)
+    finally:
+        context.close()
+
+
+#: The pages with filters, and their time fields.
+FILTER_PAGES = ("/executions", "/history", "/dead-letters", "/results")
+#: Where the last time field and its "UTC" are.
+_UTC = """() => {
+    const field = document.querySelector("form.filters input[name=until]").getBoundingClientRect();
+    const utc = document.querySelector("form.filters .utc").getBoundingClientRect();
+    return {field: [field.left, field.top, field.right, field.bottom],
+            utc: [utc.left, utc.top, utc.right, utc.bottom]};
+}"""
+
+
+def test_the_filters_keep_utc_beside_the_time_field(browser: Browser, site: str) -> None:
+    """The filters wrapped a lone "UTC" onto a line of its own at some widths: at every
+    width from 800 to 1920 px, 20 px apart, it stays on the line of the time field it
+    belongs to, just right of it."""
+    context = _context(browser)
+    page = context.new_page()
+    try:
+        for path in FILTER_PAGES:
+            page.goto(site + path)
+            for width in range(800, 1921, 20):
+                page.set_viewport_size({"width": width, "height": 900})
+                at = page.evaluate(_UTC)
+                field, utc = at["field"], at["utc"]
+                middle = (utc[1] + utc[3]) / 2
+                where = (path, width, at)
+                assert field[1] <= middle <= field[3], where  # on the field's line
+                assert field[2] <= utc[0] <= field[2] + 24, where  # just right of it
     finally:
         context.close()
