@@ -65,7 +65,7 @@ def test_probes_of_a_worker_through_an_outage_and_a_newer_schema(
         worker = workers.start("probed", "--health-port", str(port), POLL_MS=200)
         workers.wait_started(worker)
         assert "live: the event loop ticked" in _until(port, "/livez", 200)
-        assert "the schema is at the head revision" in _until(port, "/readyz", 200)
+        assert "the schema is at step" in _until(port, "/readyz", 200)
         status, body = _get(port, "/metrics")
         assert status == 200
         assert "python_info" in body  # the default registry's own collectors

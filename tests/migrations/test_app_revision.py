@@ -143,7 +143,7 @@ def test_a_name_the_steps_cannot_take_is_bad_usage(
 ) -> None:
     status, out, err = project.revision(option, value)
     assert (status, out) == (2, "")
-    assert f"Invalid value for '{option}': {value!r} {problem}" in err
+    assert f"sqla-scheduler: alembic revision {option}: {value!r} {problem}" in err
     assert len(project.files()) == 1
 
 
