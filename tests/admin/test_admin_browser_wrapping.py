@@ -3,11 +3,13 @@
 database that went away. At 800, 1400 and 1920 px no text wraps in a box narrower than six
 of its characters, and a node's name breaks only where it has a separator; the last error
 shows a readable start with the whole line in its title; the task kinds' boxes share the
-width by what they hold; and the filters keep a time field and its "UTC" together.
+width by what they hold; the filters keep a time field and its "UTC" together; and in the
+dark scheme the form controls are dark too.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -341,5 +343,44 @@ def test_the_filters_keep_utc_beside_the_time_field(browser: Browser, site: str)
                 where = (path, width, at)
                 assert field[1] <= middle <= field[3], where  # on the field's line
                 assert field[2] <= utc[0] <= field[2] + 24, where  # just right of it
+    finally:
+        context.close()
+
+
+def _luminance(rgb: str) -> float:
+    channels = [int(c) / 255 for c in re.findall(r"\d+", rgb)[:3]]
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+#: The colour behind each visible form control: its own, or its nearest ancestor's.
+_CONTROLS = """() => [...document.querySelectorAll("select, input, button, textarea")]
+    .filter((e) => e.type !== "hidden" && e.checkVisibility())
+    .map((e) => {
+        let colour = "rgb(255, 255, 255)";
+        for (let n = e; n; n = n.parentElement) {
+            const c = getComputedStyle(n).backgroundColor;
+            if (c !== "rgba(0, 0, 0, 0)") { colour = c; break; }
+        }
+        return {control: `${e.tagName.toLowerCase()}.${e.className}#${e.id}[${e.name}]`,
+                background: colour};
+    })"""
+
+
+def test_form_controls_are_dark_in_the_dark_scheme(browser: Browser, site: str) -> None:
+    """In the dark scheme the Activity's task <select> and its Show button kept the
+    browser's own mid grey (rgb(107, 107, 107)) on the dark page: every form control's
+    background is as dark as the page's panels (relative luminance below 0.05)."""
+    context = _context(browser, color_scheme="dark")
+    page = context.new_page()
+    try:
+        for path in ("/", *FILTER_PAGES):
+            page.goto(site + path)
+            controls = page.evaluate(_CONTROLS)
+            assert len(controls) > 2, (path, controls)
+            if path == "/":
+                assert any("#activity-task" in c["control"] for c in controls), controls
+            for c in controls:
+                assert _luminance(c["background"]) < 0.05, (path, c)
     finally:
         context.close()
