@@ -81,6 +81,28 @@ class _HistoryId(_Whole):
         )
 
 
+class _Interval(click.ParamType[float]):
+    """A duration such as ``15s`` or ``1m`` (a number alone is seconds), more than 0 and at
+    most a day; its seconds."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from sqla_scheduler._durations import parse_duration
+
+        if isinstance(value, float):
+            return value
+        try:
+            seconds = parse_duration(str(value)).total_seconds()
+        except (ValueError, OverflowError):
+            seconds = None
+        if seconds is None or not 0 < seconds <= 86_400:
+            self.fail(
+                f"{str(value)!r} is not a duration above 0 and at most 1d, e.g. 15s", param, ctx
+            )
+        return seconds
+
+
 class _Text(click.ParamType[str]):
     """Text a database can store: a name given as bytes that are not UTF-8 reaches Python
     as lone surrogates, which no driver sends."""
@@ -1299,6 +1321,17 @@ _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
     show_envvar=True,
     help="The address --health-port listens on.",
 )
+@click.option(
+    "--collect-metrics",
+    "collect_every",
+    type=_Interval(),
+    default=None,
+    envvar="SQLA_SCHEDULER_COLLECT_METRICS",
+    show_envvar=True,
+    metavar="DURATION",
+    help="Refresh the table's gauges of the application's SchedulerMetrics this often "
+    "(e.g. 15s), for /metrics; one process per cluster is enough.",
+)
 def worker(
     spec: str,
     concurrency: int | None,
@@ -1307,6 +1340,7 @@ def worker(
     log_level: str,
     health_port: int | None,
     health_host: str,
+    collect_every: float | None,
 ) -> None:
     """Run the Scheduler at MODULE:ATTR until SIGINT or SIGTERM.
 
@@ -1327,6 +1361,7 @@ def worker(
         WorkerError,
         WorkerInterrupted,
         configure_from_env,
+        metrics_collectors,
         note_early_signals,
         run_worker,
     )
@@ -1359,8 +1394,18 @@ def worker(
     except RuntimeError:
         _fail(f"--backend trio needs a Scheduler with a sync Engine; {spec} has an AsyncEngine", 2)
     try:
+        metrics_collectors(scheduler, collect_every)
+    except ValueError as exc:
+        _fail(f"--collect-metrics: {exc}", 2)
+    try:
         with _database_errors(scheduler.engine.url):
-            run_worker(scheduler, backend=backend, health_port=health_port, health_host=health_host)
+            run_worker(
+                scheduler,
+                backend=backend,
+                health_port=health_port,
+                health_host=health_host,
+                collect_every=collect_every,
+            )
     except WorkerInterrupted as exc:
         click.echo(f"sqla-scheduler: {exc}", err=True)
         _exit_worker(128 + exc.signal.value)

@@ -23,10 +23,18 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Collection,
+    Coroutine,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import contextmanager
 from functools import partial
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
 
@@ -44,6 +52,7 @@ __all__ = [
     "WorkerInterrupted",
     "configure_from_env",
     "load_scheduler",
+    "metrics_collectors",
     "note_early_signals",
     "run_worker",
 ]
@@ -170,6 +179,7 @@ def run_worker(
     backend: str = "asyncio",
     health_port: int | None = None,
     health_host: str = "0.0.0.0",  # probes come from outside the pod
+    collect_every: float | None = None,
 ) -> None:
     """Run ``scheduler`` in the foreground until SIGINT or SIGTERM; block until it stops.
 
@@ -189,7 +199,14 @@ def run_worker(
 
     With ``health_port``, the worker serves ``/livez``, ``/readyz`` and ``/metrics`` on
     ``health_host:health_port`` while it runs (see ``sqla-scheduler worker --health-port``).
+
+    With ``collect_every`` (seconds), the worker refreshes the table's gauges of each
+    ``SchedulerMetrics`` among the scheduler's interceptors that often (its
+    ``run_collector``, beside the scheduler: not a task, so not one of the executions it
+    counts); a ``ValueError`` when the scheduler has none. One process per cluster is
+    enough: the gauges count the whole table.
     """
+    collectors = metrics_collectors(scheduler, collect_every)
     probes = None
     if health_port is not None:
         from sqla_scheduler._probes import Probes
@@ -204,7 +221,7 @@ def run_worker(
             stalled=partial(_stalled_for, scheduler),
         )
         probes.start()
-    worker = _Worker(scheduler, probes)
+    worker = _Worker(scheduler, probes, collectors)
     if _early:  # a stop asked for while the application loaded: it never starts
         worker.stop_requested_by = _early[0]
         log.info("received %s while loading: stopping before the scheduler starts", _early[0].name)
@@ -220,6 +237,29 @@ def run_worker(
         raise worker.error
 
 
+def metrics_collectors(
+    scheduler: Scheduler, every: float | None
+) -> list[Callable[[], Coroutine[Any, Any, object]]]:
+    """What keeps ``scheduler``'s ``SchedulerMetrics`` gauges current every ``every``
+    seconds (none without ``every``)."""
+    if every is None:
+        return []
+    if not every > 0:
+        raise ValueError(f"collect_every must be a number of seconds above 0, got {every!r}")
+    try:
+        from sqla_scheduler.integrations.prometheus import SchedulerMetrics
+    except ImportError as exc:
+        raise ValueError(f"collecting the gauges: {exc}") from None
+    found = [i for i in scheduler.interceptors if isinstance(i, SchedulerMetrics)]
+    if not found:
+        raise ValueError(
+            "collecting the gauges needs a SchedulerMetrics among the scheduler's "
+            "interceptors (Scheduler(engine, tasks, interceptors=[SchedulerMetrics()])), and "
+            f"{scheduler!r} has none"
+        )
+    return [partial(metrics.run_collector, scheduler, every) for metrics in found]
+
+
 def _stalled_for(scheduler: Scheduler) -> float:
     """How long ``scheduler``'s running loop has owed work without progress (0 if none)."""
     runner = scheduler._loop.runner
@@ -229,9 +269,15 @@ def _stalled_for(scheduler: Scheduler) -> float:
 class _Worker:
     """One foreground run: the scheduler in the host task, a signal watcher beside it."""
 
-    def __init__(self, scheduler: Scheduler, probes: Probes | None = None) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        probes: Probes | None = None,
+        collectors: Sequence[Callable[[], Coroutine[Any, Any, object]]] = (),
+    ) -> None:
         self.scheduler = scheduler
         self.probes = probes
+        self.collectors = collectors
         self.stop_requested_by: signal.Signals | None = None
         self.forced_by: signal.Signals | None = None
         self.error: Exception | None = None
@@ -250,6 +296,8 @@ class _Worker:
                     group.start_soon(self._watch, signals, group.cancel_scope)
                 if self.probes is not None:
                     group.start_soon(self.probes.tick)
+                for collect in self.collectors:
+                    group.start_soon(collect)
                 try:
                     check_backend(self.scheduler.engine)
                     # No checkpoint between this test and run() registering its runner, so
