@@ -97,7 +97,8 @@ async def test_results_list_every_kept_result_newest_first(
     assert len(rows) == 5
     assert "5 results · page 1 of 1" in html
     assert '<span class="badge outcome-cancelled">cancelled</span>' in rows[0]
-    assert '<code class="error-line">ValueError: card declined</code>' in rows[3]
+    line = '<code class="error-line" title="ValueError: card declined">'
+    assert line + "ValueError: card declined</code>" in rows[3]
     assert "Traceback" not in html
     assert "{&#34;url&#34;: &#34;/r/1&#34;}</code>" in rows[4]
     assert 'aria-current="page">Results</a>' in html
