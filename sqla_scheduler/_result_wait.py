@@ -2,10 +2,11 @@
 
 A waiter reads the result, and until there is one waits for a sign that it may be there
 now. On PostgreSQL the sign is the NOTIFY that the transaction recording a kept result
-sends on the results' channel (``_result_store.record``): a ``Bell`` LISTENs for it on
-a connection of its own, in a thread, from before the first read, so that no result is
-missed between a read and the next wait. The NOTIFY carries the result itself unless it
-is too long for one; then the waiter reads it. Elsewhere, or when the LISTEN cannot be made,
+sends on the results' channel (``_result_store.record``): a ``Bell`` hears it through the
+process's notifier (one LISTEN connection for every waiter of the process), subscribed
+from before the first read, so that no result is missed between a read and the next
+wait. The NOTIFY carries the result itself unless it is too long for one; then the waiter
+reads it. Elsewhere, or when the LISTEN cannot be made,
 the waiter reads again after a pause that grows from ``FIRST_POLL`` to ``LAST_POLL``,
 and it reads every ``LAST_POLL`` even while listening, should a NOTIFY not arrive (a
 connection pooler in transaction mode does not carry LISTEN).
@@ -21,6 +22,7 @@ from datetime import timedelta
 from typing import Any
 
 from sqla_scheduler._dialects import ResultNotice, read_result_notice
+from sqla_scheduler._notifier import Subscription, notifier_for
 from sqla_scheduler._result import RESULT_OUTCOMES, Result, decode_result
 
 __all__ = ["FIRST_POLL", "LAST_POLL", "Bell", "Waiting", "check_timeout"]
@@ -33,8 +35,6 @@ FIRST_POLL = 0.01
 LAST_POLL = 1.0
 #: How long a bell waits for its LISTEN to be in place before the first read.
 LISTEN_READY = 2.0
-#: How often the bell's thread looks up from its socket to see whether to stop.
-_TICK = 0.25
 
 
 def check_timeout(value: object) -> float:
@@ -72,10 +72,11 @@ class Waiting:
 
 
 class Bell:
-    """Rings when the result of one execution is announced on ``channel`` (a LISTEN in a
-    thread of its own); ``listening`` says whether it was put in place. Use as a context
-    manager: ``__enter__`` returns once the LISTEN is in place (or failed), ``__exit__``
-    lets the thread close its connection."""
+    """Rings when the result of one execution is announced on ``channel``: a subscriber of
+    the process's notifier (``_notifier``) for the database ``connect_args`` reach, so that
+    every waiter of a process shares one LISTEN connection. ``listening`` says whether the
+    LISTEN was in place. Use as a context manager: ``__enter__`` returns once the LISTEN
+    is in place (or after ``LISTEN_READY``), ``__exit__`` leaves."""
 
     def __init__(
         self, connect_args: dict[str, Any], channel: str, task_name: str, instance_id: str
@@ -86,17 +87,20 @@ class Bell:
         #: The result the NOTIFY carried, once the bell rang with one.
         self.result: Result | None = None
         self._rung = threading.Event()
-        self._ready = threading.Event()
-        self._stop = threading.Event()
+        self._subscription: Subscription | None = None
         self.listening = False
 
     def __enter__(self) -> Bell:
-        threading.Thread(target=self._listen, name="sqla-scheduler-wait", daemon=True).start()
-        self._ready.wait(LISTEN_READY)
+        notifier = notifier_for(self._connect_args)
+        self._subscription = notifier.subscribe(self._channel, self._heard, on_lost=self._lost)
+        self.listening = self._subscription.ready.wait(LISTEN_READY)
+        if not self.listening:
+            log.debug("wait: LISTEN is not in place; reading the result by polling")
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
+        if self._subscription is not None:
+            self._subscription.close()
 
     def wait(self, seconds: float) -> Result | None:
         """Wait up to ``seconds`` for the bell (then it is reset): the result its NOTIFY
@@ -106,28 +110,15 @@ class Bell:
         self._rung.clear()
         return self.result if rung else None
 
-    def _listen(self) -> None:
-        import psycopg
-        from psycopg import sql
+    def _heard(self, payload: str) -> None:
+        notice = read_result_notice(payload)
+        if notice is not None and notice[:2] == self._expected:
+            self.result = _carried(notice)
+            self._rung.set()
 
-        try:
-            with psycopg.connect(**self._connect_args, autocommit=True) as conn:
-                conn.prepare_threshold = None  # two statements; a pooler may not keep them
-                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
-                self.listening = True
-                self._ready.set()
-                while not self._stop.is_set():
-                    for notify in conn.notifies(timeout=_TICK, stop_after=1):
-                        notice = read_result_notice(notify.payload)
-                        if notice is not None and notice[:2] == self._expected:
-                            self.result = _carried(notice)
-                            self._rung.set()
-        except Exception:
-            if not self.listening:
-                log.debug("wait: LISTEN failed; reading the result by polling", exc_info=True)
-            self.listening = False
-        finally:
-            self._ready.set()
+    def _lost(self, error: BaseException) -> None:
+        # what happened while it was down is read: the waiter reads at once
+        self._rung.set()
 
 
 def _carried(notice: ResultNotice) -> Result | None:

@@ -14,10 +14,11 @@ from typing import Any
 
 import anyio
 import pytest
-from sqlalchemy import event, insert
+from sqlalchemy import event, insert, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler import ManualClock, NextAt, PayloadError, Result, custom, one_time
+from sqla_scheduler._dialects import result_channel
 from sqla_scheduler._result_store import Kept, record
 from sqla_scheduler._runner.maintenance import PRUNE_BATCH
 from sqla_scheduler.models import results_table
@@ -377,3 +378,59 @@ def test_a_groups_outcomes_are_a_result_as_the_docs_show_them() -> None:
     }
     with pytest.raises(PayloadError, match="Object of type set is not JSON serializable"):
         encode_result("t", {"odd": {1, 2}})
+
+
+@pytest.mark.postgres_only("LISTEN connections")
+async def test_every_wait_of_a_process_shares_one_listen_connection(db: Harness) -> None:
+    """150 waits at once hear their results through the process's one LISTEN connection
+    (each wait opened its own: 150 waits held 150 of them; issue 47, item 4), each
+    returning its own result, and the connection closes once the last wait has returned."""
+    scheduler = db.scheduler([one_time("job", keep_result=True)(lambda ctx: None)])
+    keys = [f"j{i}" for i in range(150)]
+    reads: list[str] = []
+    engine = db.engine.sync_engine if isinstance(db.engine, AsyncEngine) else db.engine
+
+    @event.listens_for(engine, "after_cursor_execute")
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "scheduled_tasks_results" in statement:
+            reads.append(statement)
+
+    listening = text(
+        "select count(*) from pg_stat_activity where datname = current_database() "
+        "and query = :listen"
+    ).bindparams(listen=f'LISTEN "{result_channel(db.table)}"')
+    results: dict[str, Any] = {}
+    threads = anyio.CapacityLimiter(len(keys))
+
+    async def wait_for(key: str) -> None:
+        if db.is_async:
+            results[key] = await scheduler.wait(db.engine, "job", key, timeout=30)
+        else:
+            wait = functools.partial(scheduler.wait, db.engine, "job", key, timeout=30)
+            results[key] = await anyio.to_thread.run_sync(wait, limiter=threads)
+
+    async with anyio.create_task_group() as group:
+        for key in keys:
+            group.start_soon(wait_for, key)
+        with anyio.fail_after(30):
+            while len(reads) < len(keys):  # noqa: ASYNC110 - counted by the engine's event
+                await anyio.sleep(0.01)
+        with db.sync_engine.connect() as conn:
+            assert conn.execute(listening).scalar_one() == 1
+        with db.sync_engine.begin() as conn:
+            kept = [
+                Kept(
+                    task_name="job",
+                    instance_id=key,
+                    outcome="succeeded",
+                    finished_at=NOW,
+                    value=json.dumps(key),
+                )
+                for key in keys
+            ]
+            record(conn, db.table, kept)
+    assert {key: result.value for key, result in results.items()} == {key: key for key in keys}
+    with anyio.fail_after(10), db.sync_engine.connect() as conn:
+        while conn.execute(listening).scalar_one():  # noqa: ASYNC110 - a query
+            await anyio.sleep(0.05)
+            conn.rollback()
