@@ -431,6 +431,6 @@ async def test_every_wait_of_a_process_shares_one_listen_connection(db: Harness)
             record(conn, db.table, kept)
     assert {key: result.value for key, result in results.items()} == {key: key for key in keys}
     with anyio.fail_after(10), db.sync_engine.connect() as conn:
-        while conn.execute(listening).scalar_one():  # noqa: ASYNC110 - a query
+        while conn.execute(listening).scalar_one():
             await anyio.sleep(0.05)
             conn.rollback()
