@@ -38,6 +38,7 @@ from sqla_scheduler._dialects import (
     read_pause_notice,
 )
 from sqla_scheduler._durations import format_duration
+from sqla_scheduler._notifier import notifier_for
 from sqla_scheduler._runner.failures import Failures
 from sqla_scheduler._runner.waker import Waker
 
@@ -48,22 +49,18 @@ log = logging.getLogger("sqla_scheduler")
 #: How long a new LISTEN connection waits for the notification it sent itself.
 LISTEN_CHECK = timedelta(seconds=3)
 
-#: How often the listener thread looks up from its socket to see whether to stop.
+#: How often the listener looks up to see whether to stop or check a new connection.
 _LISTEN_TICK = 0.25
-
-
-class _Deaf(Exception):
-    """The notification a listener sent itself did not reach it."""
 
 
 class Listener:
     """LISTENs on the table's channel and wakes the picker on each notification (or, for
     work due later, tells it the time; for a pause or a resume, ``on_pause``).
 
-    The connection is psycopg's own, in a thread: SQLAlchemy has no notification API.
-    While it is down, the picker's poll is all there is, and it reconnects with backoff.
-    When notifications cannot reach it (see the module), ``on_deaf`` runs instead, for
-    good.
+    The connection is the process's notifier's (``_notifier``), shared with every other
+    subscriber to the same database. While it is down, the picker's poll is all there is,
+    and the notifier reconnects with backoff. When notifications cannot reach it (see the
+    module), ``on_deaf`` runs instead, for good.
     """
 
     def __init__(
@@ -91,6 +88,10 @@ class Listener:
         self._listen_url = listen_url
         self._on_deaf = on_deaf
         self._stop = threading.Event()
+        #: Set (by the notifier's thread) when a new connection is to be checked.
+        self._unchecked = threading.Event()
+        #: The token of the latest check sent.
+        self._token: str | None = None
         #: Whether notifications reach the current connection (its check came back):
         #: until then, and after it fails, the scheduler's own commits wake it directly.
         self.hearing = False
@@ -108,60 +109,70 @@ class Listener:
         self._stop.set()
 
     async def run(self) -> None:
-        """Keep a LISTEN connection; when it fails, poll until it is back."""
-        backoff = 0.5
-        while not self._stop.is_set():
-            connected = threading.Event()
-            try:
-                await anyio.to_thread.run_sync(self.run_once, connected, abandon_on_cancel=True)
-            except _Deaf:
-                self._give_way()
-                if self._on_deaf is not None:
-                    await self._on_deaf()
-                return
-            except Exception as exc:
-                self._failures.failed(exc)
-            finally:
-                self.hearing = False
-            if connected.is_set():
-                backoff = 0.5
-            if self._stop.is_set():
-                return
-            await anyio.sleep(backoff)
-            backoff = min(backoff * 2, 30.0)
-
-    def run_once(self, connected: threading.Event) -> None:
-        """One LISTEN connection, from connect to failure or ``stop`` (a worker thread).
-        Raises ``_Deaf`` when its check does not come back in time."""
-        import psycopg
-        from psycopg import sql
-
+        """Hear the table's channel through the process's notifier until stopped; check
+        each connection it makes (see the module), and give way when one does not hear."""
         channel = notify_channel(self.table)
-        with psycopg.connect(**self._connect_args(self._listen_url), autocommit=True) as conn:
-            if not self._prepared:
-                conn.prepare_threshold = None
-            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
-            connected.set()
-            self._failures.worked()  # back after an outage: said once
-            # Anything scheduled while nobody was listening is picked up now.
-            self.waker.soon(self.waker.news)
-            token = secrets.token_hex(8)
-            self._send_check(channel, token)
-            deadline = time.monotonic() + LISTEN_CHECK.total_seconds()
+        notifier = notifier_for(self._connect_args(self._listen_url))
+        subscription = notifier.subscribe(
+            channel, self._heard, on_connected=self._connected, on_lost=self._lost
+        )
+        try:
             while not self._stop.is_set():
-                for notice in conn.notifies(timeout=_LISTEN_TICK, stop_after=1):
-                    check = read_check_notice(notice.payload)
-                    if check is not None:
-                        if check == token and not self.hearing:
-                            self.hearing = True
-                            if self._listen_url is None:  # the engine's URL keeps sessions
-                                self.db.sessions_kept()
-                    elif not self._stop.is_set():
-                        # Not anyio.from_thread.run_sync: a task per notice and a wait for
-                        # it cost the start of the work a quarter of a millisecond.
-                        self.waker.soon(partial(self._on_notify, notice.payload))
-                if not self.hearing and time.monotonic() > deadline:
-                    raise _Deaf
+                if self._unchecked.is_set():
+                    self._unchecked.clear()
+                    if not await self._check(channel):
+                        subscription.close()
+                        self._give_way()
+                        if self._on_deaf is not None:
+                            await self._on_deaf()
+                        return
+                await anyio.sleep(_LISTEN_TICK)
+        finally:
+            subscription.close()
+            self.hearing = False
+
+    def _connected(self) -> None:
+        """(The notifier's thread.) A new connection LISTENs: back after an outage (said
+        once), anything scheduled while nobody listened is picked up, and it is checked."""
+        self._failures.worked()
+        self.waker.soon(self.waker.news)
+        self._unchecked.set()
+
+    def _lost(self, error: BaseException) -> None:
+        """(The notifier's thread.) The connection failed; the notifier connects again."""
+        self.hearing = False
+        self._failures.failed(error)
+
+    def _heard(self, payload: str) -> None:
+        """(The notifier's thread.) A NOTIFY on the table's channel: this listener's own
+        check, or news for the picker."""
+        check = read_check_notice(payload)
+        if check is not None:
+            if check == self._token and not self.hearing:
+                self.hearing = True
+                if self._listen_url is None:  # the engine's URL keeps sessions
+                    self.db.sessions_kept()
+        elif not self._stop.is_set():
+            # Not anyio.from_thread.run_sync: a task per notice and a wait for it cost the
+            # start of the work a quarter of a millisecond.
+            self.waker.soon(partial(self._on_notify, payload))
+
+    async def _check(self, channel: str) -> bool:
+        """Whether the connection hears a NOTIFY sent the way other processes send theirs,
+        within ``LISTEN_CHECK``."""
+        token = self._token = secrets.token_hex(8)
+        try:
+            await anyio.to_thread.run_sync(self._send_check, channel, token)
+        except Exception as exc:  # the database is out of reach: checked once it is back
+            self._failures.failed(exc)
+            self._unchecked.set()
+            return True
+        deadline = time.monotonic() + LISTEN_CHECK.total_seconds()
+        while not self.hearing and not self._stop.is_set():
+            if time.monotonic() > deadline:
+                return False
+            await anyio.sleep(0.01)
+        return True
 
     def _connect_args(self, url: str | None) -> dict[str, Any]:
         return self.db.connect_args(None if url is None else make_url(url))
