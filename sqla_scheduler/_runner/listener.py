@@ -190,7 +190,7 @@ class Listener:
         self.deaf = True
         shown = make_url(self._listen_url) if self._listen_url else self.db.url
         log.warning(
-            "LISTEN through %s did not hear a NOTIFY sent to it within %s: a connection "
+            "the LISTEN through %s did not hear a NOTIFY sent to it within %s: a connection "
             "pooler in transaction mode (PgBouncer, RDS Proxy, a pooled endpoint) does "
             "not carry LISTEN. Set listen_url (SQLA_SCHEDULER_LISTEN_URL) to a direct "
             "connection to PostgreSQL for wake-ups within milliseconds; until then this "
