@@ -1,20 +1,22 @@
 """The executor: runs one held execution to one outcome.
 
-``run_once(held)`` records the start where that matters, decodes the payload, builds the
-context, runs the handler through the interceptors (a sync one on a handler thread) and
-asks the outcome policy (``outcomes``) what the result or error comes to. It records no
-outcome itself: it returns it, and the worker loop hands it to the completer.
+``run_once(held)`` goes through three phases. ``prepare`` records the start where that
+matters, decodes the payload and builds the context, or finds that the execution is not to
+run; ``attempt`` runs the handler once (in its transaction, through the interceptors, held
+to its timeout; a sync one on a handler thread); ``decide`` asks the outcome policy
+(``outcomes``) what the result or error comes to. It records no outcome itself (but a
+transactional handler's success, with the handler's writes): it returns it, and the
+worker loop hands it to the completer.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, nullcontext
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -23,10 +25,11 @@ from sqlalchemy import Table
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from sqla_scheduler import _app_code, _group_store, _store
+from sqla_scheduler import _group_store, _store
 from sqla_scheduler._bridge import Database, SessionFactory, Transaction
 from sqla_scheduler._execution import Execution, Key
 from sqla_scheduler._runner import outcomes
+from sqla_scheduler._runner.calls import HandlerCalls
 from sqla_scheduler._runner.failures import first_line
 from sqla_scheduler._runner.held import Held, RowWrites, log_lost, versioned_keys
 from sqla_scheduler._runner.outcomes import Outcome
@@ -36,15 +39,41 @@ from sqla_scheduler._threads import HandlerThreads
 from sqla_scheduler.clock import Clock
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.context import ExecutionContext, ShutdownSignal
-from sqla_scheduler.exceptions import InvalidScheduleError, TaskTimeoutError
+from sqla_scheduler.exceptions import InvalidScheduleError
 from sqla_scheduler.groups import Group
-from sqla_scheduler.interceptors import ExecutionInterceptor, run_chain
+from sqla_scheduler.interceptors import ExecutionInterceptor
 from sqla_scheduler.listeners import SchedulerListener, dispatch
-from sqla_scheduler.tasks import Handler, RecurringTask, Task
+from sqla_scheduler.tasks import RecurringTask, Task
 
-__all__ = ["Executor"]
+__all__ = ["Attempted", "Executor", "Prepared"]
 
 log = logging.getLogger("sqla_scheduler")
+
+
+@dataclass(eq=False, frozen=True, slots=True, kw_only=True)
+class Prepared:
+    """An execution ready for its attempt (``Executor.prepare``)."""
+
+    held: Held
+    task: Task[Any]
+    #: The context its handler gets (a transactional one's gets its session on top).
+    context: ExecutionContext[Any]
+
+
+@dataclass(eq=False, frozen=True, slots=True, kw_only=True)
+class Attempted:
+    """What one attempt of a handler came to (``Executor.attempt``), for ``decide``."""
+
+    #: The context the handler got.
+    context: ExecutionContext[Any]
+    #: What the handler returned; ``None`` when it failed.
+    result: Any
+    #: What the handler, an interceptor or recording its success raised; ``None`` if none.
+    error: BaseException | None
+    #: When the attempt started and ended (by the clock), and how long it took.
+    started_at: datetime
+    ended_at: datetime
+    duration: timedelta
 
 
 class Executor:
@@ -78,8 +107,10 @@ class Executor:
         self.clock = clock
         self.shutdown = shutdown
         self.listeners = listeners
-        self.interceptors = interceptors
+        #: Upcasts old payloads (see ``_decode``).
         self._threads = threads
+        #: Calls the handlers (through the interceptors, held to their timeouts).
+        self._calls = HandlerCalls(threads=threads, interceptors=interceptors)
         #: Start records are kept apart from heartbeats (see ``RowWrites``).
         self._starts = _StartRecorder(db, table, clock, writes)
         #: Called once a rate-limited execution handed back for starting late is due again
@@ -87,7 +118,24 @@ class Executor:
         self._on_handed_back = on_handed_back
 
     async def run_once(self, held: Held) -> Outcome:
-        """Run ``held``'s handler (when it may run) and return what it came to."""
+        """Run ``held``'s handler (when it may run) and return what it came to, in three
+        phases: ``prepare``, ``attempt`` and ``decide``."""
+        prepared = await self.prepare(held)
+        if isinstance(prepared, Outcome):  # it does not run
+            return prepared
+        attempted = await self.attempt(prepared)
+        if isinstance(attempted, Outcome):  # committed with its transaction, or not run
+            return attempted
+        return self.decide(prepared, attempted)
+
+    async def prepare(self, held: Held) -> Prepared | Outcome:
+        """Make ``held`` ready for its attempt, or return the outcome it comes to instead.
+
+        Records the start of an execution that was in trouble before (``_StartRecorder``),
+        waits for a time picked just ahead, decodes the payload and builds the context.
+        An execution taken over (or whose start cannot be recorded), undecodable, spent
+        (``outcomes.spent``) or past its rate limit's start (``_late``) does not run. One
+        that runs is told to the listeners (``on_start``)."""
         execution = held.execution
         if execution.last_failure is not None:
             # Recorded before the wait for the time below, so that its round trip does
@@ -115,28 +163,27 @@ class Executor:
                 ),
                 on_recorded=partial(_log_undecodable, execution, exc),
             )
-        context: ExecutionContext[Any] = ExecutionContext(
-            payload=payload,
-            task_name=execution.task_name,
-            instance_id=execution.instance_id,
-            execution_time=execution.execution_time,
-            consecutive_failures=execution.consecutive_failures,
-            last_error=execution.last_error,
-            priority=execution.priority,
-            # an execution with a timeout has a signal of its own, also set at its timeout
-            shutdown=self.shutdown if task.timeout is None else self.shutdown.child(),
-            trace_context=execution.trace_context,
-            group=None if execution.awaits is None else await self._group(execution.awaits),
-        )
+        group = None if execution.awaits is None else await self._group(execution.awaits)
+        context = self._context(task, execution, payload, group)
         spent = outcomes.spent(task, execution, self.config)
         if spent is not None:
             return Outcome(held=held, decision=spent, context=context, on_abandon=task.on_abandon)
-
         late = self._late(held)
         if late is not None:
             return late
         if self.listeners:
             dispatch(self.listeners, "on_start", context)
+        return Prepared(held=held, task=task, context=context)
+
+    async def attempt(self, prepared: Prepared) -> Attempted | Outcome:
+        """Run the handler once: in its task's transaction when it is transactional,
+        through the interceptors and held to its timeout (``HandlerCalls``).
+
+        Returns what happened, for ``decide``; a transaction is rolled back by then, the
+        handler's writes gone with the attempt. A transactional handler's success is
+        decided before its transaction ends and committed with its writes: that outcome is
+        returned, as is a release when the transaction does not begin (it did not run)."""
+        held, task, context = prepared.held, prepared.task, prepared.context
         started_at = self.clock.now()
         started = time.monotonic()
         async with AsyncExitStack() as stack:
@@ -148,40 +195,73 @@ class Executor:
                     held.label,
                     first_line(exc),
                 )
-                return Outcome(held=held, decision=outcomes.release(execution, self.clock.now()))
+                return Outcome(
+                    held=held, decision=outcomes.release(held.execution, self.clock.now())
+                )
             handler = task.handler
             if transaction is not None:
                 context = replace(context, session=transaction.session)
                 if not task.is_async:  # its session is the handler thread's while it runs
                     handler = transaction.guard(handler)
-            result, error = await self._attempt(task, context, handler)
-            duration = timedelta(seconds=time.monotonic() - started)
-            now = self.clock.now()
-            if error is None:
-                try:
-                    completion = outcomes.succeeded(
-                        task,
-                        execution,
-                        result,
-                        now=now,
-                        scheduled=context.scheduled,
-                        plans=context.plans,
-                        started_at=started_at,
-                        max_result_size=self.config.max_result_size,
-                    )
-                    on_recorded = (
-                        partial(dispatch, self.listeners, "on_success", context, duration)
-                        if self.listeners
-                        else None
-                    )
-                    if transaction is None:
-                        return Outcome(held=held, decision=completion, on_recorded=on_recorded)
-                    return await self._commit(transaction, held, completion, on_recorded)
-                except Exception as exc:
-                    error = exc
-        # a transaction is rolled back by now: the handler's writes went with the attempt
+            result, error = await self._calls.run(task, context, handler)
+            attempted = Attempted(
+                context=context,
+                result=result,
+                error=error,
+                started_at=started_at,
+                duration=timedelta(seconds=time.monotonic() - started),
+                ended_at=self.clock.now(),
+            )
+            if transaction is None or error is not None:
+                return attempted
+            try:
+                return await self._commit(transaction, self._succeeded(prepared, attempted))
+            except Exception as exc:  # not recordable, or not committed: a failure
+                return replace(attempted, error=exc)
+
+    def decide(self, prepared: Prepared, attempted: Attempted) -> Outcome:
+        """What ``attempted`` comes to, by the outcome policy (``outcomes``): a success,
+        or, when the handler failed or its success cannot be recorded, a retry or an
+        abandon, logged and told to the listeners (``on_failure``)."""
+        error = attempted.error
+        if error is None:
+            try:
+                return self._succeeded(prepared, attempted)
+            except Exception as exc:
+                error = exc
+        return self._failed(prepared, attempted, error)
+
+    def _succeeded(self, prepared: Prepared, attempted: Attempted) -> Outcome:
+        """The success of ``attempted``: raises what the policy raises when it cannot be
+        recorded (see ``outcomes.succeeded``)."""
+        context = attempted.context
+        completion = outcomes.succeeded(
+            prepared.task,
+            prepared.held.execution,
+            attempted.result,
+            now=attempted.ended_at,
+            scheduled=context.scheduled,
+            plans=context.plans,
+            started_at=attempted.started_at,
+            max_result_size=self.config.max_result_size,
+        )
+        on_recorded = (
+            partial(dispatch, self.listeners, "on_success", context, attempted.duration)
+            if self.listeners
+            else None
+        )
+        return Outcome(held=prepared.held, decision=completion, on_recorded=on_recorded)
+
+    def _failed(self, prepared: Prepared, attempted: Attempted, error: BaseException) -> Outcome:
+        """The retry or abandon that ``error``, the attempt's failure, comes to."""
+        held, task, context = prepared.held, prepared.task, attempted.context
         decision = outcomes.failed(
-            task, execution, error, now=now, config=self.config, started_at=started_at
+            task,
+            held.execution,
+            error,
+            now=attempted.ended_at,
+            config=self.config,
+            started_at=attempted.started_at,
         )
         retry_at = None if isinstance(decision, outcomes.Abandon) else decision.at
         log.error(
@@ -191,8 +271,26 @@ class Executor:
             "" if retry_at is None else f"; retrying at {retry_at.isoformat()}",
             exc_info=error,
         )
-        dispatch(self.listeners, "on_failure", context, error, duration)
+        dispatch(self.listeners, "on_failure", context, error, attempted.duration)
         return Outcome(held=held, decision=decision, context=context, on_abandon=task.on_abandon)
+
+    def _context(
+        self, task: Task[Any], execution: Execution, payload: Any, group: Group | None
+    ) -> ExecutionContext[Any]:
+        """The context ``execution``'s handler gets."""
+        return ExecutionContext(
+            payload=payload,
+            task_name=execution.task_name,
+            instance_id=execution.instance_id,
+            execution_time=execution.execution_time,
+            consecutive_failures=execution.consecutive_failures,
+            last_error=execution.last_error,
+            priority=execution.priority,
+            # an execution with a timeout has a signal of its own, also set at its timeout
+            shutdown=self.shutdown if task.timeout is None else self.shutdown.child(),
+            trace_context=execution.trace_context,
+            group=group,
+        )
 
     async def _group(self, group_id: int) -> Group | None:
         """The group a callback waited for, with its members' outcomes and results."""
@@ -229,20 +327,6 @@ class Executor:
             on_recorded=self._on_handed_back,
         )
 
-    async def _attempt(
-        self, task: Task[Any], context: ExecutionContext[Any], handler: Handler[Any]
-    ) -> tuple[Any, BaseException | None]:
-        """Run ``handler`` (the task's) once, through the interceptors: what it returned,
-        or what it or an interceptor raised, whatever that is (see ``_app_code``)."""
-        try:
-            if task.timeout is not None:
-                return await self._within_timeout(task, context, handler, task.timeout), None
-            if self.interceptors:
-                return await self._chain(task, context, handler), None
-            return await self._call(task, context, handler), None  # the common case: direct
-        except BaseException as exc:  # SystemExit, KeyboardInterrupt too: only a stop stops us
-            return None, await _app_code.failure(exc)
-
     def _transaction(self, task: Task[Any]) -> AbstractAsyncContextManager[Transaction | None]:
         """A transactional task's transaction (see ``Database.transaction``), else none:
         outside the services' budget of connections, as at most ``concurrency`` run."""
@@ -250,15 +334,11 @@ class Executor:
             return nullcontext()
         return self._db.transaction(self._sessions, budgeted=False)
 
-    async def _commit(
-        self,
-        transaction: Transaction,
-        held: Held,
-        completion: Completion,
-        on_recorded: Callable[[], None] | None,
-    ) -> Outcome:
-        """Record a transactional handler's success in its own transaction and commit the
-        two together; when the execution was taken over, record nothing and roll back."""
+    async def _commit(self, transaction: Transaction, success: Outcome) -> Outcome:
+        """Record a transactional handler's ``success`` in its own transaction and commit
+        the two together; when the execution was taken over, record nothing and roll back."""
+        completion = success.decision
+        assert isinstance(completion, Completion)  # what ``_succeeded`` decides
         complete = partial(
             _store.complete,
             table=self._table,
@@ -268,75 +348,8 @@ class Executor:
         )
         if not await transaction.commit_if(lambda conn: complete(conn)[0]):
             log_lost(completion.execution, completion.kind)
-            return Outcome(held=held, decision=None)
-        return Outcome(held=held, decision=completion, on_recorded=on_recorded, committed=True)
-
-    async def _chain(
-        self, task: Task[Any], context: ExecutionContext[Any], handler: Handler[Any]
-    ) -> Any:
-        """The handler, through the interceptors when there are any."""
-        call = partial(self._call, task, context, handler)
-        if self.interceptors:
-            return await run_chain(self.interceptors, context, call)
-        return await call()
-
-    async def _within_timeout(
-        self,
-        task: Task[Any],
-        context: ExecutionContext[Any],
-        handler: Handler[Any],
-        limit: timedelta,
-    ) -> Any:
-        """The handler, held to its task's timeout ``limit``: an async one is cancelled
-        when it is up; a sync one cannot be, so its context's shutdown signal is set and it
-        runs on (its execution held, heartbeats going) until it returns. Either way the
-        attempt then fails with ``TaskTimeoutError``, whatever the handler did after its
-        time was up."""
-        seconds = limit.total_seconds()
-        if task.is_async:
-            with anyio.move_on_after(seconds) as scope:
-                result = await self._chain(task, context, handler)
-            if scope.cancel_called:
-                raise TaskTimeoutError(task.name, limit, "the handler was cancelled")
-            return result
-        expired = anyio.Event()
-        started = time.monotonic()
-
-        async def expire() -> None:
-            await anyio.sleep(seconds)
-            expired.set()
-            context.shutdown.set()
-
-        raised: BaseException | None = None
-        async with anyio.create_task_group() as group:
-            group.start_soon(expire)
-            try:
-                result = await self._chain(task, context, handler)
-            except anyio.get_cancelled_exc_class():
-                raise
-            except BaseException as exc:  # raised below, not wrapped in the group's error
-                raised = exc
-            group.cancel_scope.cancel()
-        if expired.is_set():
-            took = time.monotonic() - started
-            raise TaskTimeoutError(
-                task.name,
-                limit,
-                f"the sync handler was signalled (ctx.shutdown) and returned after {took:.1f}s",
-            ) from raised
-        if raised is not None:
-            raise raised
-        return result
-
-    async def _call(
-        self, task: Task[Any], context: ExecutionContext[Any], handler: Handler[Any]
-    ) -> Any:
-        if task.is_async:
-            return await handler(context)
-        result = await self._threads.run(handler, context)
-        if inspect.isawaitable(result):  # e.g. a sync callable that returns a coroutine
-            return await result
-        return result
+            return Outcome(held=success.held, decision=None)
+        return replace(success, committed=True)
 
 
 def _log_undecodable(execution: Execution, error: Exception) -> None:
