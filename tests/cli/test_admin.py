@@ -11,7 +11,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from sqla_scheduler import cli
+from sqla_scheduler.cli import _admin, cli
 from tests._cli import cli_env, one_error_line, run, start
 
 APP = "tests.cli.app:scheduler"
@@ -44,8 +44,8 @@ def test_admin_names_the_extra_when_its_packages_are_missing(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'app.db'}")
-    monkeypatch.setattr(cli, "_missing_admin_packages", lambda: ["starlette", "uvicorn"])
-    result = CliRunner().invoke(cli.cli, ["admin", APP])
+    monkeypatch.setattr(_admin, "_missing_admin_packages", lambda: ["starlette", "uvicorn"])
+    result = CliRunner().invoke(cli, ["admin", APP])
     assert result.exit_code == 1
     assert result.stderr == (
         "sqla-scheduler: the admin page needs starlette, uvicorn: install sqla-scheduler[admin]\n"
