@@ -286,8 +286,9 @@ def _json_table(name: str, columns: Sequence[Column[Any]]) -> Any:
 
 
 def _sqlstate_conflict(error: BaseException) -> bool:
-    # serialization_failure, deadlock_detected
-    return getattr(getattr(error, "orig", None), "sqlstate", None) in ("40001", "40P01")
+    # serialization_failure, deadlock_detected, lock_not_available (a lock wait past the
+    # lock_timeout an application's engine may set)
+    return getattr(getattr(error, "orig", None), "sqlstate", None) in ("40001", "40P01", "55P03")
 
 
 def _mysql_conflict(error: BaseException) -> bool:

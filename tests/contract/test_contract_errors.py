@@ -96,11 +96,6 @@ def test_a_deadlock_is_a_lost_conflict(database: Database) -> None:
 @databases(
     _has(LOCK_TIMEOUTS),
     "the only lock is the write lock ('database is locked')",
-    xfail={
-        "postgresql": "conflicted and busy know serialization_failure (40001) and "
-        "deadlock_detected (40P01), not lock_not_available (55P03), which a lock wait that "
-        "times out raises (lock_timeout, which an application's engine may set)",
-    },
 )
 def test_a_lock_wait_that_times_out_is_a_lost_conflict(database: Database) -> None:
     db = database
