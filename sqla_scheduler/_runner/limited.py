@@ -132,37 +132,64 @@ class LimitedPicks:
         start_by: dict[str, datetime] = {}
         drained, self.held_back, self.credit_spent = True, False, False
         if locked:
-            result = await self.db.shielded(
-                partial(
-                    _store.pick_limited,
-                    table=self.table,
-                    limits=locked,
-                    limit=limit,
-                    picker=self.config.scheduler_name,
-                    now=now,
-                    prompt=prompt,
-                    clock=self.clock.now,
-                ),
-                lane="picker-limited",
-                plan_once=True,  # the pick's statement is the unlimited one's
-            )
-            picked, drained = result.executions, result.drained
-            for name, rated in result.rated.items():
-                self.held_back = self.held_back or rated.held_back
-                if rated.reopen is not None:
-                    self.reopens[name] = rated.reopen
-                if rated.start_by is None:
-                    continue  # none taken
-                start_by[name] = rated.start_by
-                if rated.credit is not None:
-                    more, entry, until = rated.credit
-                    self._credits[name] = _Credit(more, until, rated.start_by, entry)
-            self.wake_at_reopen()
+            picked, start_by, drained = await self._pick_locked(locked, limit, prompt, now)
+        if credited:
+            all_taken = await self._pick_credited(credited, limit, now, clock, picked, start_by)
+            drained = drained and all_taken
+        await self._give_back(clock)  # what was left of a credit whose task was drained
+        return picked, start_by, drained
+
+    async def _pick_locked(
+        self, locked: Sequence[TaskLimits], limit: int, prompt: int, now: datetime
+    ) -> tuple[list[Execution], dict[str, datetime], bool]:
+        """``pick`` of the tasks without credit: in one transaction that counts under each
+        one's lock (``_store.pick_limited``); learns which windows are full, until when,
+        and the credit a pick with room to spare counted ahead."""
+        result = await self.db.shielded(
+            partial(
+                _store.pick_limited,
+                table=self.table,
+                limits=locked,
+                limit=limit,
+                picker=self.config.scheduler_name,
+                now=now,
+                prompt=prompt,
+                clock=self.clock.now,
+            ),
+            lane="picker-limited",
+            plan_once=True,  # the pick's statement is the unlimited one's
+        )
+        start_by: dict[str, datetime] = {}
+        for name, rated in result.rated.items():
+            self.held_back = self.held_back or rated.held_back
+            if rated.reopen is not None:
+                self.reopens[name] = rated.reopen
+            if rated.start_by is None:
+                continue  # none taken
+            start_by[name] = rated.start_by
+            if rated.credit is not None:
+                more, entry, until = rated.credit
+                self._credits[name] = _Credit(more, until, rated.start_by, entry)
+        self.wake_at_reopen()
+        return result.executions, start_by, result.drained
+
+    async def _pick_credited(
+        self,
+        credited: Sequence[str],
+        limit: int,
+        now: datetime,
+        clock: datetime,
+        picked: list[Execution],
+        start_by: dict[str, datetime],
+    ) -> bool:
+        """``pick`` of the tasks with credit, one statement each, as if they had no limit,
+        into ``picked`` (up to ``limit`` in all) and ``start_by``: whether it took all that
+        was due of them."""
+        drained = True
         for name in credited:
             room = limit - len(picked)
             if room <= 0:
-                drained = False
-                break
+                return False
             credit = self._credits[name]
             asked = min(room, credit.left)
             found = await pick_plain(self.db, self.table, self.config, [name], asked, now)
@@ -175,8 +202,7 @@ class LimitedPicks:
                 drained = False
                 # the credit is spent, not the backlog: pick again at once, under the lock
                 self.credit_spent = self.credit_spent or asked < room
-        await self._give_back(clock)  # what was left of a credit whose task was drained
-        return picked, start_by, drained
+        return drained
 
     def skip(self) -> None:
         """None was looked at: none waits for a worker now, no credit was spent."""

@@ -17,7 +17,8 @@ revival (``Workers.left_running``): ``run`` returns all the same.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -77,122 +78,39 @@ class Runner:
         self.clock = clock
         self.table = table
         self.tasks: dict[str, Task[Any]] = dict(tasks)
-        names = sorted(self.tasks)
-        listeners = list(listeners)
-        self.db = db = _database(engine, config)
+        self.db = _database(engine, config)
         self.shutdown = ShutdownSignal()
-        self.held = held = HeldSet()
-        self.paused = paused = PausedTasks()
-        self.waker = waker = Waker(clock)
+        self.held = HeldSet()
+        self.paused = PausedTasks()
+        self.waker = Waker(clock)
         self._threads = HandlerThreads()
-        limits = {
-            name: task.max_concurrency
-            for name, task in self.tasks.items()
-            if task.max_concurrency is not None
-        }
-        self.picker = Picker(
-            db=db,
+        parts = _Parts(
+            db=self.db,
             table=table,
-            clock=clock,
-            names=names,
-            config=config,
-            held=held,
-            waker=waker,
-            limits=limits,
-            rates={
-                name: task.rate_limit
-                for name, task in self.tasks.items()
-                if task.rate_limit is not None
-            },
-            paused=paused,
-            on_paused=self._hand_back,
-        )
-        self.executor = Executor(
-            db=db,
-            table=table,
-            clock=clock,
             tasks=self.tasks,
             config=config,
-            shutdown=self.shutdown,
-            threads=self._threads,
-            listeners=listeners,
-            interceptors=list(interceptors),
+            clock=clock,
+            listeners=list(listeners),
             sessions=sessions,
-            limited=frozenset(limits),
-            on_handed_back=waker.news,
-            writes=held.writes,
+            shutdown=self.shutdown,
+            held=self.held,
+            paused=self.paused,
+            waker=self.waker,
         )
+        self.picker = _picker(parts, on_paused=self._hand_back)
+        self.executor = _executor(parts, self._threads, list(interceptors))
         #: Adds the counts of finished executions to the stats table (none with ``stats`` off).
-        self.stats = StatsWriter(db=db, table=table, node=config.scheduler_name)
-        self.completer = Completer(
-            db=db,
-            table=table,
-            clock=clock,
-            limited=frozenset(limits),
-            config=config,
-            held=held,
-            waker=waker,
-            shutdown=self.shutdown,
-            listeners=listeners,
-            sessions=sessions,
-            stats=self.stats if config.stats else None,
-        )
+        self.stats = StatsWriter(db=self.db, table=table, node=config.scheduler_name)
+        self.completer = _completer(parts, self.stats if config.stats else None)
         self.heartbeater = Heartbeater(
-            db=db, table=table, clock=clock, held=held, interval=config.heartbeat_interval
+            db=self.db, table=table, clock=clock, held=self.held, interval=config.heartbeat_interval
         )
-        self.maintenance = Maintenance(
-            db=db,
-            table=table,
-            clock=clock,
-            names=names,
-            recurring=[t for t in self.tasks.values() if isinstance(t, RecurringTask)],
-            config=config,
-            waker=waker,
-            listeners=listeners,
-        )
-        self.node = NodeHeartbeater(
-            db=db,
-            table=table,
-            clock=clock,
-            held=held,
-            name=config.scheduler_name,
-            concurrency=config.concurrency,
-            interval=config.node_heartbeat_interval,
-        )
-        #: Hears NOTIFY wake-ups: on PostgreSQL, with ``listen`` on; ``None`` otherwise.
-        self.listener: Listener | None = None
-        #: Reads the earliest due time once a second where no NOTIFY exists (MariaDB,
-        #: SQLite), or where LISTEN turns out not to hear (behind a pooler); ``None``
-        #: where NOTIFY is not used at all (``listen`` off).
-        self.prober: Prober | None = Prober(
-            db, table, waker, names=names, wants_work=self.picker.wants_work
-        )
-        if backend_for(engine.dialect).supports_notify:
-            if config.listen:
-                self.listener = Listener(
-                    db,
-                    table,
-                    waker,
-                    names=names,
-                    wants_work=self.picker.wants_work,
-                    on_pause=self.learn_pause,
-                    polling_interval=config.polling_interval,
-                    prepared_statements=config.prepared_statements,
-                    listen_url=config.listen_url,
-                    on_deaf=self.prober.run,
-                )
-            self.prober = None
-        self.workers = Workers(
-            held=held,
-            executor=self.executor,
-            completer=self.completer,
-            picker=self.picker,
-            waker=waker,
-            clock=clock,
-            shutdown=self.shutdown,
-            grace=config.shutdown_max_wait,
-            paused=paused,
-        )
+        self.maintenance = _maintenance(parts)
+        self.node = _node_heartbeater(parts)
+        #: Hears NOTIFY wake-ups (``Listener``), and reads the earliest due time where none
+        #: is heard (``Prober``): see ``_hearing``.
+        self.listener, self.prober = _hearing(engine, parts, self.picker, self.learn_pause)
+        self.workers = _workers(parts, self.executor, self.completer, self.picker)
         self._stop = anyio.Event()
 
     def wake_on_commit(self, conn: Connection) -> Callable[[datetime], None]:
@@ -356,6 +274,164 @@ class Runner:
             return await self.maintenance.prune_results_once()
         finally:
             await self.close()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Parts:
+    """The plain parts and the shared state the runner's services are built from."""
+
+    db: Database
+    table: Table
+    tasks: Mapping[str, Task[Any]]
+    config: SchedulerConfig
+    clock: Clock
+    listeners: Sequence[SchedulerListener]
+    sessions: SessionFactory | None
+    shutdown: ShutdownSignal
+    held: HeldSet
+    paused: PausedTasks
+    waker: Waker
+
+    @property
+    def names(self) -> list[str]:
+        """The names of the tasks, sorted."""
+        return sorted(self.tasks)
+
+    @property
+    def limits(self) -> dict[str, int]:
+        """The ``max_concurrency`` of each task that has one."""
+        return {
+            name: task.max_concurrency
+            for name, task in self.tasks.items()
+            if task.max_concurrency is not None
+        }
+
+
+def _picker(parts: _Parts, *, on_paused: Callable[[str], None]) -> Picker:
+    return Picker(
+        db=parts.db,
+        table=parts.table,
+        clock=parts.clock,
+        names=parts.names,
+        config=parts.config,
+        held=parts.held,
+        waker=parts.waker,
+        limits=parts.limits,
+        rates={
+            name: task.rate_limit
+            for name, task in parts.tasks.items()
+            if task.rate_limit is not None
+        },
+        paused=parts.paused,
+        on_paused=on_paused,
+    )
+
+
+def _executor(
+    parts: _Parts, threads: HandlerThreads, interceptors: Sequence[ExecutionInterceptor]
+) -> Executor:
+    return Executor(
+        db=parts.db,
+        table=parts.table,
+        clock=parts.clock,
+        tasks=parts.tasks,
+        config=parts.config,
+        shutdown=parts.shutdown,
+        threads=threads,
+        listeners=parts.listeners,
+        interceptors=interceptors,
+        sessions=parts.sessions,
+        limited=frozenset(parts.limits),
+        on_handed_back=parts.waker.news,
+        writes=parts.held.writes,
+    )
+
+
+def _completer(parts: _Parts, stats: StatsWriter | None) -> Completer:
+    return Completer(
+        db=parts.db,
+        table=parts.table,
+        clock=parts.clock,
+        limited=frozenset(parts.limits),
+        config=parts.config,
+        held=parts.held,
+        waker=parts.waker,
+        shutdown=parts.shutdown,
+        listeners=parts.listeners,
+        sessions=parts.sessions,
+        stats=stats,
+    )
+
+
+def _maintenance(parts: _Parts) -> Maintenance:
+    return Maintenance(
+        db=parts.db,
+        table=parts.table,
+        clock=parts.clock,
+        names=parts.names,
+        recurring=[t for t in parts.tasks.values() if isinstance(t, RecurringTask)],
+        config=parts.config,
+        waker=parts.waker,
+        listeners=parts.listeners,
+    )
+
+
+def _node_heartbeater(parts: _Parts) -> NodeHeartbeater:
+    return NodeHeartbeater(
+        db=parts.db,
+        table=parts.table,
+        clock=parts.clock,
+        held=parts.held,
+        name=parts.config.scheduler_name,
+        concurrency=parts.config.concurrency,
+        interval=parts.config.node_heartbeat_interval,
+    )
+
+
+def _hearing(
+    engine: Engine | AsyncEngine,
+    parts: _Parts,
+    picker: Picker,
+    on_pause: Callable[[str, bool], None],
+) -> tuple[Listener | None, Prober | None]:
+    """What tells the loop of work it did not pick itself: the ``Listener``, which hears
+    NOTIFY wake-ups on PostgreSQL with ``listen`` on (else ``None``); the ``Prober``, which
+    reads the earliest due time once a second where no NOTIFY exists (MariaDB, SQLite),
+    or where LISTEN turns out not to hear (behind a pooler: the listener runs it then),
+    and is ``None`` where NOTIFY is not used at all (``listen`` off)."""
+    config, names = parts.config, parts.names
+    prober = Prober(parts.db, parts.table, parts.waker, names=names, wants_work=picker.wants_work)
+    if not backend_for(engine.dialect).supports_notify:
+        return None, prober
+    if not config.listen:
+        return None, None
+    listener = Listener(
+        parts.db,
+        parts.table,
+        parts.waker,
+        names=names,
+        wants_work=picker.wants_work,
+        on_pause=on_pause,
+        polling_interval=config.polling_interval,
+        prepared_statements=config.prepared_statements,
+        listen_url=config.listen_url,
+        on_deaf=prober.run,
+    )
+    return listener, None
+
+
+def _workers(parts: _Parts, executor: Executor, completer: Completer, picker: Picker) -> Workers:
+    return Workers(
+        held=parts.held,
+        executor=executor,
+        completer=completer,
+        picker=picker,
+        waker=parts.waker,
+        clock=parts.clock,
+        shutdown=parts.shutdown,
+        grace=parts.config.shutdown_max_wait,
+        paused=parts.paused,
+    )
 
 
 def _database(engine: Engine | AsyncEngine, config: SchedulerConfig) -> Database:
