@@ -431,8 +431,7 @@ class _StartRecorder:
         if waiter.started is None:  # not recorded: hand it back for a later pick
             return Outcome(held=held, decision=outcomes.release(held.execution, self.clock.now()))
         if held.key not in waiter.started:
-            held.lost = True
-            log_lost(held.execution, "start")
+            held.lose("start")
             return Outcome(held=held, decision=None)
         return None
 

@@ -17,7 +17,7 @@ from sqlalchemy import Table
 from sqla_scheduler import _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._runner.failures import Failures
-from sqla_scheduler._runner.held import HeldSet, log_lost, versioned_keys
+from sqla_scheduler._runner.held import HeldSet, versioned_keys
 from sqla_scheduler.clock import Clock
 
 __all__ = ["Heartbeater"]
@@ -66,6 +66,5 @@ class Heartbeater:
         self._failures.worked()
         for held in snapshot:
             if held.key not in refreshed and not held.completing and self.held.holds(held):
-                held.lost = True
-                log_lost(held.execution, "heartbeat")
+                held.lose("heartbeat")
         return len(refreshed)

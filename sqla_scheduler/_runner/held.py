@@ -1,9 +1,11 @@
 """The executions this process holds: picked, and not yet handed back; and the tasks it
 knows to be paused.
 
-The picker adds to the held set, workers take from it, the completer and the heartbeater
-read it. With the paused tasks (which the listener and the picker learn, and the workers
-read before each start) and the ``Waker``, it is the state the services share.
+The picker adds to the held set, workers start and finish what it holds (or hand it back),
+the completer lets it go, the heartbeater reads it; each through the set's verbs, which
+alone change its counts. With the paused tasks (which the listener and the picker learn,
+and the workers read before each start) and the ``Waker``, it is the state the services
+share.
 """
 
 from __future__ import annotations
@@ -47,6 +49,12 @@ class Held:
     def label(self) -> str:
         """``task/instance``, as log lines name an execution."""
         return f"{self.execution.task_name}/{self.execution.instance_id}"
+
+    def lose(self, what: str) -> None:
+        """Note that another scheduler took this execution over, as recording ``what`` (a
+        start, a heartbeat) found: its outcome will not be committed."""
+        self.lost = True
+        log_lost(self.execution, what)
 
 
 class RowWrites:
@@ -108,24 +116,70 @@ class RowWrites:
 
 class HeldSet:
     """The held executions by key, with the counts that size the next pick, and the
-    gate that keeps heartbeats apart from other writes of them (``writes``)."""
+    gate that keeps heartbeats apart from other writes of them (``writes``).
+
+    The services change the counts through its verbs only, one per step of a held
+    execution (as db-scheduler's ``CurrentlyExecuting``): the picker ``hold``s what it
+    picked; a worker ``start``s one and ``finish``es it, or ``hand_back``s one that will
+    not run here; the completer ``let_go``es each once its outcome is recorded."""
 
     def __init__(self) -> None:
         self._by_key: dict[Key, Held] = {}
         self.writes = RowWrites()
-        #: Picked executions whose handler has not finished (queued or running).
-        self.outstanding = 0
-        #: Executions whose handler a worker is running now.
-        self.running = 0
-        #: When a worker last took an execution to run, or an outcome was last recorded
-        #: or refused by the database (``time.monotonic``): what liveness calls progress.
-        self.progressed_at = time.monotonic()
+        self._outstanding = 0
+        self._running = 0
+        self._progressed_at = time.monotonic()
         #: Since when this process has owed work of its own (see ``owed_for``).
         self._owing_since: float | None = None
 
+    @property
+    def outstanding(self) -> int:
+        """Picked executions whose handler has not finished (queued or running)."""
+        return self._outstanding
+
+    @property
+    def running(self) -> int:
+        """Executions whose handler a worker is running now."""
+        return self._running
+
+    @property
+    def progressed_at(self) -> float:
+        """When a worker last took an execution to run, or an outcome was last recorded
+        or refused by the database (``time.monotonic``): what liveness calls progress."""
+        return self._progressed_at
+
+    def hold(self, execution: Execution, *, start_by: datetime | None = None) -> Held:
+        """Hold a picked ``execution`` (outstanding until it finishes or is handed back);
+        ``start_by``: the latest its handler may start (see ``Held.start_by``)."""
+        held = Held(execution, start_by=start_by)
+        self._by_key[held.key] = held
+        self._outstanding += 1
+        return held
+
+    def start(self, held: Held) -> None:
+        """A worker takes ``held`` to run its handler: it is running, and that is progress."""
+        held.taken = True
+        self._running += 1
+        self._progressed_at = time.monotonic()
+
+    def finish(self, held: Held) -> None:
+        """The worker that ``start``ed ``held`` is done with it, whatever its handler came
+        to: neither running nor outstanding. It stays held until ``let_go``."""
+        self._running -= 1
+        self._outstanding -= 1
+
+    def hand_back(self, held: Held) -> None:
+        """``held`` will not run here (its task is paused, or the workers stop): no longer
+        outstanding. It stays held until its release is recorded (``let_go``)."""
+        self._outstanding -= 1
+
+    def let_go(self, held: Held) -> None:
+        """Forget ``held``: its outcome is recorded, or it is no longer ours."""
+        self._by_key.pop(held.key, None)
+
     def progressed(self) -> None:
         """Note progress: a start, or an outcome recorded (or the database's refusal)."""
-        self.progressed_at = time.monotonic()
+        self._progressed_at = time.monotonic()
 
     def owed_for(self, concurrency: int) -> float:
         """How long this process has owed work of its own and made no progress, in
@@ -142,21 +196,12 @@ class HeldSet:
                 completing += 1
             elif not held.taken:
                 waiting += 1
-        if not completing and not (waiting and self.running < concurrency):
+        if not completing and not (waiting and self._running < concurrency):
             self._owing_since = None
             return 0.0
         if self._owing_since is None:
             self._owing_since = now
-        return now - max(self.progressed_at, self._owing_since)
-
-    def hold(self, execution: Execution) -> Held:
-        held = Held(execution)
-        self._by_key[held.key] = held
-        return held
-
-    def let_go(self, held: Held) -> None:
-        """Forget ``held``: its outcome is recorded, or it is no longer ours."""
-        self._by_key.pop(held.key, None)
+        return now - max(self._progressed_at, self._owing_since)
 
     def holds(self, held: Held) -> bool:
         """Whether ``held`` is still the execution held under its key."""

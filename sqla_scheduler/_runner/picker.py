@@ -204,12 +204,7 @@ class Picker:
         ):
             # The queue ran dry while we picked: keep more in hand next time.
             self.boost = min(self.boost * 2, _MAX_BOOST)
-        self.held.outstanding += len(picked)
-        held = [self.held.hold(execution) for execution in picked]
-        if start_by:
-            for one in held:
-                one.start_by = start_by.get(one.execution.task_name)
-        return held
+        return [self.held.hold(e, start_by=start_by.get(e.task_name)) for e in picked]
 
     def _limited_may_be_due(self) -> bool:
         """Whether the limited tasks may have work to pick: always, but while a backlog

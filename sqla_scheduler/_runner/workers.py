@@ -127,13 +127,13 @@ class Workers:
                 # paused while it was picked, or resumed since this process last heard:
                 # the picker reads the paused tasks again before it picks again
                 self.picker.recheck_paused()
-                self.held.outstanding -= 1
+                self.held.hand_back(held)
                 await self._finish(self._release(held))
                 continue
             try:
                 self._send.send_nowait(held)
             except anyio.ClosedResourceError:  # stopped while picking
-                self.held.outstanding -= 1
+                self.held.hand_back(held)
                 await self._finish(self._release(held))
 
     def hand_back(self, task_name: str) -> int:
@@ -142,7 +142,7 @@ class Workers:
         handed = 0
         for held in self.held:
             if held.execution.task_name == task_name and not held.taken and not held.completing:
-                self.held.outstanding -= 1
+                self.held.hand_back(held)
                 self.completer.submit(self._release(held))  # marks it completing
                 handed += 1
         if handed:
@@ -152,9 +152,7 @@ class Workers:
 
     async def work(self, held: Held) -> None:
         """Run one held execution and hand its outcome on: the loop's and ``run_due``'s."""
-        self.held.running += 1
-        held.taken = True
-        self.held.progressed()
+        self.held.start(held)
         try:
             outcome = await self.executor.run_once(held)
             if self.left_running:  # the loop stopped without it: nothing is recorded now
@@ -173,8 +171,7 @@ class Workers:
             log.exception("unexpected error running %s; it will be revived", held.label)
             self.held.let_go(held)
         finally:
-            self.held.running -= 1
-            self.held.outstanding -= 1
+            self.held.finish(held)
             if self.shutdown.is_set and not self.held.running:
                 self._idle.set()
             if self.picker.wants_more():
@@ -186,7 +183,7 @@ class Workers:
                 if held.completing:
                     continue  # handed back while it waited (``hand_back``)
                 if self.shutdown.is_set or held.execution.task_name in self.paused:
-                    self.held.outstanding -= 1
+                    self.held.hand_back(held)
                     await self._finish(self._release(held))
                     continue
                 await self.work(held)

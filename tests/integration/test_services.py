@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -15,8 +16,10 @@ import pytest
 from sqlalchemy import event, insert, update
 
 from sqla_scheduler import ManualClock, Scheduler, one_time
+from sqla_scheduler._runner.held import Held, HeldSet
 from sqla_scheduler._runner.outcomes import Outcome
 from tests.conftest import Harness, services
+from tests.unit._builders import execution_at
 
 pytestmark = pytest.mark.anyio
 
@@ -48,6 +51,14 @@ async def schedule(db: Harness, scheduler: Scheduler, task: Any, *ids: str) -> N
     await db.resolve(scheduler.schedule_batch(db.engine, [task.instance(i) for i in ids]))
 
 
+def run(held: HeldSet, executions: Iterable[Held]) -> None:
+    """What workers do with ``executions``: start each and finish it (its outcome is not
+    recorded: it stays held)."""
+    for one in executions:
+        held.start(one)
+        held.finish(one)
+
+
 # --- picker ---------------------------------------------------------------------------
 
 
@@ -61,20 +72,21 @@ async def test_a_pick_fills_up_to_the_upper_limit_and_waits_for_the_lower(
     await schedule(db, scheduler, task, *(f"j{i:02}" for i in range(20)))
     async with services(scheduler) as runner:
         picker, held = runner.picker, runner.held
-        # Workers keep up (one is running): no backlog boost on this pick.
-        held.running = 1
+        # One is still queued (the workers did not starve): no backlog boost on this pick.
+        held.hold(execution_at(NOW, instance_id="queued"))
         first = await picker.run_once()
-        assert len(first) == 4
+        assert len(first) == 3, "up to the upper limit of 4 outstanding"
         assert held.outstanding == 4
         assert picker.boost == 1
-        assert db.count("picked") == 4
+        assert db.count("picked") == 3
         assert not picker.wants_work(), "4 outstanding is above the lower limit of 2"
-        held.outstanding = 2  # two finished
+        run(held, first[:2])  # two finished
+        assert held.outstanding == 2
         assert picker.wants_work()
         assert picker.wants_more()
         second = await picker.run_once()
         assert len(second) == 2, "tops up to the upper limit, not by a whole pick"
-        assert db.count("picked") == 6
+        assert db.count("picked") == 5
         assert {h.key for h in first}.isdisjoint(h.key for h in second)
 
 
@@ -89,14 +101,17 @@ async def test_a_drained_queue_boosts_the_pick_until_one_comes_back_short(
     async with services(scheduler) as runner:
         picker = runner.picker
         # Nothing outstanding and a full pick: the workers starved between picks.
-        assert len(await picker.run_once()) == 4
+        picked = await picker.run_once()
+        assert len(picked) == 4
         assert (picker.boost, picker.high, picker.low) == (2, 8, 4)
-        runner.held.outstanding = 0
-        assert len(await picker.run_once()) == 8
+        run(runner.held, picked)
+        picked = await picker.run_once()
+        assert len(picked) == 8
         assert (picker.boost, picker.high) == (4, 16)
-        runner.held.outstanding = 0
-        assert len(await picker.run_once()) == 16
-        runner.held.outstanding = 0
+        run(runner.held, picked)
+        picked = await picker.run_once()
+        assert len(picked) == 16
+        run(runner.held, picked)
         assert len(await picker.run_once()) == 2, "only 2 were left"
         assert (picker.boost, picker.more_due) == (1, False)
 
