@@ -92,6 +92,8 @@ class Listener:
         self._unchecked = threading.Event()
         #: The token of the latest check sent.
         self._token: str | None = None
+        #: How many connections failed (a check of one that failed proves nothing).
+        self._losses = 0
         #: Whether notifications reach the current connection (its check came back):
         #: until then, and after it fails, the scheduler's own commits wake it directly.
         self.hearing = False
@@ -141,6 +143,7 @@ class Listener:
     def _lost(self, error: BaseException) -> None:
         """(The notifier's thread.) The connection failed; the notifier connects again."""
         self.hearing = False
+        self._losses += 1
         self._failures.failed(error)
 
     def _heard(self, payload: str) -> None:
@@ -161,6 +164,7 @@ class Listener:
         """Whether the connection hears a NOTIFY sent the way other processes send theirs,
         within ``LISTEN_CHECK``."""
         token = self._token = secrets.token_hex(8)
+        losses = self._losses
         try:
             await anyio.to_thread.run_sync(self._send_check, channel, token)
         except Exception as exc:  # the database is out of reach: checked once it is back
@@ -169,6 +173,8 @@ class Listener:
             return True
         deadline = time.monotonic() + LISTEN_CHECK.total_seconds()
         while not self.hearing and not self._stop.is_set():
+            if self._losses != losses:  # that connection failed: the next one is checked
+                return True
             if time.monotonic() > deadline:
                 return False
             await anyio.sleep(0.01)
