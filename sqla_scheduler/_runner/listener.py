@@ -38,7 +38,7 @@ from sqla_scheduler._dialects import (
     read_pause_notice,
 )
 from sqla_scheduler._durations import format_duration
-from sqla_scheduler._notifier import notifier_for
+from sqla_scheduler._notifier import Subscription, notifier_for
 from sqla_scheduler._runner.failures import Failures
 from sqla_scheduler._runner.waker import Waker
 
@@ -122,7 +122,7 @@ class Listener:
             while not self._stop.is_set():
                 if self._unchecked.is_set():
                     self._unchecked.clear()
-                    if not await self._check(channel):
+                    if not await self._check(channel, subscription):
                         subscription.close()
                         self._give_way()
                         if self._on_deaf is not None:
@@ -160,11 +160,14 @@ class Listener:
             # start of the work a quarter of a millisecond.
             self.waker.soon(partial(self._on_notify, payload))
 
-    async def _check(self, channel: str) -> bool:
+    async def _check(self, channel: str, subscription: Subscription) -> bool:
         """Whether the connection hears a NOTIFY sent the way other processes send theirs,
-        within ``LISTEN_CHECK``."""
-        token = self._token = secrets.token_hex(8)
+        within ``LISTEN_CHECK``; ``True`` too when there is no connection to check now
+        (the next one is checked as it comes)."""
         losses = self._losses
+        if not subscription.ready.is_set():
+            return True
+        token = self._token = secrets.token_hex(8)
         try:
             await anyio.to_thread.run_sync(self._send_check, channel, token)
         except Exception as exc:  # the database is out of reach: checked once it is back

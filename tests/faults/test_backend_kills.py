@@ -51,7 +51,9 @@ def test_terminated_backends_lose_nothing(
     env = {"HEARTBEAT_MS": 500, "MISSED_LIMIT": 4, "POLL_MS": 5000, "CONCURRENCY": 4}
     cluster = [workers.start(f"w{i}", **env, FAULT_SLEEP_MS=50) for i in range(3)]
     workers.wait_started(*cluster)
-    wait_until(lambda: one(observer, LISTENERS) == 3, 30, "three LISTEN connections")
+    wait_until(
+        lambda: one(observer, LISTENERS) == 3, 30, "three LISTEN connections", workers.report
+    )
     expected = {f"f-{i}" for i in range(EXECUTIONS)}
     schedule(db_url, app_db, "fault", sorted(expected))
 
@@ -108,7 +110,9 @@ def test_terminated_backends_lose_nothing(
     app_db.dispose()
     figures = check_fault_runs(observer, expected, killed=set(), allow_reruns=True)
 
-    wait_until(lambda: one(observer, LISTENERS) == 3, 30, "every LISTEN to come back")
+    wait_until(
+        lambda: one(observer, LISTENERS) == 3, 30, "every LISTEN to come back", workers.report
+    )
     schedule(db_url, observer, "record", ["after-kills"])
     latency = wait_until(
         lambda: one(observer, "select count(*) from runs where task = 'record'") == 1,
