@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, nullcontext
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
@@ -50,7 +50,7 @@ __all__ = ["Attempted", "Executor", "Prepared"]
 log = logging.getLogger("sqla_scheduler")
 
 
-@dataclass(eq=False, frozen=True, slots=True, kw_only=True)
+@dataclass(eq=False, slots=True, kw_only=True)
 class Prepared:
     """An execution ready for its attempt (``Executor.prepare``)."""
 
@@ -60,7 +60,7 @@ class Prepared:
     context: ExecutionContext[Any]
 
 
-@dataclass(eq=False, frozen=True, slots=True, kw_only=True)
+@dataclass(eq=False, slots=True, kw_only=True)
 class Attempted:
     """What one attempt of a handler came to (``Executor.attempt``), for ``decide``."""
 
@@ -176,19 +176,33 @@ class Executor:
         return Prepared(held=held, task=task, context=context)
 
     async def attempt(self, prepared: Prepared) -> Attempted | Outcome:
-        """Run the handler once: in its task's transaction when it is transactional,
-        through the interceptors and held to its timeout (``HandlerCalls``).
+        """Run the handler once, through the interceptors and held to its timeout
+        (``HandlerCalls``); a transactional task's in its transaction
+        (``_attempt_in_transaction``).
 
-        Returns what happened, for ``decide``; a transaction is rolled back by then, the
-        handler's writes gone with the attempt. A transactional handler's success is
+        Returns what happened, for ``decide``. A transactional handler's success is
         decided before its transaction ends and committed with its writes: that outcome is
         returned, as is a release when the transaction does not begin (it did not run)."""
-        held, task, context = prepared.held, prepared.task, prepared.context
-        started_at = self.clock.now()
-        started = time.monotonic()
+        task, context = prepared.task, prepared.context
+        if task.transactional:
+            return await self._attempt_in_transaction(prepared)
+        started_at, started = self.clock.now(), time.monotonic()
+        result, error = await self._calls.run(task, context, task.handler)
+        return self._attempted(context, result, error, started_at, started)
+
+    async def _attempt_in_transaction(self, prepared: Prepared) -> Attempted | Outcome:
+        """``attempt`` of a transactional task: its handler's session is the transaction's
+        (a sync handler's, its thread's while it runs). What happened is returned with the
+        transaction rolled back, the handler's writes gone with the attempt; a success is
+        committed with them (``_commit``)."""
+        held, task = prepared.held, prepared.task
+        started_at, started = self.clock.now(), time.monotonic()
         async with AsyncExitStack() as stack:
             try:
-                transaction = await stack.enter_async_context(self._transaction(task))
+                # outside the services' budget of connections: at most ``concurrency`` run
+                transaction = await stack.enter_async_context(
+                    self._db.transaction(self._sessions, budgeted=False)
+                )
             except (DBAPIError, PoolTimeout) as exc:  # its transaction did not begin: not run
                 log.warning(
                     "%s: its transaction could not begin (%s); handing it back",
@@ -198,26 +212,35 @@ class Executor:
                 return Outcome(
                     held=held, decision=outcomes.release(held.execution, self.clock.now())
                 )
-            handler = task.handler
-            if transaction is not None:
-                context = replace(context, session=transaction.session)
-                if not task.is_async:  # its session is the handler thread's while it runs
-                    handler = transaction.guard(handler)
+            context = replace(prepared.context, session=transaction.session)
+            handler = task.handler if task.is_async else transaction.guard(task.handler)
             result, error = await self._calls.run(task, context, handler)
-            attempted = Attempted(
-                context=context,
-                result=result,
-                error=error,
-                started_at=started_at,
-                duration=timedelta(seconds=time.monotonic() - started),
-                ended_at=self.clock.now(),
-            )
-            if transaction is None or error is not None:
+            attempted = self._attempted(context, result, error, started_at, started)
+            if error is not None:
                 return attempted
             try:
                 return await self._commit(transaction, self._succeeded(prepared, attempted))
             except Exception as exc:  # not recordable, or not committed: a failure
                 return replace(attempted, error=exc)
+
+    def _attempted(
+        self,
+        context: ExecutionContext[Any],
+        result: Any,
+        error: BaseException | None,
+        started_at: datetime,
+        started: float,
+    ) -> Attempted:
+        """What an attempt started at ``started_at`` (``started``, by ``time.monotonic``)
+        came to, now that it has ended."""
+        return Attempted(
+            context=context,
+            result=result,
+            error=error,
+            started_at=started_at,
+            duration=timedelta(seconds=time.monotonic() - started),
+            ended_at=self.clock.now(),
+        )
 
     def decide(self, prepared: Prepared, attempted: Attempted) -> Outcome:
         """What ``attempted`` comes to, by the outcome policy (``outcomes``): a success,
@@ -326,13 +349,6 @@ class Executor:
             decision=outcomes.release(held.execution, now),
             on_recorded=self._on_handed_back,
         )
-
-    def _transaction(self, task: Task[Any]) -> AbstractAsyncContextManager[Transaction | None]:
-        """A transactional task's transaction (see ``Database.transaction``), else none:
-        outside the services' budget of connections, as at most ``concurrency`` run."""
-        if not task.transactional:
-            return nullcontext()
-        return self._db.transaction(self._sessions, budgeted=False)
 
     async def _commit(self, transaction: Transaction, success: Outcome) -> Outcome:
         """Record a transactional handler's ``success`` in its own transaction and commit
