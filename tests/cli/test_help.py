@@ -119,9 +119,10 @@ def test_command_listings_show_each_summary_whole() -> None:
         section = done.stdout.split("\nCommands:\n", 1)[1]
         cut = [line for line in section.splitlines() if line.rstrip().endswith("...")]
         assert not cut, done.stdout
-        command = cli
+        command: click.Command = cli
         for name in group:
-            command = command.commands[name]  # type: ignore[attr-defined]
+            assert isinstance(command, click.Group)
+            command = command.commands[name]
         assert isinstance(command, click.Group)
         listed = _listed(done.stdout)
         assert set(listed) == set(command.commands), done.stdout
