@@ -72,7 +72,6 @@ class Listener:
         names: Collection[str],
         wants_work: Callable[[], bool],
         polling_interval: timedelta,
-        prepared_statements: bool,
         listen_url: str | None = None,
         on_deaf: Callable[[], Awaitable[None]] | None = None,
         on_pause: Callable[[str, bool], None] = lambda task_name, paused: None,
@@ -84,7 +83,6 @@ class Listener:
         self._wants_work = wants_work
         self._on_pause = on_pause
         self._polling_interval = polling_interval
-        self._prepared = prepared_statements
         self._listen_url = listen_url
         self._on_deaf = on_deaf
         self._stop = threading.Event()

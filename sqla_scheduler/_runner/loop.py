@@ -413,7 +413,6 @@ def _hearing(
         wants_work=picker.wants_work,
         on_pause=on_pause,
         polling_interval=config.polling_interval,
-        prepared_statements=config.prepared_statements,
         listen_url=config.listen_url,
         on_deaf=prober.run,
     )

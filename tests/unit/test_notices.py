@@ -63,7 +63,6 @@ def _listener(
         names=names,
         wants_work=lambda: wants_work,
         polling_interval=timedelta(seconds=10),
-        prepared_statements=True,
         on_pause=lambda task, is_paused: heard.append((task, is_paused)),
     )
 
