@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Delete, Select, Update
 from bench.harness import TASK_NAME, Bench, utc_now
 from bench.results import Figure, ScenarioError
 from bench.scenarios import drain
-from sqla_scheduler._store import _statements
+from sqla_scheduler._store._shared import statements as _statements
 from sqla_scheduler.models import table_for
 
 FUTURE_ROWS = 1_000_000

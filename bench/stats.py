@@ -44,7 +44,7 @@ from bench.harness import Bench, utc_now
 from bench.results import Figure, ScenarioError, better
 from bench.scenarios import drain
 from sqla_scheduler import Scheduler, one_time
-from sqla_scheduler._stats_store import minute_of
+from sqla_scheduler._store.stats import minute_of
 from sqla_scheduler.admin import create_app
 from sqla_scheduler.admin._activity import ActivityPages, ActivityRequest
 from sqla_scheduler.admin._pages import Pages

@@ -16,14 +16,14 @@ import anyio.to_thread
 from sqlalchemy import Connection, Engine, Table, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from sqla_scheduler import _bridge, _group_store, _result_store
+from sqla_scheduler import _bridge, _store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target, driver_connect_args
 from sqla_scheduler._checks import check_key, check_number
 from sqla_scheduler._dialects import known_backend, result_channel
 from sqla_scheduler._execution import GroupPlan, TaskInstance, group_plan
 from sqla_scheduler._result import Result
-from sqla_scheduler._result_wait import Bell, Waiting, check_timeout
 from sqla_scheduler._runner import Runner
+from sqla_scheduler._store.waiting import Bell, Waiting, check_timeout
 from sqla_scheduler.clock import Clock
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.groups import Group
@@ -99,7 +99,7 @@ class Composing:
 
     def _schedule_plan(self, plan: GroupPlan, conn: Connection) -> Group | None:
         trace_context = capture(self._capturing) if self._capturing else None
-        return _group_store.schedule(
+        return _store.groups.schedule(
             conn,
             self.table,
             plan,
@@ -119,7 +119,7 @@ class Composing:
         finished, and the finished ones counted by outcome; ``None`` when there is none."""
         check_number("group_id", group_id, 1)
         return _bridge.call(
-            target, self.table, partial(_group_store.get, table=self.table, group_id=group_id)
+            target, self.table, partial(_store.groups.get, table=self.table, group_id=group_id)
         )
 
     @overload
@@ -136,7 +136,9 @@ class Composing:
         return _bridge.call(
             target,
             self.table,
-            partial(_group_store.cancel, table=self.table, group_id=group_id, now=self.clock.now()),
+            partial(
+                _store.groups.cancel, table=self.table, group_id=group_id, now=self.clock.now()
+            ),
             writes=f"cancel_group({group_id})",
         )
 
@@ -163,7 +165,7 @@ class Composing:
             target,
             self.table,
             partial(
-                _result_store.get, table=self.table, task_name=task_name, instance_id=instance_id
+                _store.results.get, table=self.table, task_name=task_name, instance_id=instance_id
             ),
             one_statement=True,
         )
@@ -211,7 +213,7 @@ class Composing:
                 f"{type(target).__name__} may never see the result's commit"
             )
         read = partial(
-            _result_store.get, table=self.table, task_name=task_name, instance_id=instance_id
+            _store.results.get, table=self.table, task_name=task_name, instance_id=instance_id
         )
         label = _bridge.named(task_name, instance_id)
         bell = self._bell(target, task_name, instance_id)

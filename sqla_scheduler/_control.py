@@ -14,7 +14,7 @@ from typing import Any, overload
 
 from sqlalchemy import Connection, Table
 
-from sqla_scheduler import _bridge, _control_store, _store
+from sqla_scheduler import _bridge, _store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
 from sqla_scheduler._checks import check_aware, check_key, check_task_name
 from sqla_scheduler._execution import KEEP, RECURRING_INSTANCE_ID
@@ -164,7 +164,7 @@ class Control:
 
     def _paused(self, task_name: str) -> Callable[[Connection], bool]:
         def pause(conn: Connection) -> bool:
-            paused = _control_store.pause(conn, self.table, task_name, self.clock.now())
+            paused = _store.control.pause(conn, self.table, task_name, self.clock.now())
             learn = self._on_control(conn)
             if paused and learn is not None:
                 learn(task_name, True)  # this process's own loop hands back what it holds
@@ -188,7 +188,7 @@ class Control:
 
     def _resumed(self, task_name: str) -> Callable[[Connection], bool]:
         def resume(conn: Connection) -> bool:
-            resumed = _control_store.resume(conn, self.table, task_name)
+            resumed = _store.control.resume(conn, self.table, task_name)
             wake, learn = self._on_commit(conn), self._on_control(conn)
             if resumed and learn is not None:
                 learn(task_name, False)
@@ -205,7 +205,7 @@ class Control:
     def paused_tasks(self, target: Target) -> frozenset[str] | Coroutine[Any, Any, frozenset[str]]:
         """The names of the paused tasks."""
         return _bridge.call(
-            target, self.table, partial(_control_store.paused, table=self.table), one_statement=True
+            target, self.table, partial(_store.control.paused, table=self.table), one_statement=True
         )
 
     @overload
@@ -232,10 +232,10 @@ class Control:
         self, task_name: str, instance_id: str, shown_version: int | None = None
     ) -> Callable[[Connection], bool]:
         """``run_now``'s unit of work; the admin page's run now and retry do it too, given
-        the version the page showed (``_control_store.run_now``)."""
+        the version the page showed (``_store.control.run_now``)."""
 
         def run_now(conn: Connection) -> bool:
-            return _control_store.run_now(
+            return _store.control.run_now(
                 conn,
                 self.table,
                 task_name,

@@ -16,7 +16,7 @@ from typing import Any, overload
 
 from sqlalchemy import Connection, Table
 
-from sqla_scheduler import _bridge, _history_store, _node_store, _store
+from sqla_scheduler import _bridge, _store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
 from sqla_scheduler._checks import check_aware, check_filters, check_key, check_number
 from sqla_scheduler._execution import Execution, ExecutionState
@@ -165,7 +165,7 @@ class Observing:
             target,
             self.table,
             partial(
-                _history_store.list_entries,
+                _store.history.list_entries,
                 table=self.table,
                 task_name=task_name,
                 instance_id=instance_id,
@@ -191,7 +191,7 @@ class Observing:
         return _bridge.call(
             target,
             self.table,
-            lambda conn: _history_store.requeue(
+            lambda conn: _store.history.requeue(
                 conn, self.table, history_id, self.clock.now(), on_inserted=self._on_commit(conn)
             ),
             writes=f"requeue(history entry {history_id})",
@@ -213,7 +213,7 @@ class Observing:
         """
 
         def listed(conn: Connection) -> list[Node]:
-            return _node_store.list_nodes(
+            return _store.nodes.list_nodes(
                 conn,
                 self.table,
                 now=database_now(conn, self.clock),

@@ -35,7 +35,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, Engine, Table, inspect, select
 from sqlalchemy.engine import URL
 
-from sqla_scheduler import _node_store, _store, migrate
+from sqla_scheduler import _store, migrate
 from sqla_scheduler._dialects import tool_engine
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._limits import text_problem
@@ -131,7 +131,7 @@ def _node_health(
 ) -> Health:
     """``schema`` (healthy), and whether the node ``name`` is alive."""
     now = database_now(conn)
-    node = _node_store.get_node(conn, table, name, now=now, interval=interval)
+    node = _store.nodes.get_node(conn, table, name, now=now, interval=interval)
     if node is None:
         reason = (
             f"no scheduler named {name!r} is recorded in {nodes_table(table).fullname!r}: it "

@@ -344,7 +344,7 @@ def _groups(target: MetaData, name: str, schema: str | None) -> Table:
 def _rates(target: MetaData, name: str, schema: str | None) -> Table:
     """The starts counted against each task's ``rate_limit``: one entry per pick that took
     any, ``starts`` of them, the latest by ``start_by``. A pick of the task sums those of
-    the entries in its window, under the task's lock (see ``_rate_store``); entries out of
+    the entries in its window, under the task's lock (see ``_store.rates``); entries out of
     every window are deleted a batch at a time. Indexed by task and time, with the count,
     so that the sum reads the index alone."""
     table = Table(

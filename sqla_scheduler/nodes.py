@@ -53,7 +53,7 @@ def list_nodes(
     schema is behind, or was never created; nor, for a SQLite file that does not exist, is
     the file created). Database failures raise SQLAlchemy's own errors.
     """
-    from sqla_scheduler import _node_store, _store
+    from sqla_scheduler import _store
     from sqla_scheduler._node import database_now
     from sqla_scheduler.models import nodes_table, table_for
 
@@ -70,7 +70,7 @@ def list_nodes(
         _store.check_sqlite_file(engine.url, nodes_table(table))
         with engine.connect() as conn:
             _store.check_table(conn, nodes_table(table))
-            return _node_store.list_nodes(
+            return _store.nodes.list_nodes(
                 conn, table, now=database_now(conn), interval=node_heartbeat_interval
             )
     finally:

@@ -88,7 +88,7 @@ def wait_for_result(
     timeout; no transaction is held open while it waits.
     """
     from sqla_scheduler._checks import check_key
-    from sqla_scheduler._result_wait import check_timeout
+    from sqla_scheduler._store.waiting import check_timeout
     from sqla_scheduler.executions import reached
 
     check_key(task_name, instance_id)

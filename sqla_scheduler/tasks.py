@@ -61,7 +61,7 @@ AbandonHook = Callable[["ExecutionContext[Any]", Any], Any]
 #: The most starts a rate limit allows in its window.
 _MAX_RATE_COUNT = 1_000_000
 #: The shortest window of a rate limit: below it, the time between a pick and the start of
-#: its handler would be a sizeable part of the window (see ``_rate_store``).
+#: its handler would be a sizeable part of the window (see ``_store.rates``).
 _MIN_RATE_PER = timedelta(seconds=1)
 #: The longest window of a rate limit.
 _MAX_RATE_PER = timedelta(days=7)

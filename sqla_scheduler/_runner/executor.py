@@ -25,7 +25,7 @@ from sqlalchemy import Table
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from sqla_scheduler import _group_store, _store
+from sqla_scheduler import _store
 from sqla_scheduler._bridge import Database, SessionFactory, Transaction
 from sqla_scheduler._execution import Execution, Key
 from sqla_scheduler._runner import outcomes
@@ -317,7 +317,7 @@ class Executor:
 
     async def _group(self, group_id: int) -> Group | None:
         """The group a callback waited for, with its members' outcomes and results."""
-        read = partial(_group_store.get, table=self._table, group_id=group_id, members=True)
+        read = partial(_store.groups.get, table=self._table, group_id=group_id, members=True)
         return await self._db.shielded(read)
 
     async def _decode(self, task: Task[Any], execution: Execution) -> Any:
@@ -333,7 +333,7 @@ class Executor:
 
     def _late(self, held: Held) -> Outcome | None:
         """A release of ``held`` when it is a rate-limited task's execution past the time
-        it had to start by (see ``_rate_store``): its start was counted, to come by then,
+        it had to start by (see ``_store.rates``): its start was counted, to come by then,
         when it was picked. Handed back untouched, it is picked again as its window allows;
         ``None`` when it may start."""
         now = self.clock.now()

@@ -38,7 +38,7 @@ class Held:
     #: Its outcome is being committed; a heartbeat miss now is not a loss.
     completing: bool = False
     #: The latest its handler may start (a rate-limited task's, whose start was counted
-    #: when it was picked: see ``_rate_store``); later, it is handed back instead.
+    #: when it was picked: see ``_store.rates``); later, it is handed back instead.
     start_by: datetime | None = None
 
     @property

@@ -2,7 +2,7 @@
 
 The picker (``_runner.picker``) hands them the tasks to look at; each pick takes the
 tasks' executions in one transaction that counts, under each task's lock, its picked
-executions or its starts in the window (``_store.pick_limited``, ``_rate_store``).
+executions or its starts in the window (``_store.pick_limited``, ``_store.rates``).
 
 A rate-limited task whose window is full is left out of the picks until its window has
 room again (``reopens``), and the waker is told of that time. In a backlog of a
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Table
 
-from sqla_scheduler import _rate_store, _store
+from sqla_scheduler import _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._execution import Execution
 from sqla_scheduler._runner.waker import AHEAD, Waker
@@ -65,7 +65,7 @@ class _Credit:
     """Starts of a rate-limited task counted ahead, in the entry ``entry``, by a pick that
     took a full batch with room to spare in its window: ``left`` of them may be picked
     without its lock until ``until``, each to start by ``start_by`` (see
-    ``_rate_store.credit``); what is left then is given back."""
+    ``_store.rates.credit``); what is left then is given back."""
 
     left: int
     until: datetime
@@ -217,7 +217,7 @@ class LimitedPicks:
             if credit.left > 0:
                 await self.db.shielded(
                     partial(
-                        _rate_store.give_back,
+                        _store.rates.give_back,
                         table=self.table,
                         entry=credit.entry,
                         starts=credit.left,

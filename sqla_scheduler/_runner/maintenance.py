@@ -20,14 +20,7 @@ from typing import Any
 import anyio
 from sqlalchemy import Table
 
-from sqla_scheduler import (
-    _group_store,
-    _history_store,
-    _node_store,
-    _result_store,
-    _stats_store,
-    _store,
-)
+from sqla_scheduler import _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._durations import format_duration
@@ -232,7 +225,7 @@ class Maintenance:
                 error = f"cannot read {name}/{instance}: {problem}; the row as it was: "
                 moved = await self.db.shielded(
                     partial(
-                        _history_store.quarantine,
+                        _store.history.quarantine,
                         table=self.table,
                         task_name=name,
                         instance_id=instance,
@@ -289,7 +282,7 @@ class Maintenance:
         return how many."""
         threshold = self.clock.now() - max(FORGET_AFTER, self.config.node_heartbeat_interval * 10)
         forgotten = await self.db.shielded(
-            partial(_node_store.forget, table=self.table, threshold=threshold), autocommit=True
+            partial(_store.nodes.forget, table=self.table, threshold=threshold), autocommit=True
         )
         if forgotten:
             log.info("forgot %d scheduler node(s) not seen since %s", forgotten, threshold)
@@ -300,7 +293,7 @@ class Maintenance:
         statement, until none is left or the steady clock reaches ``until`` (by default
         ``PRUNE_SHARE`` of ``revive_interval`` from now); return how many."""
         return await self._prune(
-            _history_store.prune, self.config.history_retention, "history entries", until
+            _store.history.prune, self.config.history_retention, "history entries", until
         )
 
     async def prune_results_once(self, *, until: float | None = None) -> int:
@@ -309,8 +302,8 @@ class Maintenance:
         results go with them); return how many results."""
         retention = self.config.result_retention
         until = self._prune_deadline() if until is None else until
-        pruned = await self._prune(_result_store.prune, retention, "results", until)
-        await self._prune(_group_store.prune, retention, "groups", until)
+        pruned = await self._prune(_store.results.prune, retention, "results", until)
+        await self._prune(_store.groups.prune, retention, "groups", until)
         return pruned
 
     async def prune_stats_once(self, *, until: float | None = None) -> int:
@@ -318,7 +311,7 @@ class Maintenance:
         at least, ``STATS_RETENTION``), about ``PRUNE_BATCH`` rows per statement, as
         ``prune_history_once`` does history entries; return how many rows."""
         retention = max(self.config.history_retention, STATS_RETENTION)
-        return await self._prune(_stats_store.prune, retention, "per-minute counts", until)
+        return await self._prune(_store.stats.prune, retention, "per-minute counts", until)
 
     def _prune_deadline(self) -> float:
         """When (steady clock) a pass's pruning stops, backlog or not."""

@@ -21,7 +21,7 @@ from functools import cache, partial
 import anyio
 from sqlalchemy import Table
 
-from sqla_scheduler import _node_store
+from sqla_scheduler import _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._runner.failures import Failures
 from sqla_scheduler._runner.held import HeldSet
@@ -87,7 +87,7 @@ class NodeHeartbeater:
         now = self.clock.now()
         if self.started_at is None:
             self.started_at = now
-        node = _node_store.Record(
+        node = _store.nodes.Record(
             name=self.name,
             host=self.host,
             pid=self.pid,
@@ -100,7 +100,7 @@ class NodeHeartbeater:
         )
         try:
             await self.db.shielded(
-                partial(_node_store.record, table=self.table, node=node), autocommit=True
+                partial(_store.nodes.record, table=self.table, node=node), autocommit=True
             )
         except Exception as exc:
             self._failures.failed(exc)
@@ -115,7 +115,10 @@ class NodeHeartbeater:
         try:
             return await self.db.shielded(
                 partial(
-                    _node_store.remove, table=self.table, name=self.name, started_at=self.started_at
+                    _store.nodes.remove,
+                    table=self.table,
+                    name=self.name,
+                    started_at=self.started_at,
                 ),
                 autocommit=True,
             )

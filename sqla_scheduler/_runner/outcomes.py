@@ -19,9 +19,9 @@ from sqla_scheduler._app_code import calling
 from sqla_scheduler._error_text import error_text
 from sqla_scheduler._execution import KEEP, Execution, GroupPlan, NextAt, TaskInstance
 from sqla_scheduler._result import DEFAULT_MAX_RESULT_SIZE, ResultOutcome, encode_result
-from sqla_scheduler._result_store import Kept
 from sqla_scheduler._runner.held import Held
 from sqla_scheduler._store import Completion
+from sqla_scheduler._store.results import Kept
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.context import ExecutionContext
 from sqla_scheduler.exceptions import PayloadError

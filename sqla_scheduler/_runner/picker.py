@@ -19,7 +19,7 @@ their picks.
 A rate-limited task whose window is full is left out of the picks until its window has
 room again, and the picker wakes up then (``reopens``). Its executions are counted as
 started when they are picked, each to start within a slack of its pick or be handed
-back (``Held.start_by``; see ``_rate_store``): beyond the free workers they are only
+back (``Held.start_by``; see ``_store.rates``): beyond the free workers they are only
 picked while the window keeps room to spare. In a backlog with room to spare, a pick
 counts more starts ahead (``_Credit``), which the next picks take with one statement
 each, without the lock; what they do not take is given back. When its due executions
@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING
 import anyio
 from sqlalchemy import Table
 
-from sqla_scheduler import _control_store, _store
+from sqla_scheduler import _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._execution import Execution
 from sqla_scheduler._runner.failures import Failures
@@ -244,7 +244,7 @@ class Picker:
         self.paused.begin_refresh()
         try:
             names = await self.db.run(
-                partial(_control_store.paused, table=self.table),
+                partial(_store.control.paused, table=self.table),
                 autocommit=True,
                 lane="picker",
                 read_only=True,  # no write lock on SQLite

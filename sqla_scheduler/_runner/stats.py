@@ -16,10 +16,10 @@ from functools import partial
 import anyio
 from sqlalchemy import Table
 
-from sqla_scheduler import _stats_store
+from sqla_scheduler import _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._execution import Execution
-from sqla_scheduler._stats_store import Tally
+from sqla_scheduler._store.stats import Tally
 
 __all__ = ["FLUSH_INTERVAL", "StatsWriter"]
 
@@ -76,7 +76,7 @@ class StatsWriter:
             return 0
         try:
             await self.db.shielded(
-                partial(_stats_store.add, table=self.table, node=self.node, rows=rows)
+                partial(_store.stats.add, table=self.table, node=self.node, rows=rows)
             )
         except BaseException:
             self._tally.put_back(rows)

@@ -1,6 +1,6 @@
 """The rate limits' statements: the starts counted against each task's ``rate_limit``
 (``<table>_rates``), and whether a task has executions due. Each runs under the task's
-lock (see ``_rate_store``)."""
+lock (see ``_store.rates``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The overview's activity charts and ``/api/activity``: what the executions finished in
 the last hour (a point a minute) or day (a point per 15 minutes) came to, for one task or
-all, read from the per-minute counts (``_stats_store``) that every scheduler adds
+all, read from the per-minute counts (``_store.stats``) that every scheduler adds
 whatever ``history`` keeps.
 
 Query parameters: ``span`` (``hour``, the default, or ``day``) and ``task`` (a task name;
@@ -17,8 +17,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from sqla_scheduler import _stats_store
-from sqla_scheduler._stats_store import Activity
+from sqla_scheduler import _store
+from sqla_scheduler._store.stats import Activity
 from sqla_scheduler.admin._charts import charts
 from sqla_scheduler.admin._pages import Pages, text_param
 from sqla_scheduler.models import MAX_TASK_NAME_LENGTH
@@ -59,7 +59,7 @@ class ActivityPages:
         """The activity ``asked`` for, read where the pages read (a replica's, if any)."""
         step, points = SPANS[asked.span]
         read = partial(
-            _stats_store.activity,
+            _store.stats.activity,
             table=self.scheduler.table,
             now=self.scheduler.clock.now(),
             step_minutes=step,

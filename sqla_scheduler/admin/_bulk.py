@@ -6,7 +6,7 @@ rows the action would change and a form to confirm; the form's POST carries the 
 and that count, and the action is done only if the filter still selects exactly that
 many (else nothing is done and the answer says what changed). The POST is CSRF-checked
 and logged as the single actions are, and is bounded: at most ``MAX_BULK`` rows per
-request, changed ``_bulk_store.BATCH`` at a time in one transaction; a filter that
+request, changed ``_store.bulk.BATCH`` at a time in one transaction; a filter that
 selects more is refused, to be narrowed.
 """
 
@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from sqla_scheduler import _bulk_store, _store
+from sqla_scheduler import _store
 from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._statements import statements_for
 from sqla_scheduler._statements.bulk import ExecutionAction
@@ -119,7 +119,7 @@ class BulkActions:
         table = self.scheduler.table
         where = self._where(conn, listing)
         if isinstance(listing, HistoryListing):
-            return _bulk_store.count_dead_letters(conn, table, where)
+            return _store.bulk.count_dead_letters(conn, table, where)
         if name == "pause":
             return _store.count_executions(
                 conn,
@@ -130,7 +130,7 @@ class BulkActions:
                 known_tasks=frozenset(self.scheduler.tasks),
                 now=self.scheduler.clock.now(),
             )
-        return _bulk_store.count(conn, table, "retry" if name == "retry" else "delete", where)
+        return _store.bulk.count(conn, table, "retry" if name == "retry" else "delete", where)
 
     def _check(self, name: str, listing: Listing | HistoryListing) -> None:
         if name == "pause":
@@ -236,19 +236,19 @@ class BulkActions:
                     )
                 return selected, selected
             if name == "requeue":
-                ids = _bulk_store.dead_letters(conn, table, where, limit=MAX_BULK + 1)
+                ids = _store.bulk.dead_letters(conn, table, where, limit=MAX_BULK + 1)
                 if len(ids) != shown:
                     return None, len(ids)
                 on_commit = self.scheduler._on_commit(conn)
-                return _bulk_store.requeue(conn, table, ids, now, on_commit), len(ids)
+                return _store.bulk.requeue(conn, table, ids, now, on_commit), len(ids)
             kind: ExecutionAction = "retry" if name == "retry" else "delete"
-            found = _bulk_store.keys(conn, table, kind, where, limit=MAX_BULK + 1)
+            found = _store.bulk.keys(conn, table, kind, where, limit=MAX_BULK + 1)
             if len(found) != shown:
                 return None, len(found)
             if kind == "retry":
                 on_moved = self.scheduler._on_commit(conn)
-                return _bulk_store.retry(conn, table, found, now, on_moved), len(found)
-            return _bulk_store.delete(conn, table, found, now, keeping), len(found)
+                return _store.bulk.retry(conn, table, found, now, on_moved), len(found)
+            return _store.bulk.delete(conn, table, found, now, keeping), len(found)
 
         return await self.reads.db.run(write, read_only=False)
 

@@ -1,5 +1,5 @@
 """The overview's charts as shapes: pure functions from an ``Activity`` (the per-minute
-counts read back, ``_stats_store``) to the rectangles, lines, ticks and labels that
+counts read back, ``_store.stats``) to the rectangles, lines, ticks and labels that
 ``templates/_charts.html`` writes out as inline SVG. No I/O and no JavaScript: the page's
 Content-Security-Policy allows neither inline scripts nor inline styles, so the shapes
 carry classes (coloured in ``admin.css`` through the colour scheme's custom properties)
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqla_scheduler._stats_store import Activity, Point
+from sqla_scheduler._store.stats import Activity, Point
 
 __all__ = [
     "OUTCOMES",

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, TypeVar
 
 from sqlalchemy import Connection
 
-from sqla_scheduler import _group_store, _result_store, _store
+from sqla_scheduler import _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._result import ResultOutcome
 from sqla_scheduler._statements.finding import Finding
@@ -200,9 +200,9 @@ class ComposedReads:
         listed, rows = await self._page(
             now,
             listing,
-            partial(_result_store.count_results, table=table, **filters),
+            partial(_store.results.count_results, table=table, **filters),
             partial(
-                _result_store.list_results,
+                _store.results.list_results,
                 table=table,
                 limit=listing.per_page,
                 offset=listing.offset,
@@ -210,7 +210,7 @@ class ComposedReads:
                 error_chars=PREVIEW_CHARS,
                 **filters,
             ),
-            partial(_result_store.seen_task_names, table=table, limit=SEEN_NAMES),
+            partial(_store.results.seen_task_names, table=table, limit=SEEN_NAMES),
         )
         return {**listed, "results": [view_result(row) for row in rows]}
 
@@ -223,9 +223,9 @@ class ComposedReads:
         listed, rows = await self._page(
             now,
             listing,
-            partial(_group_store.count_groups, table=table, task_name=listing.task),
+            partial(_store.groups.count_groups, table=table, task_name=listing.task),
             partial(
-                _group_store.list_groups,
+                _store.groups.list_groups,
                 table=table,
                 task_name=listing.task,
                 limit=listing.per_page,
@@ -247,11 +247,11 @@ class ComposedReads:
             dict[str, Any],
             Group | None,
             Execution | None,
-            _result_store.Listed | None,
-            list[_result_store.Listed],
+            _store.results.Listed | None,
+            list[_store.results.Listed],
         ]:
             header = self._header(conn, now)
-            group = _group_store.get(conn, table, listing.group_id)
+            group = _store.groups.get(conn, table, listing.group_id)
             if group is None:
                 return header, None, None, None, []
             execution = kept = None
@@ -259,7 +259,7 @@ class ComposedReads:
             if name is not None and instance is not None:
                 execution = _store.get_execution(conn, table, name, instance)
                 if execution is None or execution.awaits != group.id:
-                    found = _result_store.list_results(
+                    found = _store.results.list_results(
                         conn,
                         table,
                         task_name=name,
@@ -271,7 +271,7 @@ class ComposedReads:
                     kept = found[0] if found else None
             listed = sum(group.outcomes.values())
             members = (
-                _group_store.list_members(
+                _store.groups.list_members(
                     conn,
                     table,
                     group.id,
@@ -313,7 +313,7 @@ class ComposedReads:
         table = self.scheduler.table
 
         def write(conn: Connection) -> tuple[Group | None, int | None]:
-            before = _group_store.locked(conn, table, group_id)
+            before = _store.groups.locked(conn, table, group_id)
             if before is None or before.cancelled_at is not None:
                 return before, None
             cancelled: int = self.scheduler.cancel_group(conn, group_id)

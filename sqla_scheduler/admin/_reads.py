@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from sqla_scheduler import _history_store, _store
+from sqla_scheduler import _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._dialects import replica_lag
 from sqla_scheduler._statements.history import REQUEUEABLE
@@ -173,8 +173,8 @@ class Reads(ComposedReads):
                 **self._header(conn, now, counts),
                 "paused": self.scheduler.paused_tasks(conn),
                 "task_counts": {name: c for name, c in by_task.items() if name in known},
-                "outcomes": _history_store.outcome_counts(conn, table, since=now - window),
-                "dead_letters": _history_store.dead_letter_counts(conn, table),
+                "outcomes": _store.history.outcome_counts(conn, table, since=now - window),
+                "dead_letters": _store.history.dead_letter_counts(conn, table),
                 "recurring": _store.recurring_executions(
                     conn, table, names=recurring_names, instance_id=RECURRING_INSTANCE_ID
                 ),
@@ -310,16 +310,16 @@ class Reads(ComposedReads):
         listed, rows = await self._page(
             now,
             listing,
-            partial(_history_store.count_entries, table=table, **filters),
+            partial(_store.history.count_entries, table=table, **filters),
             partial(
-                _history_store.list_previews,
+                _store.history.list_previews,
                 table=table,
                 limit=listing.per_page,
                 offset=listing.offset,
                 preview=PREVIEW_CHARS,
                 **filters,
             ),
-            partial(_history_store.seen_task_names, table=table, limit=SEEN_NAMES),
+            partial(_store.history.seen_task_names, table=table, limit=SEEN_NAMES),
         )
         entries = [
             view_listed_entry(entry, data_preview=data, error_preview=error)
@@ -339,7 +339,7 @@ class Reads(ComposedReads):
         def read(
             conn: Connection,
         ) -> tuple[dict[str, Any], HistoryEntry | None, Execution | None]:
-            entry = _history_store.get(conn, table, history_id)
+            entry = _store.history.get(conn, table, history_id)
             current = (
                 None
                 if entry is None
@@ -369,7 +369,7 @@ class Reads(ComposedReads):
 
         def write(conn: Connection) -> tuple[bool, HistoryEntry | None, bool]:
             done = self.scheduler.requeue(conn, history_id)
-            entry = _history_store.get(conn, table, history_id)
+            entry = _store.history.get(conn, table, history_id)
             if entry is None:
                 return done, None, False
             current = _store.get_execution(conn, table, entry.task_name, entry.instance_id)

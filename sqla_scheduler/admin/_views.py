@@ -14,8 +14,8 @@ from typing import Any, Literal, cast
 
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._result import RESULT_OUTCOMES
-from sqla_scheduler._result_store import Listed
 from sqla_scheduler._statements.history import REQUEUEABLE
+from sqla_scheduler._store.results import Listed
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.exceptions import InvalidScheduleError
 from sqla_scheduler.executions import Execution
@@ -617,7 +617,7 @@ def view_tasks(
 ) -> dict[TaskKind, list[TaskView]]:
     """The registered tasks by kind, each kind sorted by name, with their ``counted``
     outcomes from ``outcomes`` (by task name, then outcome, as
-    ``_history_store.outcome_counts`` counts them), their ``dead_letters`` and whether
+    ``_store.history.outcome_counts`` counts them), their ``dead_letters`` and whether
     each is in ``paused``."""
     empty = dict.fromkeys(("all", "scheduled", "due", "running", "failing"), 0)
     by_kind: dict[TaskKind, list[TaskView]] = {kind: [] for kind in KINDS}

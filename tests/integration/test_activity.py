@@ -16,7 +16,7 @@ from sqlalchemy import func, insert, select
 from sqla_scheduler import ManualClock, SchedulerConfig, one_time
 from sqla_scheduler._execution import Execution
 from sqla_scheduler._runner import stats as stats_service
-from sqla_scheduler._stats_store import activity, minute_of
+from sqla_scheduler._store.stats import activity, minute_of
 from sqla_scheduler.models import STATS_BOUNDS_MS, STATS_COLUMNS, stats_table
 from tests.conftest import Harness, services, wait_for
 

@@ -29,11 +29,11 @@ from tests.conftest import Harness, services, wait_for
 pytestmark = pytest.mark.anyio
 
 NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
-#: How long after its pick an execution that starts at once may start (``_rate_store.slack``:
+#: How long after its pick an execution that starts at once may start (``_store.rates.slack``:
 #: 5% of ``per``, at most 50 ms): what it counts as.
 SLACK = timedelta(milliseconds=50)
 #: How long after ``per`` a window has room again for picks of executions that start at
-#: once: their slack and the window's margin (``_rate_store.margin``: 5%, at most 50 ms).
+#: once: their slack and the window's margin (``_store.rates.margin``: 5%, at most 50 ms).
 MARGIN = SLACK + timedelta(milliseconds=50)
 
 

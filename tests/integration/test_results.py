@@ -19,8 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler import ManualClock, NextAt, PayloadError, Result, custom, one_time
 from sqla_scheduler._dialects import result_channel
-from sqla_scheduler._result_store import Kept, record
 from sqla_scheduler._runner.maintenance import PRUNE_BATCH
+from sqla_scheduler._store.results import Kept, record
 from sqla_scheduler.models import results_table
 from tests.conftest import Harness
 

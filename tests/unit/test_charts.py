@@ -1,5 +1,5 @@
 """The admin's charts as shapes (``admin/_charts.py``) and the percentiles they draw
-(``_stats_store.percentile``), without a database."""
+(``_store.stats.percentile``), without a database."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from sqla_scheduler._stats_store import Activity, Percentiles, Point, Tally, percentile
+from sqla_scheduler._store.stats import Activity, Percentiles, Point, Tally, percentile
 from sqla_scheduler.admin._charts import HEIGHT, TOP, charts, format_ms
 from sqla_scheduler.models import STATS_BOUNDS_MS, STATS_BUCKETS, STATS_COLUMNS
 

@@ -22,11 +22,11 @@ from typing import Any
 
 from sqlalchemy import Connection, Table, delete
 
-from sqla_scheduler import _result_store
 from sqla_scheduler._dialects import backend_for, notice_of_later
 from sqla_scheduler._execution import WAITING, GroupPlan, TaskInstance, instance_values
 from sqla_scheduler._result import Result, decode_result
 from sqla_scheduler._statements import Statements, statements_for
+from sqla_scheduler._store import results as result_store
 from sqla_scheduler.groups import Group
 
 __all__ = [
@@ -302,7 +302,7 @@ def list_members(
     offset: int = 0,
     value_chars: int,
     error_chars: int,
-) -> list[_result_store.Listed]:
+) -> list[result_store.Listed]:
     """The finished members of ``group_id``, newest first, each with the first
     ``value_chars`` characters of its value's JSON text and ``error_chars`` of its error
     (as the results listing reads them: a page costs the same whatever they weigh)."""
@@ -315,7 +315,7 @@ def list_members(
         "error_chars": error_chars,
     }
     return [
-        _result_store.Listed(
+        result_store.Listed(
             id=row.id,
             task_name=row.task_name,
             instance_id=row.task_instance,
@@ -421,12 +421,12 @@ def _cancel_one(
     key = {"key_task": task_name, "key_instance": instance_id}
     if conn.execute(stmts.scheduling.cancel(shown=False), key).rowcount != 1:
         return 0
-    kept = _result_store.Kept(
+    kept = result_store.Kept(
         task_name=task_name,
         instance_id=instance_id,
         outcome="cancelled",
         finished_at=now,
         group_id=group_id,
     )
-    _result_store.record(conn, stmts.groups.table, [kept])
+    result_store.record(conn, stmts.groups.table, [kept])
     return 1

@@ -2,7 +2,7 @@
 
 A waiter reads the result, and until there is one waits for a sign that it may be there
 now. On PostgreSQL the sign is the NOTIFY that the transaction recording a kept result
-sends on the results' channel (``_result_store.record``): a ``Bell`` hears it through the
+sends on the results' channel (``result_store.record``): a ``Bell`` hears it through the
 process's notifier (one LISTEN connection for every waiter of the process), subscribed
 from before the first read, so that no result is missed between a read and the next
 wait. The NOTIFY carries the result itself unless it is too long for one; then the waiter

@@ -11,10 +11,10 @@ from itertools import islice
 
 from sqlalchemy import ColumnElement, Connection, Table
 
-from sqla_scheduler import _result_store
 from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._statements import statements_for
 from sqla_scheduler._statements.bulk import Bulk, ExecutionAction, bulk_for
+from sqla_scheduler._store import results as result_store
 
 __all__ = [
     "BATCH",
@@ -98,19 +98,19 @@ def delete(
     deleted."""
     bulk = _bulk(conn, table)
     deleted = 0
-    kept: list[_result_store.Kept] = []
+    kept: list[result_store.Kept] = []
     for name, instances in _batches(found):
         params = {"batch_task": name, "batch_instances": instances}
         deleted += conn.execute(bulk.delete, params).rowcount
         if name in keeping:  # locked when found: each of them was deleted
             kept += [
-                _result_store.Kept(
+                result_store.Kept(
                     task_name=name, instance_id=instance, outcome="cancelled", finished_at=now
                 )
                 for instance in instances
             ]
     if kept:
-        _result_store.record(conn, table, kept)
+        result_store.record(conn, table, kept)
     return deleted
 
 

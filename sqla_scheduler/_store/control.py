@@ -8,10 +8,10 @@ from datetime import datetime
 
 from sqlalchemy import Connection, Table, delete, select
 
-from sqla_scheduler import _store
 from sqla_scheduler._dialects import backend_for, notice_of_pause
 from sqla_scheduler._execution import KEEP
 from sqla_scheduler._statements import statements_for
+from sqla_scheduler._store import scheduling as _store
 from sqla_scheduler.models import paused_table
 
 __all__ = ["pause", "paused", "resume", "run_now"]

@@ -1,0 +1,207 @@
+"""The clients' reads of executions: one by key, pages of them, counts."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import TypeVar
+
+from sqlalchemy import Connection, RowMapping, Table
+
+from sqla_scheduler._execution import (
+    Execution,
+    ExecutionState,
+)
+from sqla_scheduler._statements.finding import NOTHING, Finding
+
+#: Rows inserted, or keys bound, in one statement: well under SQLite's 32,766 bound
+from sqla_scheduler._store._shared import statements as _statements
+
+Key = tuple[str, str]
+T = TypeVar("T")
+
+log = logging.getLogger("sqla_scheduler")
+
+
+def get_execution(
+    conn: Connection, table: Table, task_name: str, instance_id: str
+) -> Execution | None:
+    """One execution by key, or ``None``."""
+    stmts = _statements(conn, table).scheduling
+    row = (
+        conn.execute(stmts.get, {"key_task": task_name, "key_instance": instance_id})
+        .mappings()
+        .one_or_none()
+    )
+    return None if row is None else Execution.from_row(row)
+
+
+def list_executions(
+    conn: Connection,
+    table: Table,
+    *,
+    state: ExecutionState,
+    task_name: str | None,
+    known_tasks: frozenset[str],
+    limit: int | None,
+    offset: int,
+    now: datetime,
+    instance_contains: str | None = None,
+) -> list[Execution]:
+    """Executions in ``state``, highest priority and earliest first (failing: latest first).
+
+    ``instance_contains`` keeps those whose instance id contains that text.
+    """
+    rows = _listing_rows(
+        conn, table, state, task_name, known_tasks, limit, offset, now, instance_contains, None
+    )
+    return [Execution.from_row(row) for row in rows]
+
+
+def list_previews(
+    conn: Connection,
+    table: Table,
+    *,
+    state: ExecutionState,
+    task_name: str | None,
+    known_tasks: frozenset[str],
+    limit: int | None,
+    offset: int,
+    now: datetime,
+    preview: int,
+    instance_contains: str | None = None,
+    finding: Finding = NOTHING,
+) -> list[tuple[Execution, str | None, str | None]]:
+    """``list_executions`` without the payloads and errors: each execution (its ``data``
+    and ``last_error`` ``None``) with the first ``preview`` characters of its payload's
+    JSON text and of its last error; ``finding`` filters and orders them further."""
+    rows = _listing_rows(
+        conn,
+        table,
+        state,
+        task_name,
+        known_tasks,
+        limit,
+        offset,
+        now,
+        instance_contains,
+        preview,
+        finding,
+    )
+    return [
+        (Execution.from_row(row), row["task_data_preview"], row["last_error_preview"])
+        for row in rows
+    ]
+
+
+def _listing_rows(
+    conn: Connection,
+    table: Table,
+    state: ExecutionState,
+    task_name: str | None,
+    known_tasks: frozenset[str],
+    limit: int | None,
+    offset: int,
+    now: datetime,
+    instance_contains: str | None,
+    preview: int | None,
+    finding: Finding = NOTHING,
+) -> Iterable[RowMapping]:
+    """The rows of one listing (see ``Listing.list_executions``)."""
+    query = _statements(conn, table).listing.list_executions(
+        state=state,
+        task_name=task_name,
+        known_tasks=known_tasks,
+        limit=limit,
+        offset=offset,
+        instance_contains=instance_contains,
+        preview=preview,
+        finding=finding,
+    )
+    return conn.execute(query, {"now": now} if state == "due" else {}).mappings()
+
+
+def count_executions(
+    conn: Connection,
+    table: Table,
+    *,
+    state: ExecutionState,
+    task_name: str | None,
+    instance_contains: str | None,
+    known_tasks: frozenset[str],
+    now: datetime,
+    finding: Finding = NOTHING,
+) -> int:
+    """How many executions ``list_executions`` lists with the same filters."""
+    stmts = _statements(conn, table).listing
+    query = stmts.count_executions(
+        state=state,
+        task_name=task_name,
+        instance_contains=instance_contains,
+        known_tasks=known_tasks,
+        finding=finding,
+    )
+    params = {"now": now} if state == "due" else {}
+    return int(conn.execute(query, params).scalar_one())
+
+
+def seen_task_names(conn: Connection, table: Table, *, limit: int) -> list[str]:
+    """Up to ``limit`` task names that have executions in ``table``, in order."""
+    query = _statements(conn, table).listing.seen_task_names(limit)
+    return list(conn.execute(query).scalars())
+
+
+def state_counts(
+    conn: Connection, table: Table, *, known_tasks: frozenset[str], now: datetime
+) -> dict[str, int]:
+    """How many executions are in each state (keys as in ``ExecutionState``), counted in
+    one statement; executions of tasks not in ``known_tasks`` are orphaned."""
+    stmts = _statements(conn, table).listing
+    params = {"names": sorted(known_tasks), "now": now}
+    return dict(conn.execute(stmts.state_counts, params).mappings().one())
+
+
+def counts_by_task(conn: Connection, table: Table, *, now: datetime) -> dict[str, dict[str, int]]:
+    """For every task name that has executions, registered or not, how many are in each
+    state but ``orphaned`` (see ``state_totals``): one pass over the table."""
+    stmts = _statements(conn, table).listing
+    rows = conn.execute(stmts.counts_by_task, {"now": now}).mappings()
+    return {row["task_name"]: {k: v for k, v in row.items() if k != "task_name"} for row in rows}
+
+
+def state_totals(
+    by_task: Mapping[str, Mapping[str, int]], known_tasks: frozenset[str]
+) -> dict[str, int]:
+    """What ``state_counts`` counts, from ``counts_by_task``'s counts: each state summed
+    over the tasks, and the executions of tasks not in ``known_tasks`` as orphaned."""
+    totals = dict.fromkeys(("all", "scheduled", "due", "running", "failing"), 0)
+    orphaned = 0
+    for name, counts in by_task.items():
+        for state in totals:
+            totals[state] += counts[state]
+        if name not in known_tasks:
+            orphaned += counts["all"]
+    return {**totals, "orphaned": orphaned}
+
+
+def task_counts(
+    conn: Connection, table: Table, *, names: Sequence[str], now: datetime
+) -> dict[str, dict[str, int]]:
+    """For each of the tasks ``names`` that has executions, how many are in each state."""
+    if not names:
+        return {}
+    stmts = _statements(conn, table).listing
+    rows = conn.execute(stmts.task_counts, {"names": list(names), "now": now}).mappings()
+    return {row["task_name"]: {k: v for k, v in row.items() if k != "task_name"} for row in rows}
+
+
+def recurring_executions(
+    conn: Connection, table: Table, *, names: Sequence[str], instance_id: str
+) -> dict[str, Execution]:
+    """The row of each recurring task of ``names`` that has one, by task name."""
+    if not names:
+        return {}
+    stmts = _statements(conn, table).listing
+    rows = conn.execute(stmts.recurring, {"names": list(names), "instance": instance_id})
+    return {e.task_name: e for e in map(Execution.from_row, rows.mappings())}

@@ -1,0 +1,509 @@
+"""The runner's operations: pick, stamp, complete, abandon, revive and find."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from functools import partial
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
+
+from sqlalchemy import Connection, Table
+
+from sqla_scheduler._execution import (
+    Execution,
+    GroupPlan,
+    TaskInstance,
+)
+from sqla_scheduler._history_entry import HistorySetting, Outcome, keeps
+from sqla_scheduler._statements.shapes import Shapes
+from sqla_scheduler._store import groups as group_store
+from sqla_scheduler._store import history as history_store
+from sqla_scheduler._store import rates as rate_store
+from sqla_scheduler._store import results as result_store
+
+if TYPE_CHECKING:
+    from sqla_scheduler.tasks import RateLimit
+
+
+#: Rows inserted, or keys bound, in one statement: well under SQLite's 32,766 bound
+
+from sqla_scheduler._store._shared import chunks as _chunks
+from sqla_scheduler._store._shared import notify as _notify
+from sqla_scheduler._store._shared import statements as _statements
+from sqla_scheduler._store.scheduling import insert_instances
+
+Key = tuple[str, str]
+T = TypeVar("T")
+
+log = logging.getLogger("sqla_scheduler")
+
+
+def pick(
+    conn: Connection,
+    table: Table,
+    *,
+    names: Sequence[str],
+    limit: int,
+    picker: str,
+    now: datetime,
+) -> list[Execution]:
+    """Pick up to ``limit`` due executions of ``names``, highest priority and oldest first."""
+    if limit <= 0 or not names:
+        return []
+    stmts = _statements(conn, table).running
+    rows = stmts.pick.run(
+        conn, {"names": list(names), "limit": limit, "picker": picker, "now": now}
+    )
+    picked = [Execution.from_row(row._mapping) for row in rows]
+    picked.sort(key=lambda e: (-e.priority, e.execution_time, e.task_name, e.instance_id))
+    return picked
+
+
+class TaskLimits(NamedTuple):
+    """A limited task: the most of its executions picked at once (``max_concurrency``) and
+    its ``rate_limit``, each ``None`` when it has none."""
+
+    name: str
+    most: int | None = None
+    rate: RateLimit | None = None
+
+
+class LimitedPick(NamedTuple):
+    """What ``pick_limited`` took, and whether it took all that was due: every task had
+    room for more than it found (so only new work, or time, can give it more to pick).
+
+    And what the pick of each rate-limited task came to (``rated``: see
+    ``_store.rates.Rated``)."""
+
+    executions: list[Execution]
+    drained: bool
+    rated: dict[str, rate_store.Rated]
+
+
+def pick_limited(
+    conn: Connection,
+    table: Table,
+    *,
+    limits: Sequence[TaskLimits],
+    limit: int,
+    picker: str,
+    now: datetime,
+    prompt: int | None = None,
+    clock: Callable[[], datetime] | None = None,
+) -> LimitedPick:
+    """Pick up to ``limit`` due executions of the tasks in ``limits``, none beyond its
+    task's most at once nor its rate limit: in the caller's transaction, each task's picks
+    counted under its lock (PostgreSQL; SQLite lets one writer in at a time), so that
+    concurrent pickers in any number of processes never exceed it together.
+
+    A rate-limited task's picks are counted with the time ``clock()`` reads under its lock
+    (default ``now``; see ``_store.rates``). Of the executions picked, the first ``prompt``
+    (default all) can start at once (free workers); the others wait for a worker, so they
+    are only picked while the task's window keeps room to spare beyond them.
+    """
+    every = _statements(conn, table)
+    stmts = every.running
+    picked: list[Execution] = []
+    drained = True
+    rated: dict[str, rate_store.Rated] = {}
+    at_once = limit if prompt is None else prompt
+    for name, most, rate in sorted(limits, key=lambda task: task.name):
+        room = limit - len(picked)
+        if room <= 0:
+            return LimitedPick(picked, False, rated)
+        if stmts.lock_task is not None:
+            conn.execute(stmts.lock_task, {"lock_key": _lock_key(table, name)})
+        allowed = room
+        if most is not None:
+            running = int(conn.execute(stmts.count_picked, {"name": name}).scalar_one())
+            allowed = min(room, most - running)
+            if allowed <= 0:
+                drained = False  # full: what is due waits for a place
+                continue
+        if rate is None:
+            found = pick(conn, table, names=[name], limit=allowed, picker=picker, now=now)
+            drained = drained and len(found) < allowed
+            picked += found
+            continue
+        rated[name] = rate_store.pick(
+            conn,
+            every.rates,
+            name,
+            rate,
+            allowed=allowed,
+            at_once=at_once - len(picked),
+            concurrent=most is not None,
+            now=now,
+            clock=clock,
+            take=partial(pick, conn, table, names=[name], picker=picker, now=now),
+        )
+        picked += rated[name].found
+        drained = drained and rated[name].drained
+    return LimitedPick(picked, drained, rated)
+
+
+def _lock_key(table: Table, task_name: str) -> int:
+    """A signed 64-bit advisory lock key for ``task_name`` on ``table``."""
+    digest = hashlib.blake2b(f"{table.fullname}\x00{task_name}".encode(), digest_size=8)
+    return int.from_bytes(digest.digest(), "big", signed=True)
+
+
+def heartbeat(
+    conn: Connection, table: Table, held: Sequence[tuple[str, str, int]], now: datetime
+) -> set[Key]:
+    """Refresh the heartbeat of each held (task, instance, version); return those refreshed."""
+    return _stamp(conn, table, held, now, started=False)
+
+
+def mark_started(
+    conn: Connection, table: Table, held: Sequence[tuple[str, str, int]], now: datetime
+) -> set[Key]:
+    """Record that the handlers of held (task, instance, version) start now; return the
+    ones still held (the others were taken over and must not run)."""
+    return _stamp(conn, table, held, now, started=True)
+
+
+def _stamp(
+    conn: Connection,
+    table: Table,
+    held: Sequence[tuple[str, str, int]],
+    now: datetime,
+    *,
+    started: bool,
+) -> set[Key]:
+    """Set the start time (``started``) or the heartbeat of each held (task, instance,
+    version) to ``now``; return those still held."""
+    if not held:
+        return set()
+    stmts = _statements(conn, table).running
+    stmt = stmts.mark_started if started else stmts.heartbeat
+    rows = stmt.run(conn, {**_key_lists(stmts, held), "now": now})
+    return {(row.task_name, row.task_instance) for row in rows}
+
+
+def _key_lists(stmts: Shapes, keys: Sequence[tuple[str, str, int]]) -> dict[str, Any]:
+    """Bind (task, instance, version) keys the way ``Shapes.held_keys`` expects."""
+    if stmts.backend.binds_arrays:
+        return {
+            "names": [k[0] for k in keys],
+            "instances": [k[1] for k in keys],
+            "versions": [k[2] for k in keys],
+        }
+    if stmts.backend.json_rows is not None:
+        return {"keys": json.dumps([list(k) for k in keys])}
+    return {"keys": list(keys)}
+
+
+def _key_params(execution: Execution) -> dict[str, Any]:
+    return {
+        "key_task": execution.task_name,
+        "key_instance": execution.instance_id,
+        "seen_version": execution.version,
+    }
+
+
+def remove(conn: Connection, table: Table, execution: Execution) -> bool:
+    """Delete a held execution; ``False`` when its version moved (someone else owns it)."""
+    stmts = _statements(conn, table).running
+    return conn.execute(stmts.remove, _key_params(execution)).rowcount == 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Completion:
+    """The outcome of one held execution, to commit with others in one transaction.
+
+    ``remove`` deletes the row; ``succeed`` and ``fail`` hand it back to run at ``at``
+    (``fail`` with ``error``, the attempt's error text; ``succeed`` clears it);
+    ``release`` hands it back untouched; ``quarantine`` takes it out of rotation into
+    history as ``undecodable`` with its payload (deletes it when history is off).
+    ``scheduled`` are inserted only if the outcome was recorded (the execution was still
+    ours). ``outcome`` is what the history table calls it (``None``: nothing to record).
+    ``payload_version`` is the version ``succeed``'s ``data`` was written with (``None``:
+    the execution's own, for the payload it kept).
+    """
+
+    execution: Execution
+    kind: Literal["remove", "succeed", "fail", "release", "quarantine"]
+    now: datetime
+    at: datetime | None = None
+    data: Any = None
+    failures: int = 0
+    error: str | None = None
+    scheduled: Sequence[TaskInstance[Any]] = ()
+    outcome: Outcome | None = None
+    #: When the handler started, for its history entry.
+    started_at: datetime | None = None
+    payload_version: int | None = None
+    #: The final outcome to keep (a task with ``keep_result``), if the outcome is recorded.
+    result: result_store.Kept | None = None
+    #: Groups and chains the handler scheduled, scheduled if the outcome is recorded.
+    plans: Sequence[GroupPlan] = ()
+
+    def entry(self) -> history_store.Entry:
+        """The history entry of this outcome (``outcome`` must be set)."""
+        assert self.outcome is not None
+        e = self.execution
+        attempt = self.failures if self.kind == "fail" else max(e.consecutive_failures, 0) + 1
+        return history_store.Entry(
+            execution=e,
+            outcome=self.outcome,
+            finished_at=self.now,
+            started_at=self.started_at,
+            attempt=max(attempt, 1),
+            error=self.error,
+        )
+
+    def recorded_alone(self, history: HistorySetting) -> bool:
+        """Whether committing this outcome is one statement with nothing beside it (a
+        removal with no entry to keep and nothing scheduled), so needs no transaction."""
+        if self.kind != "remove" or self.scheduled or self.plans or self.result is not None:
+            return False
+        return self.outcome is None or not keeps(history, self.outcome)
+
+
+def complete(
+    conn: Connection,
+    table: Table,
+    batch: Sequence[Completion],
+    history: HistorySetting,
+    notify: frozenset[str] = frozenset(),
+) -> list[bool]:
+    """Commit a batch of outcomes; return, for each, whether it was recorded.
+
+    All removals go in one statement, the history entries that ``history`` keeps in
+    another; the other outcomes one statement each. The recorded outcomes of tasks in
+    ``notify`` (those with a ``max_concurrency``) wake the schedulers on commit: a place
+    they may be waiting for is free.
+    """
+    stmts = _statements(conn, table).running
+    removes = [c.execution for c in batch if c.kind == "remove"]
+    removed: set[Key] = set()
+    if removes:
+        keys = [(e.task_name, e.instance_id, e.version) for e in removes]
+        rows = stmts.remove_many.run(conn, _key_lists(stmts, keys))
+        removed = {(row.task_name, row.task_instance) for row in rows}
+    hand_back = {"succeed": stmts.succeed, "fail": stmts.fail, "release": stmts.release}
+    recorded: list[bool] = []
+    entries: list[history_store.Entry] = []
+    kept: list[result_store.Kept] = []
+    finished: dict[int, int] = {}  # members of groups that finished, by group
+    for c in batch:
+        e = c.execution
+        if c.kind == "remove":
+            ok = (e.task_name, e.instance_id) in removed
+        elif c.kind == "quarantine":
+            if history == "none":
+                ok = conn.execute(stmts.remove, _key_params(e)).rowcount == 1
+            else:
+                ok = history_store.move(conn, table, c.entry())
+        else:
+            # Each statement binds the parameters it names and ignores the others.
+            params = {
+                **_key_params(e),
+                "now": c.now,
+                "new_time": c.at,
+                "new_data": c.data,
+                "new_payload_version": (
+                    e.payload_version if c.payload_version is None else c.payload_version
+                ),
+                "failures": c.failures,
+                "new_error": c.error,
+            }
+            ok = conn.execute(hand_back[c.kind], params).rowcount == 1
+        if ok and c.scheduled:
+            insert_instances(conn, table, c.scheduled, c.now)
+        if ok:
+            for plan in c.plans:
+                _schedule_plan(conn, table, plan, c)
+        if ok and c.outcome is not None and c.kind != "quarantine" and keeps(history, c.outcome):
+            entries.append(c.entry())
+        if ok and c.result is not None:
+            kept.append(c.result)
+        if ok and e.group_id is not None and c.kind in ("remove", "quarantine"):
+            finished[e.group_id] = finished.get(e.group_id, 0) + 1
+        recorded.append(ok)
+    history_store.record(conn, table, history, entries)
+    result_store.record(conn, table, kept)
+    if finished:
+        group_store.finished(conn, table, finished, batch[0].now)
+    if notify:
+        freed = {c.execution.task_name for c, ok in zip(batch, recorded, strict=True) if ok}
+        _notify(conn, _statements(conn, table).scheduling, freed & notify)
+    return recorded
+
+
+def _schedule_plan(conn: Connection, table: Table, plan: GroupPlan, by: Completion) -> None:
+    if group_store.schedule(conn, table, plan, by.now) is None and not plan.whole:
+        e = by.execution
+        log.warning(
+            "%s/%s scheduled a group whose callback's key is taken (%s); it was not scheduled",
+            e.task_name,
+            e.instance_id,
+            ", ".join(f"{c.task_name}/{c.instance_id}" for c in plan.then),
+        )
+
+
+def abandon(
+    conn: Connection,
+    table: Table,
+    execution: Execution,
+    *,
+    now: datetime,
+    failures: int,
+    error: str | None,
+    history: HistorySetting,
+    keep_result: bool = False,
+) -> bool:
+    """Take a held execution out of the table for good: into history as ``abandoned``
+    with its payload and ``error`` (deleted when history is off), and, ``keep_result``,
+    into the results. ``False`` when its version moved (someone else owns it)."""
+    if history == "none":
+        removed = remove(conn, table, execution)
+    else:
+        entry = history_store.Entry(
+            execution=execution,
+            outcome="abandoned",
+            finished_at=now,
+            started_at=execution.started_at,
+            attempt=max(failures, 1),
+            error=error,
+        )
+        removed = history_store.move(conn, table, entry)
+    if removed and keep_result:
+        kept = result_store.Kept(
+            task_name=execution.task_name,
+            instance_id=execution.instance_id,
+            outcome="abandoned",
+            finished_at=now,
+            error=error,
+            group_id=execution.group_id,
+        )
+        result_store.record(conn, table, [kept])
+    if removed and execution.group_id is not None:
+        group_store.finished(conn, table, {execution.group_id: 1}, now)
+    return removed
+
+
+def revive(
+    conn: Connection,
+    table: Table,
+    *,
+    threshold: datetime,
+    now: datetime,
+    history: HistorySetting = "none",
+) -> list[Execution]:
+    """Make executions whose heartbeat is older than ``threshold`` due again; return them
+    as found (who had picked them, their last heartbeat and start). Each is recorded in
+    history as ``dead``, as ``history`` allows: its start, where it was recorded, and
+    otherwise an error text saying that its handler may have run."""
+    stmts = _statements(conn, table).running
+    params = {"threshold": threshold, "now": now}
+    revived: list[Execution] = []
+    if stmts.revive is not None:
+        found_rows = conn.execute(stmts.revive, params).mappings()
+        revived = [Execution.from_row(row) for row in found_rows]
+    else:
+        # Two statements; the version in each key makes the second revive only rows the
+        # first found, unchanged since.
+        found = {
+            (name, instance): (version, picked_by, last_heartbeat, started_at)
+            for name, instance, version, picked_by, last_heartbeat, started_at in conn.execute(
+                stmts.find_dead, params
+            )
+        }
+        keys = [(name, instance, version) for (name, instance), (version, *_) in found.items()]
+        for chunk in _chunks(keys):
+            rows = stmts.revive_found.run(conn, {**params, **_key_lists(stmts, chunk)})
+            for row in rows:
+                execution = Execution.from_row(row._mapping)
+                _, picked_by, beat, started_at = found[(execution.task_name, execution.instance_id)]
+                revived.append(
+                    replace(
+                        execution,
+                        picked=True,
+                        picked_by=picked_by,
+                        last_heartbeat=beat,
+                        started_at=started_at,
+                    )
+                )
+    history_store.record(
+        conn,
+        table,
+        history,
+        [
+            history_store.Entry(
+                execution=e,
+                outcome="dead",
+                finished_at=now,
+                started_at=e.started_at,
+                # a recorded start was counted as a failure by the revival; an unrecorded
+                # one was not, so its attempt is the one after the failures so far
+                attempt=(
+                    max(e.consecutive_failures, 1)
+                    if e.started_at is not None
+                    else max(e.consecutive_failures, 0) + 1
+                ),
+                error=_dead_error(e),
+            )
+            for e in revived
+        ],
+    )
+    return revived
+
+
+def _dead_error(execution: Execution) -> str:
+    beat = execution.last_heartbeat
+    since = f"no heartbeat from {execution.picked_by!r} since " + (
+        beat.isoformat() if beat is not None else "the pick"
+    )
+    if execution.started_at is not None:
+        return (
+            f"{since}: its scheduler died or lost the database while the handler ran; the "
+            "execution was made due again"
+        )
+    # A first attempt's start is not recorded (for speed): it may have been held in a
+    # queue, or its handler may have run in part or in full.
+    return (
+        f"{since}: its scheduler died or lost the database while it held the execution; "
+        "its start was not recorded, so its handler may have run, in part or in full; the "
+        "execution was made due again"
+    )
+
+
+def find_unreadable(
+    conn: Connection, table: Table, *, now: datetime, limit: int
+) -> list[tuple[Any, Any, list[str]]]:
+    """Rows due or picked that no scheduler can load, at most ``limit``: each one's task
+    name, instance id and the columns whose values cannot be read."""
+    stmts = _statements(conn, table).running
+    rows = conn.execute(stmts.find_unreadable, {"now": now, "limit": limit}).mappings()
+    return [
+        (row["task_name"], row["task_instance"], [n for n in stmts.readable if not row[f"ok_{n}"]])
+        for row in rows
+    ]
+
+
+def next_due(
+    conn: Connection, table: Table, *, names: Sequence[str], now: datetime
+) -> datetime | None:
+    """The earliest execution time after ``now`` among the unpicked rows of ``names``."""
+    if not names:
+        return None
+    stmts = _statements(conn, table).running
+    found: datetime | None = conn.execute(
+        stmts.next_due, {"names": list(names), "now": now}
+    ).scalar()
+    return found
+
+
+def delete_orphans(
+    conn: Connection, table: Table, *, known: Sequence[str], threshold: datetime
+) -> list[tuple[str, str, Any]]:
+    """Delete unpicked rows of unknown tasks due before ``threshold``; return what went."""
+    stmts = _statements(conn, table).running
+    rows = stmts.delete_orphans.run(conn, {"names": list(known), "threshold": threshold})
+    return [(row.task_name, row.task_instance, row.task_data) for row in rows]
