@@ -1,13 +1,14 @@
 """The scheduler's client methods for composed work: results (``result``, ``wait``,
 ``prune_results``) and groups (``schedule_group``, ``group``, ``cancel_group``).
 
-A base of ``Scheduler``, like ``_observing.Observing`` and ``_control.Control``.
+A facet of ``Scheduler``, like ``_observing.Observing`` and ``_control.Control``: the
+scheduler exposes these methods as its own (``_client`` says how the facets are built).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from functools import partial
 from typing import Any, overload
 
@@ -19,33 +20,28 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqla_scheduler import _bridge, _store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target, driver_connect_args
 from sqla_scheduler._checks import check_key, check_number
+from sqla_scheduler._client import Client
 from sqla_scheduler._dialects import known_backend, result_channel
 from sqla_scheduler._execution import GroupPlan, TaskInstance, group_plan
 from sqla_scheduler._result import Result
 from sqla_scheduler._runner import Runner
 from sqla_scheduler._store.waiting import Bell, Waiting, check_timeout
-from sqla_scheduler.clock import Clock
-from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.groups import Group
-from sqla_scheduler.interceptors import ExecutionInterceptor, capture
 
 __all__ = ["Composing"]
 
 
 class Composing:
     """Read and wait for the results of tasks that keep them (``keep_result``); schedule
-    groups and chains, follow and cancel them."""
+    groups and chains, follow and cancel them.
 
-    table: Table
-    config: SchedulerConfig
-    clock: Clock
-    _capturing: list[ExecutionInterceptor]
+    ``make_runner`` builds the services of one loop, whose result pruning
+    ``prune_results`` runs once.
+    """
 
-    def _make_runner(self) -> Runner:
-        raise NotImplementedError  # the scheduler's: the services of one loop
-
-    def _on_commit(self, conn: Connection) -> Callable[[datetime], None] | None:
-        raise NotImplementedError  # the scheduler's: tells its running loop of new times
+    def __init__(self, client: Client, *, make_runner: Callable[[], Runner]) -> None:
+        self._client = client
+        self._make_runner = make_runner
 
     @overload
     def schedule_group(
@@ -92,20 +88,21 @@ class Composing:
 
         return _bridge.call(
             target,
-            self.table,
-            lambda conn: scheduled(self._schedule_plan(plan, conn)),
+            self._client.table,
+            lambda conn: scheduled(self.schedule_plan(plan, conn)),
             writes=f"schedule_group({_bridge.batch_named(plan.members)})",
         )
 
-    def _schedule_plan(self, plan: GroupPlan, conn: Connection) -> Group | None:
-        trace_context = capture(self._capturing) if self._capturing else None
+    def schedule_plan(self, plan: GroupPlan, conn: Connection) -> Group | None:
+        """Schedule ``plan`` (a group, or an instance with what runs after it) in
+        ``conn``'s transaction; ``None`` when a callback's key is taken."""
         return _store.groups.schedule(
             conn,
-            self.table,
+            self._client.table,
             plan,
-            self.clock.now(),
-            trace_context,
-            on_inserted=self._on_commit(conn),
+            self._client.now(),
+            self._client.trace_context(),
+            on_inserted=self._client.wake_on_commit(conn),
         )
 
     @overload
@@ -119,7 +116,9 @@ class Composing:
         finished, and the finished ones counted by outcome; ``None`` when there is none."""
         check_number("group_id", group_id, 1)
         return _bridge.call(
-            target, self.table, partial(_store.groups.get, table=self.table, group_id=group_id)
+            target,
+            self._client.table,
+            partial(_store.groups.get, table=self._client.table, group_id=group_id),
         )
 
     @overload
@@ -135,9 +134,12 @@ class Composing:
         check_number("group_id", group_id, 1)
         return _bridge.call(
             target,
-            self.table,
+            self._client.table,
             partial(
-                _store.groups.cancel, table=self.table, group_id=group_id, now=self.clock.now()
+                _store.groups.cancel,
+                table=self._client.table,
+                group_id=group_id,
+                now=self._client.now(),
             ),
             writes=f"cancel_group({group_id})",
         )
@@ -163,9 +165,12 @@ class Composing:
         check_key(task_name, instance_id)
         return _bridge.call(
             target,
-            self.table,
+            self._client.table,
             partial(
-                _store.results.get, table=self.table, task_name=task_name, instance_id=instance_id
+                _store.results.get,
+                table=self._client.table,
+                task_name=task_name,
+                instance_id=instance_id,
             ),
             one_statement=True,
         )
@@ -213,15 +218,20 @@ class Composing:
                 f"{type(target).__name__} may never see the result's commit"
             )
         read = partial(
-            _store.results.get, table=self.table, task_name=task_name, instance_id=instance_id
+            _store.results.get,
+            table=self._client.table,
+            task_name=task_name,
+            instance_id=instance_id,
         )
         label = _bridge.named(task_name, instance_id)
         bell = self._bell(target, task_name, instance_id)
         if isinstance(target, AsyncEngine):
-            return _wait_async(target, self.table, read, bell, label, seconds)
+            return _wait_async(target, self._client.table, read, bell, label, seconds)
         with bell:
             waiting = Waiting(label, seconds, listening=bell.listening)
-            while (found := _bridge.call(target, self.table, read, one_statement=True)) is None:
+            while (
+                found := _bridge.call(target, self._client.table, read, one_statement=True)
+            ) is None:
                 if (carried := bell.wait(waiting.pause())) is not None:
                     return carried
             return found
@@ -230,11 +240,15 @@ class Composing:
         """A bell listening on the results' channel where the database has NOTIFY (and the
         config allows LISTEN), through ``listen_url`` when one is set; else a silent one."""
         backend = known_backend(engine.dialect)
-        if backend is None or not backend.supports_notify or not self.config.listen:
+        if backend is None or not backend.supports_notify or not self._client.config.listen:
             return _Silent()
-        url = None if self.config.listen_url is None else make_url(self.config.listen_url)
+        url = (
+            None
+            if self._client.config.listen_url is None
+            else make_url(self._client.config.listen_url)
+        )
         args = driver_connect_args(engine, url)
-        return Bell(args, result_channel(self.table), task_name, instance_id)
+        return Bell(args, result_channel(self._client.table), task_name, instance_id)
 
 
 async def _wait_async(

@@ -1,8 +1,9 @@
-"""The scheduler's client methods of control: ``reschedule``, ``cancel``, ``run_now``,
-``pause``, ``resume`` and ``paused_tasks``.
+"""The scheduler's facet of control: ``reschedule``, ``cancel``, ``run_now``, ``pause``,
+``resume`` and ``paused_tasks``.
 
-A base of ``Scheduler``, like ``_observing.Observing``. Each takes the caller's session,
-connection or engine, sync or async, and acts in its transaction.
+``Scheduler`` exposes these methods as its own (``_client`` says how the facets are
+built). Each takes the caller's session, connection or engine, sync or async, and acts in
+its transaction.
 """
 
 from __future__ import annotations
@@ -12,14 +13,14 @@ from datetime import datetime
 from functools import partial
 from typing import Any, overload
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import Connection
 
 from sqla_scheduler import _bridge, _store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
 from sqla_scheduler._checks import check_aware, check_key, check_task_name
+from sqla_scheduler._client import Client
 from sqla_scheduler._execution import KEEP, RECURRING_INSTANCE_ID
 from sqla_scheduler._payload import codec_for
-from sqla_scheduler.clock import Clock
 from sqla_scheduler.exceptions import TaskDefinitionError
 from sqla_scheduler.schedules import Schedule
 from sqla_scheduler.tasks import OneTimeTask, RecurringTask, Task, as_schedule
@@ -28,17 +29,21 @@ __all__ = ["Control"]
 
 
 class Control:
-    """Move, cancel and run executions now; pause and resume tasks cluster-wide."""
+    """Move, cancel and run executions now; pause and resume tasks cluster-wide.
 
-    table: Table
-    clock: Clock
-    _tasks: Mapping[str, Task[Any]]
+    ``learn_on_commit``: given the caller's connection, what tells the scheduler's running
+    loop of a pause or resume once the transaction commits (``None`` when no loop runs in
+    this process), so that it hands back what it holds of a paused task at once.
+    """
 
-    def _on_commit(self, conn: Connection) -> Callable[[datetime], None] | None:
-        raise NotImplementedError  # the scheduler's: tells its running loop of new times
-
-    def _on_control(self, conn: Connection) -> Callable[[str, bool], None] | None:
-        raise NotImplementedError  # the scheduler's: tells its running loop of a pause
+    def __init__(
+        self,
+        client: Client,
+        *,
+        learn_on_commit: Callable[[Connection], Callable[[str, bool], None] | None],
+    ) -> None:
+        self._client = client
+        self._learn_on_commit = learn_on_commit
 
     @overload
     def reschedule(
@@ -88,26 +93,26 @@ class Control:
             raise TypeError(f"task {task_name!r}: reschedule needs at, schedule or both")
         if at is not None:
             check_aware(at, f"task {task_name!r}: at")
-        data = KEEP if payload is KEEP else _encode(self._tasks, task_name, payload)
-        task = self._tasks.get(task_name)
+        data = KEEP if payload is KEEP else _encode(self._client.tasks, task_name, payload)
+        task = self._client.tasks.get(task_name)
         payload_version = 1 if task is None else task.payload_version
 
         def move(conn: Connection) -> bool:
-            now = self.clock.now()
+            now = self._client.now()
             when = at if at is not None else own.first_run(now) if own is not None else None
             assert when is not None  # an instance's own schedule is never disabled
             return _store.reschedule(
-                conn, self.table, task_name, instance_id, when, data, now,
+                conn, self._client.table, task_name, instance_id, when, data, now,
                 schedule=None if own is None else own.text,
-                on_moved=self._on_commit(conn),
+                on_moved=self._client.wake_on_commit(conn),
                 payload_version=payload_version,
             )  # fmt: skip
 
         writes = f"reschedule({_bridge.named(task_name, instance_id)})"
-        return _bridge.call(target, self.table, move, writes=writes)
+        return _bridge.call(target, self._client.table, move, writes=writes)
 
     def _own_schedule(self, task_name: str, schedule: Schedule | str) -> Schedule:
-        task = self._tasks.get(task_name)
+        task = self._client.tasks.get(task_name)
         if not isinstance(task, RecurringTask) or task.schedule is not None:
             raise TaskDefinitionError(
                 f"task {task_name!r}: schedule= is for the instances of a recurring task "
@@ -128,19 +133,19 @@ class Control:
         instance of a recurring task ends there). A task that keeps results (registered
         here with ``keep_result``) keeps ``cancelled`` as the execution's result."""
         check_key(task_name, instance_id)
-        task = self._tasks.get(task_name)
+        task = self._client.tasks.get(task_name)
         keep = isinstance(task, OneTimeTask) and task.keep_result
         cancel = partial(
             _store.cancel,
-            table=self.table,
+            table=self._client.table,
             task_name=task_name,
             instance_id=instance_id,
-            now=self.clock.now(),
+            now=self._client.now(),
             keep_result=keep,
         )
         return _bridge.call(
             target,
-            self.table,
+            self._client.table,
             cancel,
             writes=f"cancel({_bridge.named(task_name, instance_id)})",
         )
@@ -157,15 +162,15 @@ class Control:
         check_task_name(task_name)
         return _bridge.call(
             target,
-            self.table,
+            self._client.table,
             self._paused(task_name),
             writes=f"pause({_bridge.named(task_name)})",
         )
 
     def _paused(self, task_name: str) -> Callable[[Connection], bool]:
         def pause(conn: Connection) -> bool:
-            paused = _store.control.pause(conn, self.table, task_name, self.clock.now())
-            learn = self._on_control(conn)
+            paused = _store.control.pause(conn, self._client.table, task_name, self._client.now())
+            learn = self._learn_on_commit(conn)
             if paused and learn is not None:
                 learn(task_name, True)  # this process's own loop hands back what it holds
             return paused
@@ -184,16 +189,16 @@ class Control:
         """
         check_task_name(task_name)
         writes = f"resume({_bridge.named(task_name)})"
-        return _bridge.call(target, self.table, self._resumed(task_name), writes=writes)
+        return _bridge.call(target, self._client.table, self._resumed(task_name), writes=writes)
 
     def _resumed(self, task_name: str) -> Callable[[Connection], bool]:
         def resume(conn: Connection) -> bool:
-            resumed = _store.control.resume(conn, self.table, task_name)
-            wake, learn = self._on_commit(conn), self._on_control(conn)
+            resumed = _store.control.resume(conn, self._client.table, task_name)
+            wake, learn = self._client.wake_on_commit(conn), self._learn_on_commit(conn)
             if resumed and learn is not None:
                 learn(task_name, False)
             if resumed and wake is not None:
-                wake(self.clock.now())  # this process's own loop: its work may be due
+                wake(self._client.now())  # this process's own loop: its work may be due
             return resumed
 
         return resume
@@ -205,7 +210,10 @@ class Control:
     def paused_tasks(self, target: Target) -> frozenset[str] | Coroutine[Any, Any, frozenset[str]]:
         """The names of the paused tasks."""
         return _bridge.call(
-            target, self.table, partial(_store.control.paused, table=self.table), one_statement=True
+            target,
+            self._client.table,
+            partial(_store.control.paused, table=self._client.table),
+            one_statement=True,
         )
 
     @overload
@@ -225,10 +233,10 @@ class Control:
         check_key(task_name, instance_id)
         writes = f"run_now({_bridge.named(task_name, instance_id)})"
         return _bridge.call(
-            target, self.table, self._ran_now(task_name, instance_id), writes=writes
+            target, self._client.table, self.ran_now(task_name, instance_id), writes=writes
         )
 
-    def _ran_now(
+    def ran_now(
         self, task_name: str, instance_id: str, shown_version: int | None = None
     ) -> Callable[[Connection], bool]:
         """``run_now``'s unit of work; the admin page's run now and retry do it too, given
@@ -237,12 +245,12 @@ class Control:
         def run_now(conn: Connection) -> bool:
             return _store.control.run_now(
                 conn,
-                self.table,
+                self._client.table,
                 task_name,
                 instance_id,
-                self.clock.now(),
+                self._client.now(),
                 shown_version=shown_version,
-                on_moved=self._on_commit(conn),
+                on_moved=self._client.wake_on_commit(conn),
             )
 
         return run_now

@@ -2,48 +2,43 @@
 is running: ``get_execution``, ``executions``, ``history``, ``requeue``,
 ``prune_history`` and ``nodes``.
 
-A base of ``Scheduler`` (which keeps the scheduling and running methods), so that each
-class stays one screenful of concerns. Like every client method, each takes the caller's
-session, connection or engine, sync or async.
+A facet of ``Scheduler``, which exposes these methods as its own (``_client`` says how
+the facets are built). Like every client method, each takes the caller's session,
+connection or engine, sync or async.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from datetime import datetime
 from functools import partial
 from typing import Any, overload
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import Connection
 
 from sqla_scheduler import _bridge, _store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target
 from sqla_scheduler._checks import check_aware, check_filters, check_key, check_number
+from sqla_scheduler._client import Client
 from sqla_scheduler._execution import Execution, ExecutionState
 from sqla_scheduler._history_entry import OUTCOMES, HistoryEntry, Outcome
 from sqla_scheduler._node import Node, database_now
 from sqla_scheduler._runner import Runner
-from sqla_scheduler.clock import Clock
-from sqla_scheduler.config import SchedulerConfig
-from sqla_scheduler.tasks import Task
 
 __all__ = ["Observing"]
 
 
 class Observing:
     """What is scheduled (``executions``), what happened (``history``, ``requeue``) and
-    who runs (``nodes``), over the scheduler's table, clock and config."""
+    who runs (``nodes``).
 
-    table: Table
-    clock: Clock
-    config: SchedulerConfig
-    _tasks: Mapping[str, Task[Any]]
+    ``make_runner`` builds the services of one loop, whose history pruning
+    ``prune_history`` runs once.
+    """
 
-    def _on_commit(self, conn: Connection) -> Callable[[datetime], None] | None:
-        raise NotImplementedError  # the scheduler's: tells its running loop of new times
-
-    def _make_runner(self) -> Runner:
-        raise NotImplementedError  # the scheduler's: the services of one loop
+    def __init__(self, client: Client, *, make_runner: Callable[[], Runner]) -> None:
+        self._client = client
+        self._make_runner = make_runner
 
     @overload
     def get_execution(
@@ -60,9 +55,12 @@ class Observing:
         check_key(task_name, instance_id)
         return _bridge.call(
             target,
-            self.table,
+            self._client.table,
             partial(
-                _store.get_execution, table=self.table, task_name=task_name, instance_id=instance_id
+                _store.get_execution,
+                table=self._client.table,
+                task_name=task_name,
+                instance_id=instance_id,
             ),
             one_statement=True,
         )
@@ -102,16 +100,16 @@ class Observing:
         check_filters(task_name)
         return _bridge.call(
             target,
-            self.table,
+            self._client.table,
             partial(
                 _store.list_executions,
-                table=self.table,
+                table=self._client.table,
                 state=state,
                 task_name=task_name,
-                known_tasks=frozenset(self._tasks),
+                known_tasks=frozenset(self._client.tasks),
                 limit=limit,
                 offset=offset,
-                now=self.clock.now(),
+                now=self._client.now(),
             ),
         )
 
@@ -163,10 +161,10 @@ class Observing:
             check_aware(since, "since")
         return _bridge.call(
             target,
-            self.table,
+            self._client.table,
             partial(
                 _store.history.list_entries,
-                table=self.table,
+                table=self._client.table,
                 task_name=task_name,
                 instance_id=instance_id,
                 outcomes=None if outcome is None else (outcome,),
@@ -190,9 +188,13 @@ class Observing:
         check_number("history_id", history_id, 1)
         return _bridge.call(
             target,
-            self.table,
+            self._client.table,
             lambda conn: _store.history.requeue(
-                conn, self.table, history_id, self.clock.now(), on_inserted=self._on_commit(conn)
+                conn,
+                self._client.table,
+                history_id,
+                self._client.now(),
+                on_inserted=self._client.wake_on_commit(conn),
             ),
             writes=f"requeue(history entry {history_id})",
         )
@@ -215,13 +217,13 @@ class Observing:
         def listed(conn: Connection) -> list[Node]:
             return _store.nodes.list_nodes(
                 conn,
-                self.table,
-                now=database_now(conn, self.clock),
-                interval=self.config.node_heartbeat_interval,
+                self._client.table,
+                now=database_now(conn, self._client.clock),
+                interval=self._client.config.node_heartbeat_interval,
             )
 
         # reads only (the clock's measurement, then the listing): no transaction needed
-        return _bridge.call(target, self.table, listed, one_statement=True)
+        return _bridge.call(target, self._client.table, listed, one_statement=True)
 
 
 def _check_listing(state: str, limit: int | None, offset: int) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
 from types import MappingProxyType
-from typing import Any, overload
+from typing import Any, Generic, TypeVar, overload
 
 import anyio
 import anyio.abc
@@ -22,6 +22,7 @@ from sqlalchemy.orm import sessionmaker
 
 from sqla_scheduler import _bridge, _store
 from sqla_scheduler._bridge import AsyncTarget, SyncTarget, Target, check_sessions
+from sqla_scheduler._client import Client
 from sqla_scheduler._composing import Composing
 from sqla_scheduler._control import Control
 from sqla_scheduler._dialects import known_backend
@@ -31,7 +32,7 @@ from sqla_scheduler._runner import Lifecycle, Runner
 from sqla_scheduler.clock import Clock, DatabaseClock, SystemClock
 from sqla_scheduler.config import SchedulerConfig, for_this_process
 from sqla_scheduler.exceptions import TaskDefinitionError, UnknownTaskError
-from sqla_scheduler.interceptors import ExecutionInterceptor, capture, captures_context
+from sqla_scheduler.interceptors import ExecutionInterceptor, captures_context
 from sqla_scheduler.listeners import SchedulerListener
 from sqla_scheduler.models import table_for
 from sqla_scheduler.tasks import Task
@@ -41,8 +42,28 @@ __all__ = ["Scheduler"]
 Then = TaskInstance[Any] | Sequence[TaskInstance[Any]] | None
 """What runs after an execution: one instance, a chain of them, or nothing."""
 
+Method = TypeVar("Method")
 
-class Scheduler(Observing, Control, Composing):
+
+class _Faced(Generic[Method]):
+    """A method of one of a scheduler's facets, exposed as the scheduler's own: typed,
+    documented and overloaded where the facet defines it. (The API reference shows the
+    facet's method under the scheduler's name: ``docs/griffe_facets.py``.)"""
+
+    def __init__(self, method: Callable[[Scheduler], Method]) -> None:
+        self._method = method
+
+    @overload
+    def __get__(self, scheduler: None, owner: type[Scheduler]) -> _Faced[Method]: ...
+    @overload
+    def __get__(self, scheduler: Scheduler, owner: type[Scheduler]) -> Method: ...
+    def __get__(
+        self, scheduler: Scheduler | None, owner: type[Scheduler]
+    ) -> _Faced[Method] | Method:
+        return self if scheduler is None else self._method(scheduler)
+
+
+class Scheduler:
     """A persistent, cluster-safe scheduler over one table.
 
     ``engine`` is a sync ``Engine`` or an ``AsyncEngine``; it is what the scheduler's own
@@ -79,10 +100,20 @@ class Scheduler(Observing, Control, Composing):
         self.listeners: list[SchedulerListener] = list(listeners)
         self.interceptors: list[ExecutionInterceptor] = list(interceptors)
         """Run around every handler, the first one outermost (see ``interceptors``)."""
+        self._loop = Lifecycle(self, engine, self._make_runner)
         # Only interceptors that capture a context are asked when scheduling, so that
         # scheduling without them costs nothing.
-        self._capturing = [i for i in self.interceptors if captures_context(i)]
-        self._loop = Lifecycle(self, engine, self._make_runner)
+        capturing = [i for i in self.interceptors if captures_context(i)]
+        self._client = Client(
+            table=self.table,
+            tasks=self._tasks,
+            settings=self,
+            capturing=capturing,
+            wake_on_commit=self._on_commit,
+        )
+        self._observing = Observing(self._client, make_runner=self._make_runner)
+        self._control = Control(self._client, learn_on_commit=self._on_control)
+        self._composing = Composing(self._client, make_runner=self._make_runner)
 
     @property
     def read_engine(self) -> Engine | AsyncEngine:
@@ -140,7 +171,7 @@ class Scheduler(Observing, Control, Composing):
             return _bridge.call(
                 target,
                 self.table,
-                lambda conn: self._schedule_plan(plan, conn) is not None,
+                lambda conn: self._composing.schedule_plan(plan, conn) is not None,
                 writes=f"schedule({_bridge.named(instance.task_name, instance.instance_id)})",
             )
         # One INSERT (with its NOTIFY on PostgreSQL) is all schedule() runs.
@@ -175,10 +206,14 @@ class Scheduler(Observing, Control, Composing):
         )
 
     def _insert(self, batch: Sequence[TaskInstance[Any]], conn: Any, *, single: bool) -> Any:
-        now = self.clock.now()
-        trace_context = capture(self._capturing) if self._capturing else None
+        client = self._client
         inserted = _store.insert_instances(
-            conn, self.table, batch, now, trace_context, on_inserted=self._on_commit(conn)
+            conn,
+            self.table,
+            batch,
+            client.now(),
+            client.trace_context(),
+            on_inserted=self._on_commit(conn),
         )
         return inserted == 1 if single else inserted
 
@@ -191,6 +226,30 @@ class Scheduler(Observing, Control, Composing):
         """Tells the running loop of a pause or resume on commit (``learn_on_commit``)."""
         runner = self._loop.runner
         return None if runner is None else runner.learn_on_commit(conn)
+
+    # --- the facets' methods (each documented where its facet defines it) ------------
+
+    reschedule = _Faced(lambda scheduler: scheduler._control.reschedule)
+    cancel = _Faced(lambda scheduler: scheduler._control.cancel)
+    run_now = _Faced(lambda scheduler: scheduler._control.run_now)
+    pause = _Faced(lambda scheduler: scheduler._control.pause)
+    resume = _Faced(lambda scheduler: scheduler._control.resume)
+    paused_tasks = _Faced(lambda scheduler: scheduler._control.paused_tasks)
+    _ran_now = _Faced(lambda scheduler: scheduler._control.ran_now)  # the admin's run now
+
+    get_execution = _Faced(lambda scheduler: scheduler._observing.get_execution)
+    executions = _Faced(lambda scheduler: scheduler._observing.executions)
+    history = _Faced(lambda scheduler: scheduler._observing.history)
+    requeue = _Faced(lambda scheduler: scheduler._observing.requeue)
+    prune_history = _Faced(lambda scheduler: scheduler._observing.prune_history)
+    nodes = _Faced(lambda scheduler: scheduler._observing.nodes)
+
+    result = _Faced(lambda scheduler: scheduler._composing.result)
+    wait = _Faced(lambda scheduler: scheduler._composing.wait)
+    prune_results = _Faced(lambda scheduler: scheduler._composing.prune_results)
+    schedule_group = _Faced(lambda scheduler: scheduler._composing.schedule_group)
+    group = _Faced(lambda scheduler: scheduler._composing.group)
+    cancel_group = _Faced(lambda scheduler: scheduler._composing.cancel_group)
 
     # --- running --------------------------------------------------------------------
 
