@@ -7,14 +7,14 @@ scheduler exposes these methods as its own (``_client`` says how the facets are 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import timedelta
 from functools import partial
 from typing import Any, overload
 
 import anyio
 import anyio.to_thread
-from sqlalchemy import Connection, Engine, Table, make_url
+from sqlalchemy import Connection, Engine, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler import _bridge, _store
@@ -226,15 +226,10 @@ class Composing:
         label = _bridge.named(task_name, instance_id)
         bell = self._bell(target, task_name, instance_id)
         if isinstance(target, AsyncEngine):
-            return _wait_async(target, self._client.table, read, bell, label, seconds)
-        with bell:
-            waiting = Waiting(label, seconds, listening=bell.listening)
-            while (
-                found := _bridge.call(target, self._client.table, read, one_statement=True)
-            ) is None:
-                if (carried := bell.wait(waiting.pause())) is not None:
-                    return carried
-            return found
+            read_async = partial(_bridge.call, target, self._client.table, read, one_statement=True)
+            return _wait_async(read_async, bell, label, seconds)
+        read_sync = partial(_bridge.call, target, self._client.table, read, one_statement=True)
+        return _wait_sync(read_sync, bell, label, seconds)
 
     def _bell(self, engine: Engine | AsyncEngine, task_name: str, instance_id: str) -> Bell:
         """A bell listening on the results' channel where the database has NOTIFY (and the
@@ -251,26 +246,49 @@ class Composing:
         return Bell(args, result_channel(self._client.table), task_name, instance_id)
 
 
-async def _wait_async(
-    engine: AsyncEngine,
-    table: Table,
-    read: Callable[[Connection], Result | None],
-    bell: Bell,
-    label: str,
-    seconds: float,
+async def _waited(
+    read: Callable[[], Awaitable[Result | None]],
+    ring: Callable[[float], Awaitable[Result | None]],
+    waiting: Waiting,
 ) -> Result:
+    """The one loop of both ``wait``s: ``read`` until there is a result, and between two
+    reads ``ring``, the wait on the bell, for the pause ``waiting`` gives (what the bell's
+    NOTIFY carried, if anything). The sync wait's steps block and never suspend."""
+    while (found := await read()) is None:
+        if (carried := await ring(waiting.pause())) is not None:
+            return carried
+    return found
+
+
+def _wait_sync(read: Callable[[], Result | None], bell: Bell, label: str, seconds: float) -> Result:
+    async def read_now() -> Result | None:
+        return read()
+
+    async def ring(pause: float) -> Result | None:
+        return bell.wait(pause)  # a silent bell's wait is a sleep
+
+    with bell:
+        waited = _waited(read_now, ring, Waiting(label, seconds, listening=bell.listening))
+        try:
+            waited.send(None)  # runs to its end: no step suspends
+        except StopIteration as done:
+            result: Result = done.value
+            return result
+    raise AssertionError("the sync wait suspended")
+
+
+async def _wait_async(
+    read: Callable[[], Awaitable[Result | None]], bell: Bell, label: str, seconds: float
+) -> Result:
+    async def ring(pause: float) -> Result | None:
+        if bell.listening:
+            return await anyio.to_thread.run_sync(bell.wait, pause, abandon_on_cancel=True)
+        await anyio.sleep(pause)
+        return None
+
     await anyio.to_thread.run_sync(bell.__enter__)
     try:
-        waiting = Waiting(label, seconds, listening=bell.listening)
-        while (found := await _bridge.call(engine, table, read, one_statement=True)) is None:
-            if bell.listening:
-                pause = waiting.pause()
-                carried = await anyio.to_thread.run_sync(bell.wait, pause, abandon_on_cancel=True)
-                if carried is not None:
-                    return carried
-            else:
-                await anyio.sleep(waiting.pause())
-        return found
+        return await _waited(read, ring, Waiting(label, seconds, listening=bell.listening))
     finally:
         bell.__exit__(None, None, None)
 
