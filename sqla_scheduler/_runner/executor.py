@@ -21,28 +21,26 @@ from functools import partial
 from typing import Any
 
 import anyio
-from sqlalchemy import Table
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from sqla_scheduler import _store
-from sqla_scheduler._bridge import Database, SessionFactory, Transaction
+from sqla_scheduler._bridge import SessionFactory, Transaction
 from sqla_scheduler._execution import Execution, Key
 from sqla_scheduler._runner import outcomes
 from sqla_scheduler._runner.calls import HandlerCalls
 from sqla_scheduler._runner.failures import first_line
 from sqla_scheduler._runner.held import Held, RowWrites, log_lost, versioned_keys
 from sqla_scheduler._runner.outcomes import Outcome
+from sqla_scheduler._runner.service import Parts, Service
 from sqla_scheduler._runner.waker import AHEAD
 from sqla_scheduler._store import Completion
 from sqla_scheduler._threads import HandlerThreads
-from sqla_scheduler.clock import Clock
-from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.context import ExecutionContext, ShutdownSignal
 from sqla_scheduler.exceptions import InvalidScheduleError
 from sqla_scheduler.groups import Group
 from sqla_scheduler.interceptors import ExecutionInterceptor
-from sqla_scheduler.listeners import SchedulerListener, dispatch
+from sqla_scheduler.listeners import dispatch
 from sqla_scheduler.tasks import RecurringTask, Task
 
 __all__ = ["Attempted", "Executor", "Prepared"]
@@ -76,43 +74,35 @@ class Attempted:
     duration: timedelta
 
 
-class Executor:
+class Executor(Service):
     """Runs held executions' handlers; one call of ``run_once`` per execution."""
 
     def __init__(
         self,
+        parts: Parts,
         *,
-        db: Database,
-        table: Table,
         tasks: Mapping[str, Task[Any]],
-        config: SchedulerConfig,
-        clock: Clock,
         shutdown: ShutdownSignal,
         threads: HandlerThreads,
         writes: RowWrites,
-        listeners: Sequence[SchedulerListener] = (),
         interceptors: Sequence[ExecutionInterceptor] = (),
         sessions: SessionFactory | None = None,
         limited: frozenset[str] = frozenset(),
         on_handed_back: Callable[[], None] | None = None,
     ) -> None:
+        super().__init__(parts)
         self.tasks = tasks
-        self._db = db
-        self._table = table
         #: Makes a transactional handler's session (see ``Database.transaction``).
         self._sessions = sessions
         #: The tasks with a ``max_concurrency`` (whose outcomes notify: see ``_store.complete``).
         self._limited = limited
-        self.config = config
-        self.clock = clock
         self.shutdown = shutdown
-        self.listeners = listeners
         #: Upcasts old payloads (see ``_decode``).
         self._threads = threads
         #: Calls the handlers (through the interceptors, held to their timeouts).
         self._calls = HandlerCalls(threads=threads, interceptors=interceptors)
         #: Start records are kept apart from heartbeats (see ``RowWrites``).
-        self._starts = _StartRecorder(db, table, clock, writes)
+        self._starts = _StartRecorder(parts, writes)
         #: Called once a rate-limited execution handed back for starting late is due again
         #: (the picker's wake-up: it was picked by this process, no other hears of it).
         self._on_handed_back = on_handed_back
@@ -201,7 +191,7 @@ class Executor:
             try:
                 # outside the services' budget of connections: at most ``concurrency`` run
                 transaction = await stack.enter_async_context(
-                    self._db.transaction(self._sessions, budgeted=False)
+                    self.db.transaction(self._sessions, budgeted=False)
                 )
             except (DBAPIError, PoolTimeout) as exc:  # its transaction did not begin: not run
                 log.warning(
@@ -317,8 +307,8 @@ class Executor:
 
     async def _group(self, group_id: int) -> Group | None:
         """The group a callback waited for, with its members' outcomes and results."""
-        read = partial(_store.groups.get, table=self._table, group_id=group_id, members=True)
-        return await self._db.shielded(read)
+        read = partial(_store.groups.get, table=self.table, group_id=group_id, members=True)
+        return await self.db.shielded(read)
 
     async def _decode(self, task: Task[Any], execution: Execution) -> Any:
         """``execution``'s payload. One written by an earlier version of the task is
@@ -357,7 +347,7 @@ class Executor:
         assert isinstance(completion, Completion)  # what ``_succeeded`` decides
         complete = partial(
             _store.complete,
-            table=self._table,
+            table=self.table,
             batch=[completion],
             history=self.config.history,
             notify=self._limited,
@@ -394,7 +384,7 @@ class _Starting:
     started: set[Key] | None = None
 
 
-class _StartRecorder:
+class _StartRecorder(Service):
     """Records that handlers start, many workers' starts in one statement.
 
     A revival counts a failure only for an execution whose start was recorded, so that
@@ -405,10 +395,8 @@ class _StartRecorder:
     like any failing execution.
     """
 
-    def __init__(self, db: Database, table: Table, clock: Clock, writes: RowWrites) -> None:
-        self.db = db
-        self.table = table
-        self.clock = clock
+    def __init__(self, parts: Parts, writes: RowWrites) -> None:
+        super().__init__(parts)
         self.writes = writes
         self._waiting: list[_Starting] = []
         self._busy = False

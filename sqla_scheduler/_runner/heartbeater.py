@@ -8,34 +8,28 @@ another scheduler: it is flagged lost, and its outcome will not be committed.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 from functools import partial
 
 import anyio
-from sqlalchemy import Table
 
 from sqla_scheduler import _store
-from sqla_scheduler._bridge import Database
 from sqla_scheduler._runner.failures import Failures
 from sqla_scheduler._runner.held import HeldSet, versioned_keys
-from sqla_scheduler.clock import Clock
+from sqla_scheduler._runner.service import Parts, Service
 
 __all__ = ["Heartbeater"]
 
 log = logging.getLogger("sqla_scheduler")
 
 
-class Heartbeater:
+class Heartbeater(Service):
     """Refreshes held executions' heartbeats; flags the ones lost elsewhere."""
 
-    def __init__(
-        self, *, db: Database, table: Table, clock: Clock, held: HeldSet, interval: timedelta
-    ) -> None:
-        self.db = db
-        self.table = table
-        self.clock = clock
+    def __init__(self, parts: Parts, *, held: HeldSet) -> None:
+        super().__init__(parts)
         self.held = held
-        self.interval = interval
+        #: How often it beats: the config's ``heartbeat_interval``.
+        self.interval = parts.config.heartbeat_interval
         self._failures = Failures("the heartbeat of the executions held")
 
     async def run(self) -> None:

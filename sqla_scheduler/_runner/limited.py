@@ -25,9 +25,9 @@ from sqlalchemy import Table
 from sqla_scheduler import _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._execution import Execution
+from sqla_scheduler._runner.service import Parts, Service
 from sqla_scheduler._runner.waker import AHEAD, Waker
 from sqla_scheduler._store import TaskLimits
-from sqla_scheduler.clock import Clock
 from sqla_scheduler.config import SchedulerConfig
 
 if TYPE_CHECKING:
@@ -76,25 +76,19 @@ class _Credit:
         return self.left > 0 and now < self.until
 
 
-class LimitedPicks:
+class LimitedPicks(Service):
     """The picks of the tasks with ``max_concurrency`` or ``rate_limit``, and what the
     last one learnt of them."""
 
     def __init__(
         self,
+        parts: Parts,
         *,
-        db: Database,
-        table: Table,
-        config: SchedulerConfig,
-        clock: Clock,
         waker: Waker,
         limits: Mapping[str, int],
         rates: Mapping[str, RateLimit],
     ) -> None:
-        self.db = db
-        self.table = table
-        self.config = config
-        self.clock = clock
+        super().__init__(parts)
         self.waker = waker
         self.rates = rates
         #: Every limited task, by name.

@@ -42,6 +42,7 @@ from sqla_scheduler._runner.maintenance import Maintenance
 from sqla_scheduler._runner.nodes import NodeHeartbeater
 from sqla_scheduler._runner.picker import Picker
 from sqla_scheduler._runner.prober import Prober
+from sqla_scheduler._runner.service import Parts
 from sqla_scheduler._runner.stats import StatsWriter
 from sqla_scheduler._runner.waker import Waker
 from sqla_scheduler._runner.workers import Workers
@@ -100,13 +101,11 @@ class Runner:
         self.picker = _picker(parts, on_paused=self._hand_back)
         self.executor = _executor(parts, self._threads, list(interceptors))
         #: Adds the counts of finished executions to the stats table (none with ``stats`` off).
-        self.stats = StatsWriter(db=self.db, table=table, node=config.scheduler_name)
+        self.stats = StatsWriter(parts)
         self.completer = _completer(parts, self.stats if config.stats else None)
-        self.heartbeater = Heartbeater(
-            db=self.db, table=table, clock=clock, held=self.held, interval=config.heartbeat_interval
-        )
+        self.heartbeater = Heartbeater(parts, held=self.held)
         self.maintenance = _maintenance(parts)
-        self.node = _node_heartbeater(parts)
+        self.node = NodeHeartbeater(parts, held=self.held)
         #: Hears NOTIFY wake-ups (``Listener``), and reads the earliest due time where none
         #: is heard (``Prober``): see ``_hearing``.
         self.listener, self.prober = _hearing(engine, parts, self.picker, self.learn_pause)
@@ -277,15 +276,11 @@ class Runner:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _Parts:
-    """The plain parts and the shared state the runner's services are built from."""
+class _Parts(Parts):
+    """The plain parts every service shares, and the tasks and the shared state the
+    runner's services are built from."""
 
-    db: Database
-    table: Table
     tasks: Mapping[str, Task[Any]]
-    config: SchedulerConfig
-    clock: Clock
-    listeners: Sequence[SchedulerListener]
     sessions: SessionFactory | None
     shutdown: ShutdownSignal
     held: HeldSet
@@ -309,11 +304,8 @@ class _Parts:
 
 def _picker(parts: _Parts, *, on_paused: Callable[[str], None]) -> Picker:
     return Picker(
-        db=parts.db,
-        table=parts.table,
-        clock=parts.clock,
+        parts,
         names=parts.names,
-        config=parts.config,
         held=parts.held,
         waker=parts.waker,
         limits=parts.limits,
@@ -331,14 +323,10 @@ def _executor(
     parts: _Parts, threads: HandlerThreads, interceptors: Sequence[ExecutionInterceptor]
 ) -> Executor:
     return Executor(
-        db=parts.db,
-        table=parts.table,
-        clock=parts.clock,
+        parts,
         tasks=parts.tasks,
-        config=parts.config,
         shutdown=parts.shutdown,
         threads=threads,
-        listeners=parts.listeners,
         interceptors=interceptors,
         sessions=parts.sessions,
         limited=frozenset(parts.limits),
@@ -365,26 +353,10 @@ def _completer(parts: _Parts, stats: StatsWriter | None) -> Completer:
 
 def _maintenance(parts: _Parts) -> Maintenance:
     return Maintenance(
-        db=parts.db,
-        table=parts.table,
-        clock=parts.clock,
+        parts,
         names=parts.names,
         recurring=[t for t in parts.tasks.values() if isinstance(t, RecurringTask)],
-        config=parts.config,
         waker=parts.waker,
-        listeners=parts.listeners,
-    )
-
-
-def _node_heartbeater(parts: _Parts) -> NodeHeartbeater:
-    return NodeHeartbeater(
-        db=parts.db,
-        table=parts.table,
-        clock=parts.clock,
-        held=parts.held,
-        name=parts.config.scheduler_name,
-        concurrency=parts.config.concurrency,
-        interval=parts.config.node_heartbeat_interval,
     )
 
 
@@ -400,7 +372,7 @@ def _hearing(
     or where LISTEN turns out not to hear (behind a pooler: the listener runs it then),
     and is ``None`` where NOTIFY is not used at all (``listen`` off)."""
     config, names = parts.config, parts.names
-    prober = Prober(parts.db, parts.table, parts.waker, names=names, wants_work=picker.wants_work)
+    prober = Prober(parts, parts.waker, names=names, wants_work=picker.wants_work)
     if not backend_for(engine.dialect).supports_notify:
         return None, prober
     if not config.listen:

@@ -18,25 +18,22 @@ from functools import partial
 from typing import Any
 
 import anyio
-from sqlalchemy import Table
 
 from sqla_scheduler import _store
-from sqla_scheduler._bridge import Database
 from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._execution import Execution
 from sqla_scheduler._node import FORGET_AFTER
 from sqla_scheduler._runner.failures import Failures
+from sqla_scheduler._runner.service import Parts, Service
 from sqla_scheduler._runner.waker import Waker
 from sqla_scheduler.clock import (
     STEP_TOLERANCE,
-    Clock,
     DatabaseClock,
     ManualClock,
     steady_seconds,
 )
-from sqla_scheduler.config import SchedulerConfig
-from sqla_scheduler.listeners import SchedulerListener, dispatch
+from sqla_scheduler.listeners import dispatch
 from sqla_scheduler.tasks import RecurringTask
 
 __all__ = ["Maintenance"]
@@ -57,29 +54,21 @@ PRUNE_SHARE = 0.5
 STATS_RETENTION = timedelta(days=1)
 
 
-class Maintenance:
+class Maintenance(Service):
     """Clock sync, revival of dead executions and orphan deletion."""
 
     def __init__(
         self,
+        parts: Parts,
         *,
-        db: Database,
-        table: Table,
         names: Sequence[str],
         recurring: Sequence[RecurringTask[Any]] = (),
-        config: SchedulerConfig,
-        clock: Clock,
         waker: Waker,
-        listeners: Sequence[SchedulerListener] = (),
     ) -> None:
-        self.db = db
-        self.table = table
+        super().__init__(parts)
         self.names = names
         self.recurring = recurring
-        self.config = config
-        self.clock = clock
         self.waker = waker
-        self.listeners = listeners
         self._reported: set[tuple[Any, Any, tuple[str, ...]]] = set()
         #: The clock's reading and the monotonic clock's at the last revival pass, to tell
         #: a step of the clock; and until when (monotonic) revival waits after one.

@@ -15,17 +15,15 @@ import importlib.metadata
 import logging
 import os
 import socket
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import cache, partial
 
 import anyio
-from sqlalchemy import Table
 
 from sqla_scheduler import _store
-from sqla_scheduler._bridge import Database
 from sqla_scheduler._runner.failures import Failures
 from sqla_scheduler._runner.held import HeldSet
-from sqla_scheduler.clock import Clock
+from sqla_scheduler._runner.service import Parts, Service
 
 __all__ = ["NodeHeartbeater"]
 
@@ -45,28 +43,17 @@ def library_version() -> str:
         return "unknown"
 
 
-class NodeHeartbeater:
+class NodeHeartbeater(Service):
     """Records this scheduler in the nodes table, and removes it on a clean stop."""
 
-    def __init__(
-        self,
-        *,
-        db: Database,
-        table: Table,
-        clock: Clock,
-        held: HeldSet,
-        name: str,
-        concurrency: int,
-        interval: timedelta,
-    ) -> None:
-        self.db = db
-        self.table = table
-        self.clock = clock
+    def __init__(self, parts: Parts, *, held: HeldSet) -> None:
+        super().__init__(parts)
         self.held = held
-        self.name = name
-        self.concurrency = concurrency
-        self.interval = interval
-        self._failures = Failures(f"recording scheduler {name!r} in the nodes table")
+        #: The config's ``scheduler_name``, ``concurrency`` and ``node_heartbeat_interval``.
+        self.name = parts.config.scheduler_name
+        self.concurrency = parts.config.concurrency
+        self.interval = parts.config.node_heartbeat_interval
+        self._failures = Failures(f"recording scheduler {self.name!r} in the nodes table")
         self.host = socket.gethostname()[:_MAX_HOST]
         self.pid = os.getpid()
         #: When this scheduler first recorded itself; its row is removed only if it is

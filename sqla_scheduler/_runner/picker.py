@@ -47,17 +47,14 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
-from sqlalchemy import Table
 
 from sqla_scheduler import _store
-from sqla_scheduler._bridge import Database
 from sqla_scheduler._execution import Execution
 from sqla_scheduler._runner.failures import Failures
 from sqla_scheduler._runner.held import Held, HeldSet, PausedTasks
 from sqla_scheduler._runner.limited import LimitedPicks, pick_plain
+from sqla_scheduler._runner.service import Parts, Service
 from sqla_scheduler._runner.waker import Waker
-from sqla_scheduler.clock import Clock
-from sqla_scheduler.config import SchedulerConfig
 
 if TYPE_CHECKING:
     from sqla_scheduler.tasks import RateLimit
@@ -76,17 +73,14 @@ _MAX_BOOST = 16
 _LIMITED_RECHECK = 0.25
 
 
-class Picker:
+class Picker(Service):
     """Picks due executions and holds them; sizes each pick to the work in hand."""
 
     def __init__(
         self,
+        parts: Parts,
         *,
-        db: Database,
-        table: Table,
         names: Sequence[str],
-        config: SchedulerConfig,
-        clock: Clock,
         held: HeldSet,
         waker: Waker,
         limits: Mapping[str, int] | None = None,
@@ -94,8 +88,7 @@ class Picker:
         paused: PausedTasks | None = None,
         on_paused: Callable[[str], None] = lambda task_name: None,
     ) -> None:
-        self.db = db
-        self.table = table
+        super().__init__(parts)
         #: Every task this scheduler runs, those with a ``max_concurrency`` (its value) and
         #: those with a ``rate_limit`` (its value).
         self.names = names
@@ -103,17 +96,7 @@ class Picker:
         self.rates = dict(rates or {})
         self._unlimited = [n for n in names if n not in self.limits and n not in self.rates]
         #: The picks of the tasks with either limit.
-        self.limited = LimitedPicks(
-            db=db,
-            table=table,
-            config=config,
-            clock=clock,
-            waker=waker,
-            limits=self.limits,
-            rates=self.rates,
-        )
-        self.config = config
-        self.clock = clock
+        self.limited = LimitedPicks(parts, waker=waker, limits=self.limits, rates=self.rates)
         self.held = held
         self.waker = waker
         #: The tasks known to be paused, and what to call for each one newly found so.
@@ -123,6 +106,7 @@ class Picker:
         self._paused_failures = Failures("reading the paused tasks")
         #: When to read the paused tasks next (``time.monotonic``): at the first pick.
         self._paused_due = 0.0
+        config = parts.config
         self._base_low = max(0, math.floor(config.concurrency * config.pick_lower_fraction))
         self._base_high = max(
             config.concurrency, math.ceil(config.concurrency * config.pick_upper_fraction)

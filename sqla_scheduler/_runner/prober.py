@@ -18,12 +18,11 @@ from datetime import timedelta
 from functools import partial
 
 import anyio
-from sqlalchemy import Table
 
 from sqla_scheduler import _store
-from sqla_scheduler._bridge import Database
 from sqla_scheduler._checks import EARLIEST
 from sqla_scheduler._runner.failures import Failures
+from sqla_scheduler._runner.service import Parts, Service
 from sqla_scheduler._runner.waker import Waker
 
 __all__ = ["PROBE_INTERVAL", "Prober"]
@@ -34,22 +33,20 @@ log = logging.getLogger("sqla_scheduler")
 PROBE_INTERVAL = timedelta(seconds=1)
 
 
-class Prober:
+class Prober(Service):
     """Reads the earliest due time every ``interval`` while ``wants_work``, and tells the
     ``waker`` of one earlier than it knows."""
 
     def __init__(
         self,
-        db: Database,
-        table: Table,
+        parts: Parts,
         waker: Waker,
         *,
         names: Collection[str],
         wants_work: Callable[[], bool],
         interval: timedelta = PROBE_INTERVAL,
     ) -> None:
-        self.db = db
-        self.table = table
+        super().__init__(parts)
         self.waker = waker
         self._names = sorted(names)
         self._wants_work = wants_work

@@ -14,11 +14,10 @@ from datetime import datetime
 from functools import partial
 
 import anyio
-from sqlalchemy import Table
 
 from sqla_scheduler import _store
-from sqla_scheduler._bridge import Database
 from sqla_scheduler._execution import Execution
+from sqla_scheduler._runner.service import Parts, Service
 from sqla_scheduler._store.stats import Tally
 
 __all__ = ["FLUSH_INTERVAL", "StatsWriter"]
@@ -29,14 +28,13 @@ log = logging.getLogger("sqla_scheduler")
 FLUSH_INTERVAL = 5.0
 
 
-class StatsWriter:
+class StatsWriter(Service):
     """Owns this process's ``Tally``: counts outcomes into it, and adds it to the table."""
 
-    def __init__(self, *, db: Database, table: Table, node: str) -> None:
-        self.db = db
-        self.table = table
+    def __init__(self, parts: Parts) -> None:
+        super().__init__(parts)
         #: This process's ``scheduler_name``: the ``node`` of the rows it writes.
-        self.node = node
+        self.node = parts.config.scheduler_name
         self._tally = Tally()
 
     def __len__(self) -> int:
