@@ -70,6 +70,17 @@ Op: TypeAlias = "Operations | ModuleType"
 ``Operations``), or an ``Operations`` itself."""
 
 
+class _Suffixed:
+    """A name ``Names`` derives from its ``table``: the table's name with ``suffix``
+    (``names.history`` is ``names.table + HISTORY_SUFFIX``)."""
+
+    def __init__(self, suffix: str) -> None:
+        self.suffix = suffix
+
+    def __get__(self, names: Names, owner: type[Names]) -> str:
+        return names.table + self.suffix
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Names:
     """The names the steps give the scheduler's tables, derived from ``table`` as
@@ -78,37 +89,14 @@ class Names:
     table: str = DEFAULT_TABLE_NAME
     schema: str | None = None
 
-    @property
-    def history(self) -> str:
-        return self.table + HISTORY_SUFFIX
-
-    @property
-    def nodes(self) -> str:
-        return self.table + NODES_SUFFIX
-
-    @property
-    def paused(self) -> str:
-        return self.table + PAUSED_SUFFIX
-
-    @property
-    def results(self) -> str:
-        return self.table + RESULTS_SUFFIX
-
-    @property
-    def groups(self) -> str:
-        return self.table + GROUPS_SUFFIX
-
-    @property
-    def rates(self) -> str:
-        return self.table + RATES_SUFFIX
-
-    @property
-    def stats(self) -> str:
-        return self.table + STATS_SUFFIX
-
-    @property
-    def record(self) -> str:
-        return self.table + RECORD_SUFFIX
+    history = _Suffixed(HISTORY_SUFFIX)
+    nodes = _Suffixed(NODES_SUFFIX)
+    paused = _Suffixed(PAUSED_SUFFIX)
+    results = _Suffixed(RESULTS_SUFFIX)
+    groups = _Suffixed(GROUPS_SUFFIX)
+    rates = _Suffixed(RATES_SUFFIX)
+    stats = _Suffixed(STATS_SUFFIX)
+    record = _Suffixed(RECORD_SUFFIX)
 
     def quoted(self, op: Op, name: str) -> str:
         """``name`` in ``schema`` as the dialect writes it in raw SQL (the default names

@@ -225,13 +225,10 @@ def _history(target: MetaData, name: str, schema: str | None) -> Table:
     ``finished_at`` is indexed for pruning, task and instance for filtered listings, and
     the dead letters (``DEAD_LETTER_OUTCOMES``) by outcome and task, for counting them.
     """
-    table = Table(
-        name,
+    table = _finished_entries(
         target,
-        Column("id", BIG_ID, primary_key=True),
-        Column("task_name", String(MAX_TASK_NAME_LENGTH), nullable=False),
-        Column("task_instance", String(MAX_INSTANCE_ID_LENGTH), nullable=False),
-        Column("outcome", String(20), nullable=False),
+        name,
+        schema,
         Column("execution_time", UTCDateTime(), nullable=True),
         Column("started_at", UTCDateTime(), nullable=True),
         Column("finished_at", UTCDateTime(), nullable=False),
@@ -241,11 +238,7 @@ def _history(target: MetaData, name: str, schema: str | None) -> Table:
         Column("task_data", TEXT, nullable=True),
         Column("priority", SmallInteger(), nullable=False, server_default=text("0")),
         Column("payload_version", SmallInteger(), nullable=False, server_default=text("1")),
-        schema=schema,
-        **TABLE_OPTIONS,
     )
-    Index(f"ix_{name}_finished_at", table.c.finished_at)
-    Index(f"ix_{name}_task", table.c.task_name, table.c.task_instance)
     dead = table.c.outcome.in_(DEAD_LETTER_OUTCOMES)
     Index(
         f"ix_{name}_dead_letters",
@@ -254,6 +247,28 @@ def _history(target: MetaData, name: str, schema: str | None) -> Table:
         postgresql_where=dead,
         sqlite_where=dead,
     )
+    return table
+
+
+def _finished_entries(
+    target: MetaData, name: str, schema: str | None, *columns: Column[Any]
+) -> Table:
+    """A table of entries of finished executions, newest by ``id``: each one's task,
+    instance and ``outcome``, then ``columns`` (``finished_at`` among them); indexed by
+    ``finished_at`` for pruning, and by task and instance for listings and reads."""
+    table = Table(
+        name,
+        target,
+        Column("id", BIG_ID, primary_key=True),
+        Column("task_name", String(MAX_TASK_NAME_LENGTH), nullable=False),
+        Column("task_instance", String(MAX_INSTANCE_ID_LENGTH), nullable=False),
+        Column("outcome", String(20), nullable=False),
+        *columns,
+        schema=schema,
+        **TABLE_OPTIONS,
+    )
+    Index(f"ix_{name}_finished_at", table.c.finished_at)
+    Index(f"ix_{name}_task", table.c.task_name, table.c.task_instance)
     return table
 
 
@@ -297,22 +312,15 @@ def _results(target: MetaData, name: str, schema: str | None) -> Table:
     on success) or the last ``error``, newest by ``id``. Task and instance are indexed for
     ``Scheduler.result``, ``finished_at`` for pruning after ``result_retention``, and
     ``group_id`` for a callback's ``ctx.group``."""
-    table = Table(
-        name,
+    table = _finished_entries(
         target,
-        Column("id", BIG_ID, primary_key=True),
-        Column("task_name", String(MAX_TASK_NAME_LENGTH), nullable=False),
-        Column("task_instance", String(MAX_INSTANCE_ID_LENGTH), nullable=False),
-        Column("outcome", String(20), nullable=False),
+        name,
+        schema,
         Column("value", TEXT, nullable=True),
         Column("error", TEXT, nullable=True),
         Column("finished_at", UTCDateTime(), nullable=False),
         Column("group_id", BigInteger(), nullable=True),
-        schema=schema,
-        **TABLE_OPTIONS,
     )
-    Index(f"ix_{name}_finished_at", table.c.finished_at)
-    Index(f"ix_{name}_task", table.c.task_name, table.c.task_instance)
     Index(f"ix_{name}_group", table.c.group_id)
     return table
 
