@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from sqlalchemy.exc import DBAPIError
 
@@ -74,6 +74,16 @@ class Failures:
                 first_line(error),
             )
             self._told, self._told_count = now, self.count
+
+    async def attempt(self, unit: Callable[[], Awaitable[object]]) -> None:
+        """Run ``unit`` once: a failure is counted (``failed``), a success noted
+        (``worked``); neither is raised."""
+        try:
+            await unit()
+        except Exception as exc:
+            self.failed(exc)
+        else:
+            self.worked()
 
     def worked(self) -> None:
         """The unit worked: say so once after failures the log heard of."""

@@ -100,12 +100,7 @@ class Maintenance(Service):
         failures = Failures("maintenance", quiet=backend_for(self.db.engine.dialect).busy)
         while True:
             began = steady_seconds()
-            try:
-                await self.run_once()
-            except Exception as exc:
-                failures.failed(exc)
-            else:
-                failures.worked()
+            await failures.attempt(self.run_once)
             # every interval, however long the pass took (pruning may take half of it)
             await anyio.sleep(max(0.0, began + interval - steady_seconds()))
 

@@ -60,14 +60,8 @@ class Prober(Service):
         failures = Failures("reading the earliest due time")
         while True:
             await anyio.sleep(self._interval)
-            if not self._wants_work():
-                continue
-            try:
-                await self.probe()
-            except Exception as exc:
-                failures.failed(exc)
-            else:
-                failures.worked()
+            if self._wants_work():
+                await failures.attempt(self.probe)
 
     async def probe(self) -> None:
         """One probe: wake the picker for a time earlier than it waits for."""
