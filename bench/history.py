@@ -24,21 +24,28 @@ def history_drains(bench: Bench) -> dict[str, Figure]:
     for _round in range(ROUNDS):
         for setting in SETTINGS:
             key = f"drain_history_{setting}"
-            db = bench.new_db(key)
-            figure = drain(
+            _db, figure = vacuumed_drain(
                 bench,
                 key,
                 f"drain: 1 process, async, history={setting!r}",
-                "async",
-                1,
-                db=db,
                 floor_key="drain_history_none",
                 extra=["--history", setting],
             )
-            with bench.postgres.connect(db, autocommit=True) as conn:
-                conn.execute("VACUUM")
             best[key] = better(best.get(key), figure)
             figure.notes += f"; best of {ROUNDS} rounds"
     for figure in best.values():
         bench.add(figure)
     return best
+
+
+def vacuumed_drain(
+    bench: Bench, key: str, label: str, *, floor_key: str, extra: list[str]
+) -> tuple[str, Figure]:
+    """One 1-process async drain (``drain_async_1``, with ``extra`` options) on a database
+    of its own, vacuumed after it so that the next drain does not meet autovacuum; the
+    database's name and the drain's figure."""
+    db = bench.new_db(key)
+    figure = drain(bench, key, label, "async", 1, db=db, floor_key=floor_key, extra=extra)
+    with bench.postgres.connect(db, autocommit=True) as conn:
+        conn.execute("VACUUM")
+    return db, figure

@@ -41,8 +41,8 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from bench.harness import Bench, utc_now
+from bench.history import vacuumed_drain
 from bench.results import Figure, ScenarioError, better
-from bench.scenarios import drain
 from sqla_scheduler import Scheduler, one_time
 from sqla_scheduler._store.stats import minute_of
 from sqla_scheduler.admin import create_app
@@ -70,14 +70,10 @@ def stats_drains(bench: Bench) -> dict[str, Figure]:
     for turn in range(ROUNDS):
         # each setting first in turn: a busy moment of the machine lands on either
         for key, extra in settings if turn % 2 == 0 else settings[::-1]:
-            db = bench.new_db(key)
-            figure = drain(
+            db, figure = vacuumed_drain(
                 bench,
                 key,
                 f"drain: 1 process, async, history='failures', stats {'off' if extra else 'on'}",
-                "async",
-                1,
-                db=db,
                 floor_key="drain_stats_off",
                 extra=["--history", "failures", *extra],
             )
@@ -86,8 +82,6 @@ def stats_drains(bench: Bench) -> dict[str, Figure]:
                     counted = conn.scalar(select(func.sum(stats_table(table_for()).c.executions)))
                 if counted != bench.counts.drain_rows:
                     raise ScenarioError(f"the stats counted {counted} executions, not the drain's")
-            with bench.postgres.connect(db, autocommit=True) as conn:
-                conn.execute("VACUUM")
             best[key] = better(best.get(key), figure)
             figure.notes += f"; best of {ROUNDS} rounds"
     for figure in best.values():
