@@ -23,7 +23,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler._checks import check_filters, check_number
-from sqla_scheduler._dialects import tool_engine
+from sqla_scheduler._dialects import borrowed_engine
 from sqla_scheduler._execution import Execution, ExecutionState, ExecutionStatus
 
 if TYPE_CHECKING:
@@ -113,15 +113,7 @@ def _sync_engine(
         if scheduler is None:
             raise TypeError("a database URL, an engine or a scheduler is needed")
         url = scheduler.engine
-    if isinstance(url, Engine):
-        engine, owned = url, False
-    else:
-        engine = tool_engine(url.url if isinstance(url, AsyncEngine) else url)
-        owned = True
-    try:
+    with borrowed_engine(url.url if isinstance(url, AsyncEngine) else url) as engine:
         client = scheduler if scheduler is not None else Scheduler(engine)
         _store.check_sqlite_file(engine.url, client.table)
         yield client, engine
-    finally:
-        if owned:
-            engine.dispose()

@@ -36,7 +36,7 @@ from sqlalchemy import Connection, Engine, Table, inspect, select
 from sqlalchemy.engine import URL
 
 from sqla_scheduler import _store, migrate
-from sqla_scheduler._dialects import tool_engine
+from sqla_scheduler._dialects import borrowed_engine
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._limits import text_problem
 from sqla_scheduler._migration_steps import LATEST, STEP_OF_REVISION
@@ -108,12 +108,8 @@ def check(
         problem = _name_problem(name)
         if problem is not None:
             raise ValueError(f"name {name!r} {problem}")
-    if isinstance(url, Engine):
-        engine, owned = url, False
-    else:
-        engine, owned = tool_engine(url), True
     table = table_for(table_name, schema)
-    try:
+    with borrowed_engine(url) as engine:
         _store.check_sqlite_file(engine.url, table)
         with engine.connect() as conn:
             _store.check_table(conn, table)
@@ -121,9 +117,6 @@ def check(
             if name is None or not found.healthy:
                 return found
             return _node_health(conn, table, found, name, node_heartbeat_interval)
-    finally:
-        if owned:
-            engine.dispose()
 
 
 def _node_health(

@@ -22,7 +22,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
 
-from sqla_scheduler._dialects import tool_engine
+from sqla_scheduler._dialects import borrowed_engine
 from sqla_scheduler._migration_steps import APP_VERSION_TABLE, STANDALONE_VERSION_TABLE
 from sqla_scheduler.models import metadata
 
@@ -67,13 +67,8 @@ def _connection(bind: str | URL | Engine | Connection) -> Iterator[Connection]:
     if isinstance(bind, Connection):
         yield bind
         return
-    engine = bind if isinstance(bind, Engine) else tool_engine(bind)
-    try:
-        with engine.begin() as conn:
-            yield conn
-    finally:
-        if engine is not bind:
-            engine.dispose()
+    with borrowed_engine(bind) as engine, engine.begin() as conn:
+        yield conn
 
 
 def _run(bind: str | URL | Engine | Connection, destination: str, *, down: bool) -> None:

@@ -28,7 +28,7 @@ from datetime import timedelta
 from sqlalchemy import Engine
 from sqlalchemy.engine import URL
 
-from sqla_scheduler._dialects import tool_engine
+from sqla_scheduler._dialects import borrowed_engine
 from sqla_scheduler._node import ALIVE_INTERVALS, Node
 
 __all__ = ["ALIVE_INTERVALS", "Node", "list_nodes"]
@@ -62,17 +62,10 @@ def list_nodes(
             f"node_heartbeat_interval must be more than zero, got {node_heartbeat_interval!r}"
         )
     table = table_for(table_name, schema)
-    if isinstance(url, Engine):
-        engine, owned = url, False
-    else:
-        engine, owned = tool_engine(url), True
-    try:
+    with borrowed_engine(url) as engine:
         _store.check_sqlite_file(engine.url, nodes_table(table))
         with engine.connect() as conn:
             _store.check_table(conn, nodes_table(table))
             return _store.nodes.list_nodes(
                 conn, table, now=database_now(conn), interval=node_heartbeat_interval
             )
-    finally:
-        if owned:
-            engine.dispose()

@@ -40,6 +40,7 @@ from sqla_scheduler._dialects.notices import (
 )
 from sqla_scheduler._dialects.urls import (
     UnsupportedDatabaseError,
+    borrowed_engine,
     check_url,
     sync_url,
     tool_engine,
@@ -51,6 +52,7 @@ __all__ = [
     "ResultNotice",
     "UnsupportedDatabaseError",
     "backend_for",
+    "borrowed_engine",
     "check_url",
     "known_backend",
     "listen_url_problem",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import URL, Engine, create_engine, make_url
@@ -98,3 +100,18 @@ def tool_engine(url: str | URL, **options: Any) -> Engine:
     parsed = sync_url(url)
     no_prepare = {"prepare_threshold": None} if parsed.get_driver_name() == "psycopg" else {}
     return create_engine(parsed, connect_args=no_prepare, **options)
+
+
+@contextmanager
+def borrowed_engine(bind: str | URL | Engine) -> Iterator[Engine]:
+    """``bind`` itself when it is an engine (the caller's: left open), else a
+    ``tool_engine`` on it, disposed of when the block ends: the one way the library's
+    one-off calls (listings, health, migrations) reach a database they are given by URL."""
+    if isinstance(bind, Engine):
+        yield bind
+        return
+    engine = tool_engine(bind)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
