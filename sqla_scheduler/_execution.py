@@ -29,10 +29,12 @@ from sqla_scheduler._types import load_json
 from sqla_scheduler.exceptions import TaskDefinitionError
 
 __all__ = [
+    "EXECUTION_SORTS",
     "KEEP",
     "RECURRING_INSTANCE_ID",
     "WAITING",
     "Execution",
+    "ExecutionAction",
     "ExecutionState",
     "ExecutionStatus",
     "GroupPlan",
@@ -211,6 +213,20 @@ now), ``running`` (picked), ``failing`` (one or more consecutive failures),
 
 ExecutionStatus = Literal["running", "orphaned", "waiting", "failing", "due", "scheduled"]
 """What one execution is doing, as ``Execution.status`` tells it."""
+
+#: The sort keys of an execution listing: the columns each orders by (then by key).
+EXECUTION_SORTS: dict[str, tuple[str, ...]] = {
+    "due": ("execution_time",),
+    "task": ("task_name",),
+    "instance": ("task_instance",),
+    "priority": ("priority",),
+    "failures": ("consecutive_failures",),
+    "last_failure": ("last_failure",),
+}
+
+ExecutionAction = Literal["retry", "delete"]
+"""The bulk actions on executions: ``retry`` makes the failing ones due now, ``delete``
+removes them."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,8 +10,17 @@ from typing import Any, Literal, get_args
 from sqlalchemy import RowMapping
 
 from sqla_scheduler._types import load_json
+from sqla_scheduler.models import DEAD_LETTER_OUTCOMES
 
-__all__ = ["OUTCOMES", "HistoryEntry", "HistorySetting", "Outcome", "keeps"]
+__all__ = [
+    "HISTORY_SORTS",
+    "OUTCOMES",
+    "REQUEUEABLE",
+    "HistoryEntry",
+    "HistorySetting",
+    "Outcome",
+    "keeps",
+]
 
 Outcome = Literal["succeeded", "failed", "abandoned", "dead", "undecodable"]
 """How a finished attempt ended: its handler returned (``succeeded``) or raised
@@ -20,6 +29,18 @@ the table); its scheduler died while it ran (``dead``: revived elsewhere); or it
 could not be decoded (``undecodable``: the execution left the table)."""
 
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+
+#: The outcomes whose entries hold the payload of an execution that left the table.
+REQUEUEABLE = DEAD_LETTER_OUTCOMES
+
+#: The sort keys of a history listing: the columns each orders by (then by id).
+HISTORY_SORTS: dict[str, tuple[str, ...]] = {
+    "finished": ("finished_at",),
+    "task": ("task_name",),
+    "instance": ("task_instance",),
+    "outcome": ("outcome",),
+    "attempt": ("attempt",),
+}
 
 HistorySetting = Literal["failures", "all", "none"]
 

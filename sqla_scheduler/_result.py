@@ -21,6 +21,7 @@ from sqla_scheduler.exceptions import PayloadError
 __all__ = [
     "DEFAULT_MAX_RESULT_SIZE",
     "RESULT_OUTCOMES",
+    "RESULT_SORTS",
     "Result",
     "ResultOutcome",
     "decode_result",
@@ -31,6 +32,14 @@ __all__ = [
 ResultOutcome = Literal["succeeded", "abandoned", "undecodable", "cancelled"]
 RESULT_OUTCOMES: tuple[ResultOutcome, ...] = ("succeeded", "abandoned", "undecodable", "cancelled")
 """How an execution can finish, as ``Result.outcome`` spells it."""
+
+#: The sort keys of a results listing: the columns each orders by (then by id).
+RESULT_SORTS: dict[str, tuple[str, ...]] = {
+    "finished": ("finished_at",),
+    "task": ("task_name",),
+    "instance": ("task_instance",),
+    "outcome": ("outcome",),
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

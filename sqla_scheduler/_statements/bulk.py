@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -32,16 +32,13 @@ from sqlalchemy import (
 )
 
 from sqla_scheduler._dialects import Backend
-from sqla_scheduler._execution import WAITING
-from sqla_scheduler._statements.history import REQUEUEABLE, as_payload
+from sqla_scheduler._execution import WAITING, ExecutionAction
+from sqla_scheduler._history_entry import REQUEUEABLE
+from sqla_scheduler._statements.history import as_payload
 from sqla_scheduler._statements.shapes import Shapes
 from sqla_scheduler.models import history_table
 
-__all__ = ["Bulk", "ExecutionAction", "bulk_for"]
-
-#: The bulk actions on executions: ``retry`` makes the failing ones due now, ``delete``
-#: removes them.
-ExecutionAction = Literal["retry", "delete"]
+__all__ = ["Bulk", "bulk_for"]
 
 
 class Bulk(Shapes):

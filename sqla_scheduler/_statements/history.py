@@ -28,23 +28,12 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 
 from sqla_scheduler._dialects import Backend
+from sqla_scheduler._history_entry import HISTORY_SORTS, REQUEUEABLE
 from sqla_scheduler._statements.finding import NOTHING, Finding, order_by, where_found
 from sqla_scheduler._statements.shapes import Shapes, count_where
-from sqla_scheduler.models import DEAD_LETTER_OUTCOMES, history_table
+from sqla_scheduler.models import history_table
 
-__all__ = ["HISTORY_SORTS", "REQUEUEABLE", "History", "as_payload"]
-
-#: The sort keys of a history listing: the columns each orders by (then by id).
-HISTORY_SORTS: dict[str, tuple[str, ...]] = {
-    "finished": ("finished_at",),
-    "task": ("task_name",),
-    "instance": ("task_instance",),
-    "outcome": ("outcome",),
-    "attempt": ("attempt",),
-}
-
-#: The outcomes whose entries hold the payload of an execution that left the table.
-REQUEUEABLE = DEAD_LETTER_OUTCOMES
+__all__ = ["History", "as_payload"]
 
 
 class History(Shapes):

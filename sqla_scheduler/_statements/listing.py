@@ -20,7 +20,7 @@ from sqlalchemy import (
 from sqlalchemy.sql.expression import Executable
 
 from sqla_scheduler._dialects import Backend
-from sqla_scheduler._execution import ExecutionState
+from sqla_scheduler._execution import EXECUTION_SORTS, ExecutionState
 from sqla_scheduler._statements.finding import (
     NOTHING,
     Finding,
@@ -30,17 +30,8 @@ from sqla_scheduler._statements.finding import (
 )
 from sqla_scheduler._statements.shapes import Shapes, count_where
 
-__all__ = ["EXECUTION_SORTS", "Listing"]
+__all__ = ["Listing"]
 
-#: The sort keys of an execution listing: the columns each orders by (then by key).
-EXECUTION_SORTS: dict[str, tuple[str, ...]] = {
-    "due": ("execution_time",),
-    "task": ("task_name",),
-    "instance": ("task_instance",),
-    "priority": ("priority",),
-    "failures": ("consecutive_failures",),
-    "last_failure": ("last_failure",),
-}
 _KEY = ("task_name", "task_instance")
 
 

@@ -23,19 +23,12 @@ from sqlalchemy import (
 )
 
 from sqla_scheduler._dialects import MAX_NOTICE_BYTES, Backend, result_channel
+from sqla_scheduler._result import RESULT_SORTS
 from sqla_scheduler._statements.finding import NOTHING, Finding, order_by, where_found
 from sqla_scheduler._statements.shapes import Shapes
 from sqla_scheduler.models import results_table
 
-__all__ = ["RESULT_SORTS", "Results"]
-
-#: The sort keys of a results listing: the columns each orders by (then by id).
-RESULT_SORTS: dict[str, tuple[str, ...]] = {
-    "finished": ("finished_at",),
-    "task": ("task_name",),
-    "instance": ("task_instance",),
-    "outcome": ("outcome",),
-}
+__all__ = ["Results"]
 
 
 class Results(Shapes):

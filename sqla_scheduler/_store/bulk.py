@@ -12,8 +12,9 @@ from itertools import islice
 from sqlalchemy import ColumnElement, Connection, Table
 
 from sqla_scheduler._dialects import backend_for
+from sqla_scheduler._execution import ExecutionAction
 from sqla_scheduler._statements import statements_for
-from sqla_scheduler._statements.bulk import Bulk, ExecutionAction, bulk_for
+from sqla_scheduler._statements.bulk import Bulk, bulk_for
 from sqla_scheduler._store import results as result_store
 
 __all__ = [

@@ -10,17 +10,15 @@ empty or ``all`` for every task); a wrong one is a 400 naming it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from sqla_scheduler import _store
-from sqla_scheduler._store.stats import Activity
+from sqla_scheduler._console import Activity
 from sqla_scheduler.admin._charts import charts
-from sqla_scheduler.admin._pages import Pages, text_param
+from sqla_scheduler.admin._pages import Handlers, text_param
 from sqla_scheduler.models import MAX_TASK_NAME_LENGTH
 
 __all__ = ["SPANS", "ActivityPages", "ActivityRequest"]
@@ -48,25 +46,15 @@ class ActivityRequest:
         return cls(span=span, task=None if task in (None, "all") else task)
 
 
-class ActivityPages:
+class ActivityPages(Handlers):
     """The activity section of the overview, and its JSON."""
-
-    def __init__(self, pages: Pages) -> None:
-        self.pages = pages
-        self.scheduler = pages.scheduler
 
     async def read(self, asked: ActivityRequest) -> Activity:
         """The activity ``asked`` for, read where the pages read (a replica's, if any)."""
         step, points = SPANS[asked.span]
-        read = partial(
-            _store.stats.activity,
-            table=self.scheduler.table,
-            now=self.scheduler.clock.now(),
-            step_minutes=step,
-            points=points,
-            task=asked.task,
+        return await self.pages.console.reads.activity(
+            step_minutes=step, points=points, task=asked.task
         )
-        return await self.pages.reads.read_db.run(read, read_only=True)
 
     async def section(self, request: Request) -> dict[str, Any]:
         """What ``templates/_charts.html`` shows, under ``activity`` in the context."""

@@ -20,15 +20,17 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from sqla_scheduler._checks import is_int
-from sqla_scheduler._statements.listing import EXECUTION_SORTS
+from sqla_scheduler._execution import EXECUTION_SORTS
 from sqla_scheduler.admin._activity import ActivityPages
 from sqla_scheduler.admin._bulk import BulkActions
 from sqla_scheduler.admin._groups import GroupPages
 from sqla_scheduler.admin._history import HistoryPages
+from sqla_scheduler.admin._listings import Listing
 from sqla_scheduler.admin._pages import (
     HERE,
     MAX_PAGE_SIZE,
     NOTICES,
+    Handlers,
     Pages,
     back_to,
     execution_listing,
@@ -39,7 +41,6 @@ from sqla_scheduler.admin._pages import (
     positive_int,
     refusing_nul,
 )
-from sqla_scheduler.admin._reads import Listing
 from sqla_scheduler.admin._results import ResultPages
 from sqla_scheduler.admin._security import AllowedMethods, BasicAuth, SecurityHeaders
 from sqla_scheduler.admin._tasks import TaskActions
@@ -186,13 +187,11 @@ def _api(
     return refusing_nul(checked)
 
 
-class _Executions:
+class _Executions(Handlers):
     """The request handlers of the overview and of the scheduler's executions."""
 
     def __init__(self, pages: Pages, activity: ActivityPages) -> None:
-        self.pages = pages
-        self.scheduler = pages.scheduler
-        self.reads = pages.reads
+        super().__init__(pages)
         self.activity = activity
 
     async def overview(self, request: Request) -> Response:
@@ -235,10 +234,10 @@ class _Executions:
     async def one(self, request: Request) -> Response:
         """One execution, its payload in full."""
         task, instance = _key_params(request)
-        now, header, view = await self.reads.one(task, instance)
+        header, view = await self.reads.one(task, instance)
         if view is None:
             raise HTTPException(404, "There is no such execution (it may have completed).")
-        return self.pages.render(request, "execution.html", {"now": now, **header, "e": view})
+        return self.pages.render(request, "execution.html", {**header, "e": view})
 
     async def api_summary(self, request: Request) -> Response:
         """The overview as JSON."""
@@ -287,7 +286,7 @@ class _Executions:
     async def api_one(self, request: Request) -> Response:
         """One execution as JSON."""
         task, instance = _key_params(request)
-        _, _, view = await self.reads.one(task, instance)
+        _, view = await self.reads.one(task, instance)
         if view is None:
             raise HTTPException(404, "There is no such execution (it may have completed).")
         return JSONResponse(view.to_json())
@@ -302,7 +301,7 @@ class _Executions:
         if not task or instance is None:
             raise HTTPException(400, "task and instance are required")
         shown = positive_int(form.get("version"), "version", default=None)
-        done, current = await self.reads.act(action, task, instance, shown)
+        done, current = await self.actions.act(action, task, instance, shown)
         outcome = NOTICES[action] if done else "refused: " + _why_not(action, current, shown)
         logger.info(
             "%s by %r on %r / %r (shown version %d): %s",

@@ -14,29 +14,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlencode
 
-from sqlalchemy import ColumnElement, Connection
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from sqla_scheduler import _store
-from sqla_scheduler._dialects import backend_for
-from sqla_scheduler._statements import statements_for
-from sqla_scheduler._statements.bulk import ExecutionAction
-from sqla_scheduler.admin._composed_reads import Found
+from sqla_scheduler._console import MAX_BULK, AlreadyPaused
 from sqla_scheduler.admin._history import history_listing
-from sqla_scheduler.admin._pages import Pages, execution_listing, logger, positive_int
-from sqla_scheduler.admin._reads import HistoryListing, Listing
-from sqla_scheduler.tasks import OneTimeTask
+from sqla_scheduler.admin._listings import Found, HistoryListing, Listing
+from sqla_scheduler.admin._pages import Handlers, execution_listing, logger, positive_int
 
 __all__ = ["BULK_ACTIONS", "MAX_BULK", "BulkActions"]
-
-#: The most rows one bulk action changes: 10,000 executions change in well under a
-#: second on each database, in ten statements of 1,000.
-MAX_BULK = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,13 +61,8 @@ BULK_ACTIONS: dict[str, _Action] = {
 }
 
 
-class BulkActions:
+class BulkActions(Handlers):
     """The request handlers of the bulk actions' confirmations and POSTs."""
-
-    def __init__(self, pages: Pages) -> None:
-        self.pages = pages
-        self.scheduler = pages.scheduler
-        self.reads = pages.reads
 
     def _action(self, request: Request) -> tuple[str, _Action]:
         name = request.path_params["action"]
@@ -91,46 +75,6 @@ class BulkActions:
         if action.dead_letters:
             return history_listing(q, self.pages.page_size, dead_letters=True)
         return execution_listing(q, self.pages.page_size)
-
-    def _where(self, conn: Connection, listing: Listing | HistoryListing) -> list[Any]:
-        """The listing's filter as the WHERE clauses of its table."""
-        stmts = statements_for(self.scheduler.table, backend_for(conn.dialect))
-        where: list[ColumnElement[bool]]
-        if isinstance(listing, HistoryListing):
-            where = stmts.history.where(
-                task_name=listing.task,
-                instance_id=listing.instance,
-                outcomes=listing.outcomes,
-                instance_contains=listing.instance_contains,
-                finding=listing.finding,
-            )
-            return where
-        where = stmts.listing.where(
-            listing.state,
-            listing.task,
-            listing.instance,
-            frozenset(self.scheduler.tasks),
-            listing.finding,
-        )
-        return where
-
-    def _count(self, conn: Connection, name: str, listing: Listing | HistoryListing) -> int:
-        """How many rows action ``name`` would change for ``listing``'s filter."""
-        table = self.scheduler.table
-        where = self._where(conn, listing)
-        if isinstance(listing, HistoryListing):
-            return _store.bulk.count_dead_letters(conn, table, where)
-        if name == "pause":
-            return _store.count_executions(
-                conn,
-                table,
-                state="all",
-                task_name=listing.task,
-                instance_contains=None,
-                known_tasks=frozenset(self.scheduler.tasks),
-                now=self.scheduler.clock.now(),
-            )
-        return _store.bulk.count(conn, table, "retry" if name == "retry" else "delete", where)
 
     def _check(self, name: str, listing: Listing | HistoryListing) -> None:
         if name == "pause":
@@ -145,19 +89,13 @@ class BulkActions:
         name, action = self._action(request)
         listing = self._listing(request.query_params, action)
         self._check(name, listing)
-        now = self.scheduler.clock.now()
-
-        def read(conn: Connection) -> tuple[dict[str, Any], int, frozenset[str]]:
-            paused = self.scheduler.paused_tasks(conn)
-            return self.reads._header(conn, now), self._count(conn, name, listing), paused
-
-        header, count, paused = await self.reads.db.run(read, read_only=True)
+        found = await self.pages.console.reads.bulk_count(name, listing.filter)
+        count, paused = found.value
         return self.pages.render(
             request,
             "bulk.html",
             {
-                **header,
-                "now": now,
+                **self.reads.shown(found),
                 "name": name,
                 "action": action,
                 "listing": listing,
@@ -178,7 +116,12 @@ class BulkActions:
         listing = self._listing(form, action)
         self._check(name, listing)
         shown = positive_int(form.get("count"), "count", default=None, high=MAX_BULK)
-        done, selected = await self._do(name, listing, shown)
+        try:
+            done, selected = await self.actions.bulk(name, listing.filter, shown)
+        except AlreadyPaused:
+            raise HTTPException(
+                409, f"Nothing was done: {listing.task!r} is paused already."
+            ) from None
         filters = listing.query(page=None)
         filters = {k: v for k, v in filters.items() if v is not None and k not in ("sort", "dir")}
         outcome = (
@@ -209,48 +152,6 @@ class BulkActions:
         path = _listing_path(listing)
         joiner = "&" if "?" in path else "?"
         return RedirectResponse(f"{root}{path}{joiner}done=bulk-{name}&n={done}", status_code=303)
-
-    async def _do(
-        self, name: str, listing: Listing | HistoryListing, shown: int
-    ) -> tuple[int | None, int]:
-        """Act, in one transaction, if the filter selects ``shown`` rows: how many were
-        changed (``None`` when nothing was done) and how many the filter selects."""
-        table = self.scheduler.table
-        now = self.scheduler.clock.now()
-        tasks = self.scheduler.tasks
-        keeping = frozenset(
-            n for n, t in tasks.items() if isinstance(t, OneTimeTask) and t.keep_result
-        )
-
-        def write(conn: Connection) -> tuple[int | None, int]:
-            where = self._where(conn, listing)
-            if name == "pause":
-                assert isinstance(listing, Listing)
-                assert listing.task is not None
-                selected = self._count(conn, name, listing)
-                if selected != shown:
-                    return None, selected
-                if not self.scheduler.pause(conn, listing.task):
-                    raise HTTPException(
-                        409, f"Nothing was done: {listing.task!r} is paused already."
-                    )
-                return selected, selected
-            if name == "requeue":
-                ids = _store.bulk.dead_letters(conn, table, where, limit=MAX_BULK + 1)
-                if len(ids) != shown:
-                    return None, len(ids)
-                on_commit = self.scheduler._on_commit(conn)
-                return _store.bulk.requeue(conn, table, ids, now, on_commit), len(ids)
-            kind: ExecutionAction = "retry" if name == "retry" else "delete"
-            found = _store.bulk.keys(conn, table, kind, where, limit=MAX_BULK + 1)
-            if len(found) != shown:
-                return None, len(found)
-            if kind == "retry":
-                on_moved = self.scheduler._on_commit(conn)
-                return _store.bulk.retry(conn, table, found, now, on_moved), len(found)
-            return _store.bulk.delete(conn, table, found, now, keeping), len(found)
-
-        return await self.reads.db.run(write, read_only=False)
 
 
 def _changed(shown: int, selected: int) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqla_scheduler._store.stats import Activity, Point
+from sqla_scheduler._console import Activity, Point
 
 __all__ = [
     "OUTCOMES",

@@ -14,28 +14,23 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from sqla_scheduler.admin._listings import GroupListing, MemberListing
 from sqla_scheduler.admin._pages import (
     NOTICES,
-    Pages,
+    Handlers,
     back_to,
     logger,
     page_params,
     positive_int,
     text_param,
 )
-from sqla_scheduler.admin._reads import GroupListing, MemberListing
 from sqla_scheduler.models import MAX_TASK_NAME_LENGTH
 
 __all__ = ["GroupPages"]
 
 
-class GroupPages:
+class GroupPages(Handlers):
     """The request handlers of the groups pages, their JSON twins and cancel."""
-
-    def __init__(self, pages: Pages) -> None:
-        self.pages = pages
-        self.scheduler = pages.scheduler
-        self.reads = pages.reads
 
     async def listing(self, request: Request) -> Response:
         """One page of groups, newest first, filtered by their callback's task name."""
@@ -108,7 +103,7 @@ class GroupPages:
         running and its callback (along a chain, every link after it)."""
         user, form = await self.pages.checked_form(request, "cancel-group")
         group_id = positive_int(form.get("id"), "id", default=None)
-        group, cancelled = await self.reads.cancel_group(group_id)
+        group, cancelled = await self.actions.cancel_group(group_id)
         done = cancelled is not None
         if group is None:
             why = f"there is no group {group_id}"

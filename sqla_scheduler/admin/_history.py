@@ -11,10 +11,11 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from sqla_scheduler._statements.history import HISTORY_SORTS, REQUEUEABLE
+from sqla_scheduler._history_entry import HISTORY_SORTS, REQUEUEABLE
+from sqla_scheduler.admin._listings import HistoryListing
 from sqla_scheduler.admin._pages import (
     NOTICES,
-    Pages,
+    Handlers,
     back_to,
     found_json,
     found_params,
@@ -25,20 +26,14 @@ from sqla_scheduler.admin._pages import (
     positive_int,
     text_param,
 )
-from sqla_scheduler.admin._reads import HistoryListing
 from sqla_scheduler.history import OUTCOMES, HistoryEntry
 from sqla_scheduler.models import MAX_INSTANCE_ID_LENGTH, MAX_TASK_NAME_LENGTH
 
 __all__ = ["HistoryPages", "history_listing"]
 
 
-class HistoryPages:
+class HistoryPages(Handlers):
     """The request handlers of the history pages and of requeue."""
-
-    def __init__(self, pages: Pages) -> None:
-        self.pages = pages
-        self.scheduler = pages.scheduler
-        self.reads = pages.reads
 
     async def listing(self, request: Request) -> Response:
         """One page of history entries, newest first, filtered by task, instance and outcome."""
@@ -72,12 +67,10 @@ class HistoryPages:
     async def entry(self, request: Request) -> Response:
         """One history entry: its error and (for a dead letter) its payload in full."""
         history_id = positive_int(request.query_params.get("id"), "id", default=None)
-        now, header, view, current = await self.reads.entry(history_id)
+        header, view, current = await self.reads.entry(history_id)
         if view is None:
             raise HTTPException(404, f"There is no history entry {history_id} (it may be pruned).")
-        return self.pages.render(
-            request, "entry.html", {"now": now, **header, "h": view, "current": current}
-        )
+        return self.pages.render(request, "entry.html", {**header, "h": view, "current": current})
 
     async def api_listing(self, request: Request) -> Response:
         """One page of history entries as JSON."""
@@ -109,7 +102,7 @@ class HistoryPages:
     async def api_entry(self, request: Request) -> Response:
         """One history entry as JSON, its error and payload in full."""
         history_id = positive_int(request.query_params.get("id"), "id", default=None)
-        _, _, view, current = await self.reads.entry(history_id)
+        _, view, current = await self.reads.entry(history_id)
         if view is None:
             raise HTTPException(404, f"There is no history entry {history_id} (it may be pruned).")
         return JSONResponse({**view.to_json(), "in_table": current is not None})
@@ -118,7 +111,7 @@ class HistoryPages:
         """Schedule a dead letter's execution again, due now, with its payload."""
         user, form = await self.pages.checked_form(request, "requeue")
         history_id = positive_int(form.get("id"), "id", default=None)
-        done, entry, in_table = await self.reads.requeue(history_id)
+        done, entry, in_table = await self.actions.requeue(history_id)
         why = "" if done else _why_not(history_id, entry, in_table)
         logger.info(
             "requeue by %r of history entry %d (%r / %r): %s",

@@ -20,11 +20,19 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from sqla_scheduler._console import Console
+from sqla_scheduler._execution import EXECUTION_SORTS
 from sqla_scheduler._limits import BIGINT_MAX
-from sqla_scheduler._statements.listing import EXECUTION_SORTS
-from sqla_scheduler.admin._reads import HistoryListing, Listing, Reads
+from sqla_scheduler.admin._listings import HistoryListing, Listing
+from sqla_scheduler.admin._reads import Reads
 from sqla_scheduler.admin._security import USER_KEY, csrf_token, csrf_valid
-from sqla_scheduler.admin._views import STATES, elapsed, relative
+from sqla_scheduler.admin._views import (
+    PREVIEW_CHARS,
+    RESULT_PREVIEW_CHARS,
+    STATES,
+    elapsed,
+    relative,
+)
 from sqla_scheduler.models import MAX_INSTANCE_ID_LENGTH, MAX_TASK_NAME_LENGTH
 from sqla_scheduler.scheduler import Scheduler
 
@@ -32,6 +40,7 @@ __all__ = [
     "HERE",
     "MAX_PAGE_SIZE",
     "NOTICES",
+    "Handlers",
     "Pages",
     "app_path",
     "back_to",
@@ -80,7 +89,10 @@ class Pages:
         self, scheduler: Scheduler, *, actions: bool, secret: bytes, page_size: int
     ) -> None:
         self.scheduler = scheduler
-        self.reads = Reads(scheduler)
+        self.console = Console(
+            scheduler, preview=PREVIEW_CHARS, result_preview=RESULT_PREVIEW_CHARS
+        )
+        self.reads = Reads(scheduler, self.console)
         self.actions = actions
         self.secret = secret
         self.page_size = page_size
@@ -167,6 +179,17 @@ class Pages:
             {"status": exc.status_code, "message": exc.detail, "counts": None},
             status=exc.status_code,
         )
+
+
+class Handlers:
+    """The request handlers of one subject, over the ``Pages`` of their app: what they
+    read through its ``reads``, what they do through its console's ``actions``."""
+
+    def __init__(self, pages: Pages) -> None:
+        self.pages = pages
+        self.scheduler = pages.scheduler
+        self.reads = pages.reads
+        self.actions = pages.console.actions
 
 
 def back_to(request: Request, back: str | None, action: str) -> RedirectResponse:

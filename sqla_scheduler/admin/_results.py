@@ -12,30 +12,24 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from sqla_scheduler._result import RESULT_OUTCOMES
-from sqla_scheduler._statements.results import RESULT_SORTS
+from sqla_scheduler._result import RESULT_OUTCOMES, RESULT_SORTS
+from sqla_scheduler.admin._listings import ResultListing
 from sqla_scheduler.admin._pages import (
-    Pages,
+    Handlers,
     found_json,
     found_params,
     known_names,
     page_params,
     text_param,
 )
-from sqla_scheduler.admin._reads import ResultListing
 from sqla_scheduler.models import MAX_INSTANCE_ID_LENGTH, MAX_TASK_NAME_LENGTH
 from sqla_scheduler.tasks import OneTimeTask
 
 __all__ = ["ResultPages"]
 
 
-class ResultPages:
+class ResultPages(Handlers):
     """The request handlers of the results listing and its JSON twin."""
-
-    def __init__(self, pages: Pages) -> None:
-        self.pages = pages
-        self.scheduler = pages.scheduler
-        self.reads = pages.reads
 
     async def listing(self, request: Request) -> Response:
         """One page of kept results, newest first, filtered by task, instance and outcome."""

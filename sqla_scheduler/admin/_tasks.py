@@ -8,19 +8,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from sqla_scheduler._checks import check_task_name
-from sqla_scheduler.admin._pages import NOTICES, Pages, back_to, logger
+from sqla_scheduler.admin._pages import NOTICES, Handlers, back_to, logger
 from sqla_scheduler.exceptions import TaskDefinitionError
 
 __all__ = ["TaskActions"]
 
 
-class TaskActions:
+class TaskActions(Handlers):
     """The request handlers of pause and resume."""
-
-    def __init__(self, pages: Pages) -> None:
-        self.pages = pages
-        self.scheduler = pages.scheduler
-        self.reads = pages.reads
 
     async def pause(self, request: Request) -> Response:
         """Pause a task registered here: no scheduler picks its executions until resumed."""
@@ -41,7 +36,7 @@ class TaskActions:
             raise HTTPException(400, str(exc)) from None
         if paused and task not in self.scheduler.tasks:
             raise HTTPException(404, f"No task {task!r} is registered here; nothing was paused.")
-        done = await self.reads.set_paused(task, paused)
+        done = await self.actions.set_paused(task, paused)
         why = f"{task!r} is {'paused already' if paused else 'not paused'}"
         logger.info(
             "%s by %r of task %r: %s",

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, cast
 
+from sqla_scheduler._console import Listed
 from sqla_scheduler._durations import format_duration
+from sqla_scheduler._history_entry import REQUEUEABLE
 from sqla_scheduler._result import RESULT_OUTCOMES
-from sqla_scheduler._statements.history import REQUEUEABLE
-from sqla_scheduler._store.results import Listed
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.exceptions import InvalidScheduleError
 from sqla_scheduler.executions import Execution
