@@ -21,6 +21,7 @@ __all__ = [
     "SEEN_NAMES",
     "AlreadyPaused",
     "ExecutionFilter",
+    "FinishedFilter",
     "GroupPage",
     "Header",
     "HistoryFilter",
@@ -69,13 +70,13 @@ class ExecutionFilter:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HistoryFilter:
-    """Which history entries: of ``task``, of the instance ``instance`` exactly or those
-    containing ``instance_contains``, with one of ``outcomes`` (``None``: any)."""
+class FinishedFilter:
+    """Which rows of a table of finished executions: of ``task``, of the instance
+    ``instance`` exactly or those containing ``instance_contains``, and what ``finding``
+    finds (and orders by)."""
 
     task: str | None
     instance: str | None
-    outcomes: tuple[str, ...] | None
     instance_contains: str | None
     finding: Finding
 
@@ -84,31 +85,31 @@ class HistoryFilter:
         return {
             "task_name": self.task,
             "instance_id": self.instance,
-            "outcomes": self.outcomes,
             "instance_contains": self.instance_contains,
             "finding": self.finding,
         }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ResultFilter:
-    """Which kept results: as ``HistoryFilter``, with one ``outcome`` (``None``: any)."""
+class HistoryFilter(FinishedFilter):
+    """Which history entries: with one of ``outcomes`` (``None``: any)."""
 
-    task: str | None
-    instance: str | None
-    outcome: ResultOutcome | None
-    instance_contains: str | None
-    finding: Finding
+    outcomes: tuple[str, ...] | None
 
     def arguments(self) -> dict[str, Any]:
         """The filter as the store takes it."""
-        return {
-            "task_name": self.task,
-            "instance_id": self.instance,
-            "outcome": self.outcome,
-            "instance_contains": self.instance_contains,
-            "finding": self.finding,
-        }
+        return {**FinishedFilter.arguments(self), "outcomes": self.outcomes}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResultFilter(FinishedFilter):
+    """Which kept results: with one ``outcome`` (``None``: any)."""
+
+    outcome: ResultOutcome | None
+
+    def arguments(self) -> dict[str, Any]:
+        """The filter as the store takes it."""
+        return {**FinishedFilter.arguments(self), "outcome": self.outcome}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -36,8 +36,9 @@ from sqla_scheduler.admin._pages import (
     execution_listing,
     found_json,
     known_names,
-    logger,
+    log_action,
     offered_bulk,
+    page_json,
     positive_int,
     refusing_nul,
 )
@@ -275,10 +276,7 @@ class _Executions(Handlers):
                 "task": listing.task,
                 "instance": listing.instance,
                 **found_json(listing),
-                "page": listing.page,
-                "per_page": listing.per_page,
-                "pages": found["pages"],
-                "total": found["total"],
+                **page_json(listing, found),
                 "executions": [v.to_json() for v in found["executions"]],
             }
         )
@@ -303,7 +301,10 @@ class _Executions(Handlers):
         shown = positive_int(form.get("version"), "version", default=None)
         done, current = await self.actions.act(action, task, instance, shown)
         outcome = NOTICES[action] if done else "refused: " + _why_not(action, current, shown)
-        logger.info(
+        log_action(
+            action,
+            user,
+            done,
             "%s by %r on %r / %r (shown version %d): %s",
             action,
             user,
@@ -311,14 +312,9 @@ class _Executions(Handlers):
             instance,
             shown,
             outcome,
-            extra={
-                "admin_user": user,
-                "admin_action": action,
-                "task_name": task,
-                "instance_id": instance,
-                "shown_version": shown,
-                "done": done,
-            },
+            task_name=task,
+            instance_id=instance,
+            shown_version=shown,
         )
         if done:
             return back_to(request, form.get("back"), action)

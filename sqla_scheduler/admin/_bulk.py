@@ -23,7 +23,7 @@ from starlette.responses import RedirectResponse, Response
 from sqla_scheduler._console import MAX_BULK, AlreadyPaused
 from sqla_scheduler.admin._history import history_listing
 from sqla_scheduler.admin._listings import Found, HistoryListing, Listing
-from sqla_scheduler.admin._pages import Handlers, execution_listing, logger, positive_int
+from sqla_scheduler.admin._pages import Handlers, execution_listing, log_action, positive_int
 
 __all__ = ["BULK_ACTIONS", "MAX_BULK", "BulkActions"]
 
@@ -129,22 +129,20 @@ class BulkActions(Handlers):
             if done is not None
             else f"refused: the filter selects {selected} now"
         )
-        logger.info(
+        log_action(
+            "bulk-" + name,
+            user,
+            done is not None,
             "bulk %s by %r of %d shown, filter %r: %s",
             name,
             user,
             shown,
             filters,
             outcome,
-            extra={
-                "admin_user": user,
-                "admin_action": "bulk-" + name,
-                "filter": filters,
-                "shown_count": shown,
-                "selected_count": selected,
-                "done_count": done,
-                "done": done is not None,
-            },
+            filter=filters,
+            shown_count=shown,
+            selected_count=selected,
+            done_count=done,
         )
         if done is None:
             raise HTTPException(409, _changed(shown, selected))

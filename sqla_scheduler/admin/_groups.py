@@ -18,8 +18,9 @@ from sqla_scheduler.admin._listings import GroupListing, MemberListing
 from sqla_scheduler.admin._pages import (
     NOTICES,
     Handlers,
-    back_to,
-    logger,
+    answer,
+    log_action,
+    page_json,
     page_params,
     positive_int,
     text_param,
@@ -73,10 +74,7 @@ class GroupPages(Handlers):
         return JSONResponse(
             {
                 "task": listing.task,
-                "page": listing.page,
-                "per_page": listing.per_page,
-                "pages": found["pages"],
-                "total": found["total"],
+                **page_json(listing, found),
                 "groups": [v.to_json() for v in found["groups"]],
             }
         )
@@ -111,28 +109,25 @@ class GroupPages(Handlers):
             why = f"group {group_id} was cancelled already"
         else:
             why = ""
-        logger.info(
+        task_name = None if group is None else group.task_name
+        instance_id = None if group is None else group.instance_id
+        log_action(
+            "cancel-group",
+            user,
+            done,
             "cancel-group by %r of group %d (callback %r / %r): %s",
             user,
             group_id,
-            None if group is None else group.task_name,
-            None if group is None else group.instance_id,
+            task_name,
+            instance_id,
             f"{NOTICES['cancel-group']} ({cancelled} executions)" if done else "refused: " + why,
-            extra={
-                "admin_user": user,
-                "admin_action": "cancel-group",
-                "group_id": group_id,
-                "task_name": None if group is None else group.task_name,
-                "instance_id": None if group is None else group.instance_id,
-                "cancelled": cancelled,
-                "done": done,
-            },
+            group_id=group_id,
+            task_name=task_name,
+            instance_id=instance_id,
+            cancelled=cancelled,
         )
-        if done:
-            return back_to(request, form.get("back"), "cancel-group")
-        if group is None:
-            raise HTTPException(404, f"Nothing was done: {why}.")
-        raise HTTPException(409, f"Nothing was done: {why}.")
+        back = form.get("back")
+        return answer(request, back, "cancel-group", done=done, why=why, missing=group is None)
 
 
 def _listing_params(request: Request, page_size: int) -> GroupListing:

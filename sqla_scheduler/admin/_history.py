@@ -16,12 +16,13 @@ from sqla_scheduler.admin._listings import HistoryListing
 from sqla_scheduler.admin._pages import (
     NOTICES,
     Handlers,
-    back_to,
+    answer,
     found_json,
     found_params,
     known_names,
-    logger,
+    log_action,
     offered_bulk,
+    page_json,
     page_params,
     positive_int,
     text_param,
@@ -91,10 +92,7 @@ class HistoryPages(Handlers):
                 "outcome": listing.outcome,
                 "outcomes": list(listing.outcomes or OUTCOMES),
                 **found_json(listing),
-                "page": listing.page,
-                "per_page": listing.per_page,
-                "pages": found["pages"],
-                "total": found["total"],
+                **page_json(listing, found),
                 "entries": [v.to_json() for v in found["entries"]],
             }
         )
@@ -113,27 +111,25 @@ class HistoryPages(Handlers):
         history_id = positive_int(form.get("id"), "id", default=None)
         done, entry, in_table = await self.actions.requeue(history_id)
         why = "" if done else _why_not(history_id, entry, in_table)
-        logger.info(
+        task_name = None if entry is None else entry.task_name
+        instance_id = None if entry is None else entry.instance_id
+        log_action(
+            "requeue",
+            user,
+            done,
             "requeue by %r of history entry %d (%r / %r): %s",
             user,
             history_id,
-            None if entry is None else entry.task_name,
-            None if entry is None else entry.instance_id,
+            task_name,
+            instance_id,
             NOTICES["requeue"] if done else "refused: " + why,
-            extra={
-                "admin_user": user,
-                "admin_action": "requeue",
-                "history_id": history_id,
-                "task_name": None if entry is None else entry.task_name,
-                "instance_id": None if entry is None else entry.instance_id,
-                "done": done,
-            },
+            history_id=history_id,
+            task_name=task_name,
+            instance_id=instance_id,
         )
-        if done:
-            return back_to(request, form.get("back"), "requeue")
-        if entry is None:
-            raise HTTPException(404, f"Nothing was done: {why}.")
-        raise HTTPException(409, f"Nothing was done: {why}.")
+        return answer(
+            request, form.get("back"), "requeue", done=done, why=why, missing=entry is None
+        )
 
 
 def _listing_params(request: Request, page_size: int, *, dead_letters: bool) -> HistoryListing:

@@ -23,7 +23,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from sqla_scheduler._console import Console
 from sqla_scheduler._execution import EXECUTION_SORTS
 from sqla_scheduler._limits import BIGINT_MAX
-from sqla_scheduler.admin._listings import HistoryListing, Listing
+from sqla_scheduler.admin._listings import HistoryListing, Listing, Paging
 from sqla_scheduler.admin._reads import Reads
 from sqla_scheduler.admin._security import USER_KEY, csrf_token, csrf_valid
 from sqla_scheduler.admin._views import (
@@ -42,14 +42,17 @@ __all__ = [
     "NOTICES",
     "Handlers",
     "Pages",
+    "answer",
     "app_path",
     "back_to",
     "execution_listing",
     "found_json",
     "found_params",
     "known_names",
+    "log_action",
     "logger",
     "offered_bulk",
+    "page_json",
     "page_params",
     "positive_int",
     "refusing_nul",
@@ -190,6 +193,35 @@ class Handlers:
         self.scheduler = pages.scheduler
         self.reads = pages.reads
         self.actions = pages.console.actions
+
+
+def log_action(action: str, user: str, done: bool, message: str, *args: Any, **fields: Any) -> None:
+    """Log ``action`` of ``user``: ``message`` with ``args`` for people, and the same as
+    fields for machines (``admin_user``, ``admin_action``, ``fields`` and ``done``)."""
+    extra = {"admin_user": user, "admin_action": action, **fields, "done": done}
+    logger.info(message, *args, extra=extra)
+
+
+def answer(
+    request: Request, back: str | None, action: str, *, done: bool, why: str, missing: bool
+) -> RedirectResponse:
+    """The answer to an action: back to the page it came from when it was ``done`` (see
+    ``back_to``), else a 404 (``missing``: what it acts on is not there) or a 409 saying
+    ``why`` nothing was done."""
+    if done:
+        return back_to(request, back, action)
+    raise HTTPException(404 if missing else 409, f"Nothing was done: {why}.")
+
+
+def page_json(listing: Paging, found: Mapping[str, Any]) -> dict[str, Any]:
+    """What a JSON listing says of its page: which, of how many rows, how many pages
+    there are and how many rows in all."""
+    return {
+        "page": listing.page,
+        "per_page": listing.per_page,
+        "pages": found["pages"],
+        "total": found["total"],
+    }
 
 
 def back_to(request: Request, back: str | None, action: str) -> RedirectResponse:

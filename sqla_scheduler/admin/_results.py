@@ -19,6 +19,7 @@ from sqla_scheduler.admin._pages import (
     found_json,
     found_params,
     known_names,
+    page_json,
     page_params,
     text_param,
 )
@@ -69,10 +70,7 @@ class ResultPages(Handlers):
                 "instance_contains": listing.instance_contains,
                 "outcome": listing.outcome,
                 **found_json(listing),
-                "page": listing.page,
-                "per_page": listing.per_page,
-                "pages": found["pages"],
-                "total": found["total"],
+                **page_json(listing, found),
                 "results": [v.to_json() for v in found["results"]],
             }
         )

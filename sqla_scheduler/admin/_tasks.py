@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from sqla_scheduler._checks import check_task_name
-from sqla_scheduler.admin._pages import NOTICES, Handlers, back_to, logger
+from sqla_scheduler.admin._pages import NOTICES, Handlers, answer, log_action
 from sqla_scheduler.exceptions import TaskDefinitionError
 
 __all__ = ["TaskActions"]
@@ -38,14 +38,15 @@ class TaskActions(Handlers):
             raise HTTPException(404, f"No task {task!r} is registered here; nothing was paused.")
         done = await self.actions.set_paused(task, paused)
         why = f"{task!r} is {'paused already' if paused else 'not paused'}"
-        logger.info(
+        log_action(
+            action,
+            user,
+            done,
             "%s by %r of task %r: %s",
             action,
             user,
             task,
             NOTICES[action] if done else "refused: " + why,
-            extra={"admin_user": user, "admin_action": action, "task_name": task, "done": done},
+            task_name=task,
         )
-        if done:
-            return back_to(request, form.get("back"), action)
-        raise HTTPException(409, f"Nothing was done: {why}.")
+        return answer(request, form.get("back"), action, done=done, why=why, missing=False)
