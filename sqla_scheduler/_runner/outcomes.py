@@ -18,10 +18,10 @@ from typing import Any
 from sqla_scheduler._app_code import calling
 from sqla_scheduler._error_text import error_text
 from sqla_scheduler._execution import KEEP, Execution, GroupPlan, NextAt, TaskInstance
-from sqla_scheduler._result import DEFAULT_MAX_RESULT_SIZE, ResultOutcome, encode_result
+from sqla_scheduler._result import DEFAULT_MAX_RESULT_SIZE, encode_result
 from sqla_scheduler._runner.held import Held
 from sqla_scheduler._store import Completion
-from sqla_scheduler._store.results import Kept
+from sqla_scheduler._store.results import kept
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.context import ExecutionContext
 from sqla_scheduler.exceptions import PayloadError
@@ -35,7 +35,6 @@ __all__ = [
     "abandon_failed",
     "failed",
     "keeps_result",
-    "kept",
     "next_run",
     "release",
     "retry_limit",
@@ -129,26 +128,6 @@ def keeps_result(task: Task[Any], execution: Execution | None = None) -> bool:
     if execution is not None and execution.group_id is not None:
         return True
     return isinstance(task, OneTimeTask) and task.keep_result
-
-
-def kept(
-    execution: Execution,
-    outcome: ResultOutcome,
-    now: datetime,
-    *,
-    value: str | None = None,
-    error: str | None = None,
-) -> Kept:
-    """The final outcome of ``execution`` to keep, under its group if it has one."""
-    return Kept(
-        task_name=execution.task_name,
-        instance_id=execution.instance_id,
-        outcome=outcome,
-        finished_at=now,
-        value=value,
-        error=error,
-        group_id=execution.group_id,
-    )
 
 
 def spent(task: Task[Any], execution: Execution, config: SchedulerConfig) -> Abandon | None:

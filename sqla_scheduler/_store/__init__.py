@@ -11,6 +11,7 @@ too, so that ``_store.pick`` reads as the door it is.
 
 from sqla_scheduler._store import (
     bulk,
+    completion,
     control,
     groups,
     history,
@@ -24,6 +25,7 @@ from sqla_scheduler._store import (
     waiting,
 )
 from sqla_scheduler._store._shared import PER_STATEMENT
+from sqla_scheduler._store.completion import Completion
 from sqla_scheduler._store.listing import (
     count_executions,
     counts_by_task,
@@ -37,7 +39,6 @@ from sqla_scheduler._store.listing import (
     task_counts,
 )
 from sqla_scheduler._store.running import (
-    Completion,
     LimitedPick,
     TaskLimits,
     abandon,
@@ -77,6 +78,7 @@ __all__ = [
     "check_sqlite_file",
     "check_table",
     "complete",
+    "completion",
     "control",
     "count_executions",
     "counts_by_task",

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, Table, func, select
 
 from sqla_scheduler._dialects import backend_for
+from sqla_scheduler._execution import Execution
 from sqla_scheduler._result import Result, ResultOutcome, decode_result
 from sqla_scheduler._statements import statements_for
 from sqla_scheduler._statements.finding import NOTHING, Finding
@@ -25,6 +26,7 @@ __all__ = [
     "Listed",
     "count_results",
     "get",
+    "kept",
     "list_results",
     "prune",
     "record",
@@ -55,6 +57,26 @@ class Kept:
             "finished_at": self.finished_at,
             "group_id": self.group_id,
         }
+
+
+def kept(
+    execution: Execution,
+    outcome: ResultOutcome,
+    now: datetime,
+    *,
+    value: str | None = None,
+    error: str | None = None,
+) -> Kept:
+    """The final outcome of ``execution`` to keep, under its group if it has one."""
+    return Kept(
+        task_name=execution.task_name,
+        instance_id=execution.instance_id,
+        outcome=outcome,
+        finished_at=now,
+        value=value,
+        error=error,
+        group_id=execution.group_id,
+    )
 
 
 def record(conn: Connection, table: Table, kept: Sequence[Kept]) -> None:

@@ -1,45 +1,52 @@
-"""The runner's operations: pick, stamp, complete, abandon, revive and find."""
+"""The runner's operations: pick, stamp, complete, abandon, revive and find.
+
+Completing applies the row changes; what else an outcome records beside its row (history,
+results, groups, what its handler scheduled, NOTIFY) is the recorders' (``completion``).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import Connection, Table
 
-from sqla_scheduler._execution import (
-    Execution,
-    GroupPlan,
-    TaskInstance,
-)
-from sqla_scheduler._history_entry import HistorySetting, Outcome, keeps
+from sqla_scheduler._execution import Execution
+from sqla_scheduler._history_entry import HistorySetting
 from sqla_scheduler._statements.shapes import Shapes
-from sqla_scheduler._store import groups as group_store
+from sqla_scheduler._store import completion
 from sqla_scheduler._store import history as history_store
 from sqla_scheduler._store import rates as rate_store
 from sqla_scheduler._store import results as result_store
+from sqla_scheduler._store._shared import chunks as _chunks
+from sqla_scheduler._store._shared import statements as _statements
+from sqla_scheduler._store.completion import Applied, Completion
 
 if TYPE_CHECKING:
     from sqla_scheduler.tasks import RateLimit
 
-
-#: Rows inserted, or keys bound, in one statement: well under SQLite's 32,766 bound
-
-from sqla_scheduler._store._shared import chunks as _chunks
-from sqla_scheduler._store._shared import notify as _notify
-from sqla_scheduler._store._shared import statements as _statements
-from sqla_scheduler._store.scheduling import insert_instances
+__all__ = [
+    "LimitedPick",
+    "TaskLimits",
+    "abandon",
+    "complete",
+    "delete_orphans",
+    "find_unreadable",
+    "heartbeat",
+    "mark_started",
+    "next_due",
+    "pick",
+    "pick_limited",
+    "remove",
+    "revive",
+]
 
 Key = tuple[str, str]
-T = TypeVar("T")
-
-log = logging.getLogger("sqla_scheduler")
 
 
 def pick(
@@ -212,59 +219,6 @@ def remove(conn: Connection, table: Table, execution: Execution) -> bool:
     return conn.execute(stmts.remove, _key_params(execution)).rowcount == 1
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Completion:
-    """The outcome of one held execution, to commit with others in one transaction.
-
-    ``remove`` deletes the row; ``succeed`` and ``fail`` hand it back to run at ``at``
-    (``fail`` with ``error``, the attempt's error text; ``succeed`` clears it);
-    ``release`` hands it back untouched; ``quarantine`` takes it out of rotation into
-    history as ``undecodable`` with its payload (deletes it when history is off).
-    ``scheduled`` are inserted only if the outcome was recorded (the execution was still
-    ours). ``outcome`` is what the history table calls it (``None``: nothing to record).
-    ``payload_version`` is the version ``succeed``'s ``data`` was written with (``None``:
-    the execution's own, for the payload it kept).
-    """
-
-    execution: Execution
-    kind: Literal["remove", "succeed", "fail", "release", "quarantine"]
-    now: datetime
-    at: datetime | None = None
-    data: Any = None
-    failures: int = 0
-    error: str | None = None
-    scheduled: Sequence[TaskInstance[Any]] = ()
-    outcome: Outcome | None = None
-    #: When the handler started, for its history entry.
-    started_at: datetime | None = None
-    payload_version: int | None = None
-    #: The final outcome to keep (a task with ``keep_result``), if the outcome is recorded.
-    result: result_store.Kept | None = None
-    #: Groups and chains the handler scheduled, scheduled if the outcome is recorded.
-    plans: Sequence[GroupPlan] = ()
-
-    def entry(self) -> history_store.Entry:
-        """The history entry of this outcome (``outcome`` must be set)."""
-        assert self.outcome is not None
-        e = self.execution
-        attempt = self.failures if self.kind == "fail" else max(e.consecutive_failures, 0) + 1
-        return history_store.Entry(
-            execution=e,
-            outcome=self.outcome,
-            finished_at=self.now,
-            started_at=self.started_at,
-            attempt=max(attempt, 1),
-            error=self.error,
-        )
-
-    def recorded_alone(self, history: HistorySetting) -> bool:
-        """Whether committing this outcome is one statement with nothing beside it (a
-        removal with no entry to keep and nothing scheduled), so needs no transaction."""
-        if self.kind != "remove" or self.scheduled or self.plans or self.result is not None:
-            return False
-        return self.outcome is None or not keeps(history, self.outcome)
-
-
 def complete(
     conn: Connection,
     table: Table,
@@ -274,32 +228,41 @@ def complete(
 ) -> list[bool]:
     """Commit a batch of outcomes; return, for each, whether it was recorded.
 
-    All removals go in one statement, the history entries that ``history`` keeps in
-    another; the other outcomes one statement each. The recorded outcomes of tasks in
-    ``notify`` (those with a ``max_concurrency``) wake the schedulers on commit: a place
-    they may be waiting for is free.
+    The rows change first (``_apply``): all removals in one statement, the other outcomes
+    one statement each. Then the recorders of ``_store.completion`` record what else the
+    recorded outcomes come to, a statement per feature: what their handlers scheduled,
+    the history entries that ``history`` keeps, the kept results, the groups they
+    finished. The recorded outcomes of tasks in ``notify`` (those with a
+    ``max_concurrency``) wake the schedulers on commit: a place they may be waiting for
+    is free.
     """
+    recorded = _apply(conn, table, batch, history)
+    applied = [c for c, ok in zip(batch, recorded, strict=True) if ok]
+    if applied:
+        completion.record(conn, table, Applied(applied, batch[0].now, history, notify))
+    return recorded
+
+
+def _apply(
+    conn: Connection, table: Table, batch: Sequence[Completion], history: HistorySetting
+) -> list[bool]:
+    """Change the row of each outcome in ``batch``; whether each changed (its version had
+    not moved)."""
     stmts = _statements(conn, table).running
-    removes = [c.execution for c in batch if c.kind == "remove"]
     removed: set[Key] = set()
+    removes = [c.execution for c in batch if c.kind == "remove"]
     if removes:
         keys = [(e.task_name, e.instance_id, e.version) for e in removes]
         rows = stmts.remove_many.run(conn, _key_lists(stmts, keys))
         removed = {(row.task_name, row.task_instance) for row in rows}
     hand_back = {"succeed": stmts.succeed, "fail": stmts.fail, "release": stmts.release}
     recorded: list[bool] = []
-    entries: list[history_store.Entry] = []
-    kept: list[result_store.Kept] = []
-    finished: dict[int, int] = {}  # members of groups that finished, by group
     for c in batch:
         e = c.execution
         if c.kind == "remove":
-            ok = (e.task_name, e.instance_id) in removed
-        elif c.kind == "quarantine":
-            if history == "none":
-                ok = conn.execute(stmts.remove, _key_params(e)).rowcount == 1
-            else:
-                ok = history_store.move(conn, table, c.entry())
+            recorded.append((e.task_name, e.instance_id) in removed)
+        elif c.moves:
+            recorded.append(_take_out(conn, table, c, history))
         else:
             # Each statement binds the parameters it names and ignores the others.
             params = {
@@ -313,38 +276,16 @@ def complete(
                 "failures": c.failures,
                 "new_error": c.error,
             }
-            ok = conn.execute(hand_back[c.kind], params).rowcount == 1
-        if ok and c.scheduled:
-            insert_instances(conn, table, c.scheduled, c.now)
-        if ok:
-            for plan in c.plans:
-                _schedule_plan(conn, table, plan, c)
-        if ok and c.outcome is not None and c.kind != "quarantine" and keeps(history, c.outcome):
-            entries.append(c.entry())
-        if ok and c.result is not None:
-            kept.append(c.result)
-        if ok and e.group_id is not None and c.kind in ("remove", "quarantine"):
-            finished[e.group_id] = finished.get(e.group_id, 0) + 1
-        recorded.append(ok)
-    history_store.record(conn, table, history, entries)
-    result_store.record(conn, table, kept)
-    if finished:
-        group_store.finished(conn, table, finished, batch[0].now)
-    if notify:
-        freed = {c.execution.task_name for c, ok in zip(batch, recorded, strict=True) if ok}
-        _notify(conn, _statements(conn, table).scheduling, freed & notify)
+            recorded.append(conn.execute(hand_back[c.kind], params).rowcount == 1)
     return recorded
 
 
-def _schedule_plan(conn: Connection, table: Table, plan: GroupPlan, by: Completion) -> None:
-    if group_store.schedule(conn, table, plan, by.now) is None and not plan.whole:
-        e = by.execution
-        log.warning(
-            "%s/%s scheduled a group whose callback's key is taken (%s); it was not scheduled",
-            e.task_name,
-            e.instance_id,
-            ", ".join(f"{c.task_name}/{c.instance_id}" for c in plan.then),
-        )
+def _take_out(conn: Connection, table: Table, c: Completion, history: HistorySetting) -> bool:
+    """Move the row of ``c`` into history with its entry and payload; delete it when
+    history is off. ``False`` when its version moved."""
+    if history == "none":
+        return remove(conn, table, c.execution)
+    return history_store.move(conn, table, c.entry())
 
 
 def abandon(
@@ -360,31 +301,20 @@ def abandon(
 ) -> bool:
     """Take a held execution out of the table for good: into history as ``abandoned``
     with its payload and ``error`` (deleted when history is off), and, ``keep_result``,
-    into the results. ``False`` when its version moved (someone else owns it)."""
-    if history == "none":
-        removed = remove(conn, table, execution)
-    else:
-        entry = history_store.Entry(
-            execution=execution,
-            outcome="abandoned",
-            finished_at=now,
-            started_at=execution.started_at,
-            attempt=max(failures, 1),
-            error=error,
-        )
-        removed = history_store.move(conn, table, entry)
-    if removed and keep_result:
-        kept = result_store.Kept(
-            task_name=execution.task_name,
-            instance_id=execution.instance_id,
-            outcome="abandoned",
-            finished_at=now,
-            error=error,
-            group_id=execution.group_id,
-        )
-        result_store.record(conn, table, [kept])
-    if removed and execution.group_id is not None:
-        group_store.finished(conn, table, {execution.group_id: 1}, now)
+    into the results; its group, if any, counts it as finished. ``False`` when its
+    version moved (someone else owns it)."""
+    kept = result_store.kept(execution, "abandoned", now, error=error) if keep_result else None
+    abandoned = Completion(
+        execution=execution,
+        kind="abandon",
+        now=now,
+        failures=failures,
+        error=error,
+        outcome="abandoned",
+        started_at=execution.started_at,
+        result=kept,
+    )
+    [removed] = complete(conn, table, [abandoned], history)
     return removed
 
 
