@@ -13,29 +13,26 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from functools import partial
 
 import anyio
 import anyio.lowlevel
-from sqlalchemy import Table
 from sqlalchemy.exc import DBAPIError
 
 from sqla_scheduler import _store
 from sqla_scheduler._app_code import guard
-from sqla_scheduler._bridge import Database, SessionFactory
+from sqla_scheduler._bridge import SessionFactory
 from sqla_scheduler._runner import outcomes
 from sqla_scheduler._runner.held import HeldSet, log_lost
 from sqla_scheduler._runner.outcomes import Abandon, Outcome
+from sqla_scheduler._runner.service import Parts, Service
 from sqla_scheduler._runner.stats import StatsWriter
 from sqla_scheduler._runner.waker import Waker
 from sqla_scheduler._store import Completion
-from sqla_scheduler.clock import Clock
-from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.context import ShutdownSignal
-from sqla_scheduler.listeners import SchedulerListener, dispatch
+from sqla_scheduler.listeners import dispatch
 
 __all__ = ["Completer"]
 
@@ -45,25 +42,21 @@ log = logging.getLogger("sqla_scheduler")
 ABANDONS_AT_ONCE = 2
 
 
-class Completer:
+class Completer(Service):
     """Commits submitted outcomes: in batches while ``run`` runs, else on ``flush``."""
 
     def __init__(
         self,
+        parts: Parts,
         *,
-        db: Database,
-        table: Table,
-        config: SchedulerConfig,
-        clock: Clock,
         held: HeldSet,
         waker: Waker,
         shutdown: ShutdownSignal,
-        listeners: Sequence[SchedulerListener] = (),
         limited: frozenset[str] = frozenset(),
         sessions: SessionFactory | None = None,
         stats: StatsWriter | None = None,
     ) -> None:
-        self.db = db
+        super().__init__(parts)
         #: Counts each committed outcome for the charts; ``None`` with ``stats`` off.
         self.stats = stats
         #: Makes the session an ``on_abandon`` hook gets (see ``Database.transaction``).
@@ -71,13 +64,9 @@ class Completer:
         #: The tasks with a ``max_concurrency``: an outcome of theirs frees a place that
         #: pickers here and, through NOTIFY, elsewhere may be waiting for.
         self.limited = limited
-        self.table = table
-        self.config = config
-        self.clock = clock
         self.held = held
         self.waker = waker
         self.shutdown = shutdown
-        self.listeners = listeners
         self._pending: list[Outcome] = []
         #: Abandons committed at once: each is a transaction (and a connection) of its own,
         #: and a burst of them must leave the other services their turn (see ``_pool``).

@@ -337,15 +337,11 @@ def _executor(
 
 def _completer(parts: _Parts, stats: StatsWriter | None) -> Completer:
     return Completer(
-        db=parts.db,
-        table=parts.table,
-        clock=parts.clock,
+        parts,
         limited=frozenset(parts.limits),
-        config=parts.config,
         held=parts.held,
         waker=parts.waker,
         shutdown=parts.shutdown,
-        listeners=parts.listeners,
         sessions=parts.sessions,
         stats=stats,
     )
