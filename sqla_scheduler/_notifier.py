@@ -12,6 +12,9 @@ event, schedule a call in an event loop): ``on_notify(payload)`` for each NOTIFY
 channel, ``on_connected()`` once its LISTEN is in place on a new connection (after an
 outage too), ``on_lost(error)`` when the connection fails. The notifier then connects
 again after a pause that grows to ``RECONNECT_MAX``.
+
+``send`` is the other half: one NOTIFY on a connection of its own (the listener's check
+that notifications reach it), and ``driver_errors`` the errors the driver of both raises.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["RECONNECT_MAX", "Notifier", "Subscription", "notifier_for"]
+__all__ = ["RECONNECT_MAX", "Notifier", "Subscription", "driver_errors", "notifier_for", "send"]
 
 log = logging.getLogger("sqla_scheduler")
 
@@ -225,3 +228,21 @@ def notifier_for(connect_args: Mapping[str, Any]) -> Notifier:
         if notifier is None:
             notifier = _NOTIFIERS[key] = Notifier(key, connect_args)
         return notifier
+
+
+def send(connect_args: Mapping[str, Any], channel: str, payload: str) -> None:
+    """NOTIFY ``channel`` with ``payload`` on a connection of its own to the database
+    ``connect_args`` (psycopg's) reach, as another process would."""
+    import psycopg
+
+    with psycopg.connect(**connect_args, autocommit=True) as conn:
+        conn.prepare_threshold = None  # one statement; a pooler may not keep it
+        conn.execute("SELECT pg_notify(%s, %s)", (channel, payload))
+
+
+def driver_errors() -> tuple[type[Exception], ...]:
+    """The errors the notifier's driver raises (psycopg's) when a database is out of
+    reach, for a subscriber that counts its own failures."""
+    import psycopg
+
+    return (psycopg.Error,)

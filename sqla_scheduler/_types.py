@@ -9,7 +9,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import JSON
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
@@ -19,8 +18,8 @@ from sqla_scheduler._dialects.columns import (
     TABLE_OPTIONS,
     TEXT,
     TIMESTAMP,
-    JSONText,
-    jsonb_binder,
+    json_binder,
+    json_type,
 )
 
 __all__ = [
@@ -96,13 +95,6 @@ def load_json(raw: Any) -> Any:
         return UnreadableJSON(raw)
 
 
-def _json_storage(dialect: Dialect) -> str | None:
-    """How ``dialect``'s database stores JSON (``Backend.json_storage``); ``None`` for a
-    database the scheduler does not run on (a statement compiled for another dialect)."""
-    backend = known_backend(dialect)
-    return backend.json_storage if backend is not None else None
-
-
 class PayloadJSON(TypeDecorator[Any]):
     """A payload column: ``jsonb`` on PostgreSQL, JSON text in a ``TEXT`` column on SQLite
     (``LONGTEXT`` on MariaDB), written by ``dumps_payload`` whatever serializer the engine
@@ -113,17 +105,10 @@ class PayloadJSON(TypeDecorator[Any]):
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        storage = _json_storage(dialect)
-        if storage == "jsonb":
-            return dialect.type_descriptor(JSONB())
-        if storage == "text":
-            return JSONText()  # as is: the dialect would adapt it to its own JSON
-        return dialect.type_descriptor(JSON())
+        return json_type(dialect)
 
     def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
-        if _json_storage(dialect) == "jsonb":
-            return jsonb_binder(dialect, dumps_payload) or dumps_payload
-        return dumps_payload
+        return json_binder(dialect, dumps_payload)
 
 
 #: The payload column's type (see ``PayloadJSON``).

@@ -4,13 +4,18 @@ Everything dialect-specific the library does is decided here, and nothing else a
 database it talks to:
 
 - ``backends``: a ``Backend`` per database, with capabilities named for what they mean
-  (whether ``NOTIFY`` exists, what RETURNING can see, how JSON and timestamps are stored,
-  whether lists bind as arrays, ...) and, where the SQL itself differs, one strategy per
-  operation (which INSERT skips an existing key, how an upsert is written, how a raw row
-  becomes JSON, how the scheduler's own transactions begin, which errors are a lost
-  conflict worth running again). ``backend_for`` finds an engine's, failing on a
-  database the scheduler does not run on, or a server too old (no ``SKIP LOCKED``).
-  (``SKIP LOCKED`` needs no flag: SQLAlchemy's SQLite compiler leaves ``FOR UPDATE`` out.)
+  (whether ``NOTIFY`` exists, how JSON and timestamps are stored, whether lists bind as
+  arrays, ...) and, where the SQL itself differs, the operation the statement builders
+  call instead of asking (which INSERT skips an existing key, how an upsert is written, a
+  list bound as one parameter, the rows of bound keys, a task's turn, a row moved into
+  another table, a change read back, a raw row as JSON, NOTIFY, how the scheduler's own
+  transactions begin, which errors are a lost conflict worth running again).
+  ``backend_for`` finds an engine's, failing on a database the scheduler does not run
+  on, or a server too old (no ``SKIP LOCKED``). (``SKIP LOCKED`` needs no flag:
+  SQLAlchemy's SQLite compiler leaves ``FOR UPDATE`` out.)
+- ``operations``: the SQL of those operations, one function per operation and database.
+- ``marking``: an UPDATE or a DELETE whose rows the caller reads back, one statement with
+  RETURNING or, without it (MariaDB, MySQL), the rows locked, changed and read by key.
 - ``urls``: which databases are supported at all, checked on a URL (``check_url``) before
   any driver is imported.
 - ``columns``: how each database declares the scheduler's columns and tables (the types
@@ -25,6 +30,7 @@ from sqla_scheduler._dialects.backends import (
     listen_url_problem,
     replica_lag,
 )
+from sqla_scheduler._dialects.marking import Marking
 from sqla_scheduler._dialects.notices import (
     MAX_NOTICE_BYTES,
     ResultNotice,
@@ -49,6 +55,7 @@ from sqla_scheduler._dialects.urls import (
 __all__ = [
     "MAX_NOTICE_BYTES",
     "Backend",
+    "Marking",
     "ResultNotice",
     "UnsupportedDatabaseError",
     "backend_for",

@@ -1,13 +1,15 @@
 """What each database can do, as far as the scheduler cares: a ``Backend`` apiece.
 
 Capabilities are named for what they mean, and where the SQL itself differs a ``Backend``
-holds one strategy per operation (``insert``, ``raw_row_json``, ...), so that a third
-database is one more ``Backend`` here and one more line in ``urls.SUPPORTED``.
+holds the operation (``insert_ignoring``, ``held_keys``, ``move``, ``change``, ...; their
+SQL is in ``operations``) and the statement builders call it rather than ask which
+database they build for, so that a third database is one more ``Backend`` here and one
+more line in ``urls.SUPPORTED``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -15,24 +17,25 @@ from typing import Any, Literal, TypeVar
 
 from sqlalchemy import (
     URL,
+    BindParameter,
     Column,
     Connection,
     Insert,
+    Select,
     Table,
-    Text,
-    bindparam,
-    case,
-    cast,
-    func,
-    literal,
+    Update,
     literal_column,
-    type_coerce,
 )
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.expression import Executable
+from sqlalchemy.types import TypeEngine
 
+from sqla_scheduler._dialects import operations as op
+from sqla_scheduler._dialects.marking import Marking
+from sqla_scheduler._dialects.operations import Move, Overwrite
 from sqla_scheduler._dialects.urls import sync_url, unsupported
 
 __all__ = [
@@ -51,10 +54,6 @@ T = TypeVar("T")
 _MIN_SQLITE = (3, 35, 0)
 _MIN_MARIADB = (10, 6)
 _MIN_MYSQL = (8, 0)
-
-#: The values an upsert writes over an existing row, given the columns of the row it
-#: would have inserted (``excluded``), by column name.
-Overwrite = Callable[[Any], dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +74,7 @@ class Backend:
     #: for the engine's. MariaDB's READ COMMITTED: its default, REPEATABLE READ, takes
     #: gap locks that make concurrent picks and inserts wait for each other and deadlock.
     #: A connection at this level is never in autocommit mode: a pick's locks must last
-    #: until its transaction commits (``_statements.marking``).
+    #: until its transaction commits (``marking``).
     isolation_level: str | None
     #: The system column that addresses a row directly (PostgreSQL's ``ctid``, SQLite's
     #: ``rowid``); valid within a statement that holds the row. ``None`` on MariaDB,
@@ -111,9 +110,6 @@ class Backend:
     #: by a lock on the row of the tables' migration record (MariaDB: all such picks
     #: take turns).
     task_lock: Literal["advisory", "one_writer", "record_row"]
-    #: A statement can let its own transaction commit without waiting for the disk
-    #: (``synchronous_commit`` off for that transaction).
-    commit_without_waiting: bool
     #: A ``DELETE ... RETURNING`` can feed an INSERT in the same statement (a
     #: data-modifying CTE): a row moves to history in one statement, not two.
     deletes_into_insert: bool
@@ -139,7 +135,7 @@ class Backend:
     busy_timeout: bool
     #: ``UPDATE ... RETURNING`` exists. Without it (MariaDB, MySQL) an update whose rows the
     #: caller reads back locks them first, then updates and reads them by key, in one
-    #: transaction (``_statements.marking``).
+    #: transaction (``marking``).
     updates_return: bool
     #: The scheduler's INSERTs return the rows they inserted (PostgreSQL, SQLite: psycopg
     #: can give -1, unknown, as an INSERT's row count). Otherwise the driver's row count
@@ -177,6 +173,51 @@ class Backend:
     #: connecting creates nothing or the URL names no file (in memory, a URI), so that the
     #: command line fails on a missing file rather than create an empty one.
     missing_database_file: Callable[[URL], str | None]
+    #: ``json_text(column)``: a JSON column's value as its JSON text.
+    json_text: Callable[[ColumnElement[Any]], ColumnElement[Any]]
+    #: ``text_json(text)``: JSON text as a JSON column stores it.
+    text_json: Callable[[ColumnElement[Any]], ColumnElement[Any]]
+    #: ``list_param(name, item)``: the list of ``item`` values bound as ``name``: one
+    #: array parameter where ``binds_arrays``, else an expanding IN list.
+    list_param: Callable[[str, TypeEngine[Any]], BindParameter[Any]]
+    #: ``one_of(column, name, item)``: ``column`` is one of the list bound as ``name``
+    #: (``= ANY(array)`` where ``binds_arrays``: one statement text whatever the list's
+    #: length, so it can be prepared; elsewhere an expanding ``IN``).
+    one_of: Callable[[ColumnElement[Any], str, TypeEngine[Any]], ColumnElement[bool]]
+    #: ``locator_in(row, rows)``: the row locator ``row`` is among those ``rows`` selects.
+    locator_in: Callable[[ColumnElement[Any], Select[Any]], ColumnElement[bool]]
+    #: ``held_keys(columns)``: the rows whose ``columns`` (task, instance, version) are
+    #: among the bound keys: the parallel arrays ``names``, ``instances`` and ``versions``
+    #: (PostgreSQL), one JSON array of arrays ``keys`` (MariaDB, ``json_rows``), or one
+    #: expanding list of tuples ``keys`` (SQLite).
+    held_keys: Callable[[Sequence[Column[Any]]], tuple[ColumnElement[bool], ...]]
+    #: ``lock_task(record)``: the statement that waits for a task's turn (``task_lock``),
+    #: given the tables' migration record; ``None`` where writers take turns.
+    lock_task: Callable[[Table], Executable | None]
+    #: ``move(source, target, into, where, taken, given)``: the row of ``source`` that
+    #: ``where`` selects moved into ``target``'s columns ``into``, written from the
+    #: values ``taken`` from the row, then those ``given``: one INSERT that deletes the
+    #: row and returns the new row's id (a data-modifying CTE), or an INSERT that copies
+    #: the row, locked, and the DELETE to run after it (its row count says whether it
+    #: copied).
+    move: Callable[
+        [
+            Table,
+            Table,
+            Sequence[str],
+            Sequence[ColumnElement[bool]],
+            Sequence[ColumnElement[Any]],
+            Sequence[ColumnElement[Any]],
+        ],
+        Move,
+    ]
+    #: ``commit_without_waiting()``: conditions, always true, that let a statement's own
+    #: transaction commit without waiting for the disk (``synchronous_commit`` off for
+    #: that transaction); none where the database cannot.
+    commit_without_waiting: Callable[[], tuple[ColumnElement[bool], ...]]
+    #: ``notify(channel, payload)``: the NOTIFY of ``payload`` on ``channel`` as a value
+    #: a statement can select (``pg_notify``); ``None`` without NOTIFY.
+    notify: Callable[[ColumnElement[Any], ColumnElement[Any]], ColumnElement[Any]] | None
 
     def unit_of_work(self, fn: Callable[[Connection], T]) -> Callable[[Connection], T]:
         """``fn`` as one of the scheduler's own units of work, opened by ``begin``.
@@ -186,6 +227,97 @@ class Backend:
         if self.begin is None:
             return fn
         return partial(_begun, self.begin, fn)
+
+    def returning_inserted(self, insert: Insert, *columns: ColumnElement[Any]) -> Insert:
+        """``insert`` returning ``columns`` of each row it inserted where ``inserts_return``,
+        else returning nothing (its row count counts them)."""
+        return insert.returning(*(columns if self.inserts_return else ()))
+
+    def returning_updated(self, update: Update, *columns: ColumnElement[Any]) -> Update | None:
+        """``update`` returning ``columns`` of each row as updated, or ``None`` where an
+        UPDATE returns nothing (``updates_return``): run it, then read."""
+        return update.returning(*columns) if self.updates_return else None
+
+    def change(
+        self,
+        table: Table,
+        *,
+        where: Iterable[ColumnElement[bool]],
+        values: Mapping[str, Any],
+        returning: Sequence[ColumnElement[Any]],
+    ) -> Marking:
+        """The update of ``values`` on the rows of ``table`` that ``where`` selects,
+        returning ``returning`` of each as updated: one ``UPDATE ... RETURNING`` where
+        ``updates_return``, else the rows locked, updated and read back (``Marking``)."""
+        return Marking.build(
+            table,
+            one_statement=self.updates_return,
+            where=where,
+            values=values,
+            returning=returning,
+            json_rows=self.json_rows,
+        )
+
+    def removal(
+        self,
+        table: Table,
+        *,
+        where: Iterable[ColumnElement[bool]],
+        returning: Sequence[ColumnElement[Any]] = (),
+        joins_keys: bool = False,
+    ) -> Marking:
+        """The deletion of the rows of ``table`` that ``where`` selects, returning
+        ``returning`` (default their keys): one ``DELETE ... RETURNING`` where
+        ``updates_return``, else the rows locked, read, then deleted by their keys
+        (``Marking``). ``joins_keys``: ``where`` joins the bound keys (``held_keys``), which
+        MariaDB then reads first, and the rows are deleted one task at a time."""
+        return Marking.removal(
+            table,
+            one_statement=self.updates_return,
+            where=where,
+            returning=returning,
+            json_rows=self.json_rows if joins_keys else None,
+        )
+
+    def address(self, table: Table) -> list[ColumnElement[Any]]:
+        """What a statement that picks rows of ``table`` selects to address each: the row
+        locator (``row_locator``), valid while the statement holds the row, else its key."""
+        if self.row_locator is None:
+            return list(table.primary_key)
+        return [literal_column(self.row_locator)]
+
+    def mark_found(
+        self,
+        table: Table,
+        found: Select[Any],
+        *,
+        values: Mapping[str, Any],
+        returning: Sequence[ColumnElement[Any]],
+    ) -> Marking:
+        """The update of ``values`` on the rows of ``table`` whose addresses ``found``
+        selects (``address``, locked), returning ``returning`` of each as updated: one
+        statement that updates each row by its locator (a direct fetch per row rather
+        than a join with the table), committing without waiting for the disk where the
+        database can; without a locator (MariaDB) the keys found, then the rows updated and
+        read back (``Marking``)."""
+        if self.row_locator is None:
+            return Marking.build(
+                table,
+                one_statement=False,
+                where=(),
+                values=values,
+                returning=returning,
+                find=found,
+                json_rows=self.json_rows,
+            )
+        row: ColumnElement[Any] = literal_column(self.row_locator)
+        return Marking.build(
+            table,
+            one_statement=True,
+            where=[self.locator_in(row, found), *self.commit_without_waiting()],
+            values=values,
+            returning=returning,
+        )
 
 
 def _begun(
@@ -209,80 +341,6 @@ def _begin_immediate(conn: Connection) -> None:
         # end it and open ours.
         conn.exec_driver_sql("ROLLBACK")
     conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-
-def _raw_pairs(table: Table, as_text: Callable[[Any], Any]) -> list[Any]:
-    """``name, value as text`` for each column, for a JSON object of the raw row."""
-    pairs: list[Any] = []
-    for column in table.c:
-        pairs += [cast(literal(column.name), Text), as_text(type_coerce(column, Text))]
-    return pairs
-
-
-def _raw_row_json_object(table: Table) -> ColumnElement[Any]:
-    pairs = _raw_pairs(table, lambda value: cast(value, Text))
-    return cast(func.json_build_object(*pairs), Text)
-
-
-def _raw_row_json_text(table: Table) -> ColumnElement[Any]:
-    return func.json_object(*_raw_pairs(table, lambda value: cast(value, Text)))
-
-
-def _raw_row_quoted(table: Table) -> ColumnElement[Any]:
-    # quote() writes any value, a blob too, as an SQL literal
-    return func.json_object(*_raw_pairs(table, func.quote))
-
-
-def _ignoring_conflicts(insert: Callable[[Table], Any]) -> Callable[[Table], Insert]:
-    def insert_ignoring(table: Table) -> Insert:
-        ignoring: Insert = insert(table).on_conflict_do_nothing()
-        return ignoring
-
-    return insert_ignoring
-
-
-def _insert_ignore(table: Table) -> Insert:
-    return mysql.insert(table).prefix_with("IGNORE")
-
-
-def _on_conflict_update(
-    insert: Insert, overwrite: Overwrite, where: ColumnElement[bool] | None
-) -> Insert:
-    assert isinstance(insert, (postgresql.Insert, sqlite.Insert))
-    key = list(insert.table.primary_key)
-    updating: Insert = insert.on_conflict_do_update(
-        index_elements=key, set_=overwrite(insert.excluded), where=where
-    )
-    return updating
-
-
-def _on_duplicate_key_update(
-    insert: Insert, overwrite: Overwrite, where: ColumnElement[bool] | None
-) -> Insert:
-    assert isinstance(insert, mysql.Insert)
-    values = overwrite(insert.inserted)
-    if where is not None:  # no WHERE there: each value keeps the old one unless it holds
-        table = insert.table
-        values = {name: case((where, value), else_=table.c[name]) for name, value in values.items()}
-    updating: Insert = insert.on_duplicate_key_update(list(values.items()))
-    return updating
-
-
-def _json_table(name: str, columns: Sequence[Column[Any]]) -> Any:
-    """MariaDB's ``JSON_TABLE`` over the JSON array bound as ``name``: text columns in the
-    tables' own character set and collation, so that joins compare like with like."""
-    specs = []
-    for i, column in enumerate(columns):
-        kind = column.type.compile(dialect=mysql.dialect())
-        if kind == "JSON":  # as text: a JSON column reads JSON null as 'null', a string quoted
-            kind = "LONGTEXT"
-        if kind.startswith("VARCHAR") or kind.endswith("TEXT"):
-            kind += " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
-        specs.append(f"{column.name} {kind} PATH '$[{i}]'")
-    rows: ColumnElement[Any] = literal_column(f"'$[*]' COLUMNS ({', '.join(specs)})")
-    return func.json_table(bindparam(name, type_=Text()), rows).table_valued(
-        *(column.name for column in columns), name=name
-    )
 
 
 def _sqlstate_conflict(error: BaseException) -> bool:
@@ -348,7 +406,6 @@ POSTGRESQL = Backend(
     rows_from_json=True,
     picks_by_band=True,
     task_lock="advisory",
-    commit_without_waiting=True,
     deletes_into_insert=True,
     shared_clock=True,
     clock_query="SELECT clock_timestamp()",
@@ -367,10 +424,20 @@ POSTGRESQL = Backend(
     busy=_sqlstate_conflict,
     prepared_lost=_sqlstate_prepared_lost,
     insert=postgresql.insert,
-    insert_ignoring=_ignoring_conflicts(postgresql.insert),
-    upsert=_on_conflict_update,
-    raw_row_json=_raw_row_json_object,
+    insert_ignoring=op.skip_conflicts(postgresql.insert),
+    upsert=op.on_conflict_update,
+    raw_row_json=op.raw_row_json_object,
     missing_database_file=_no_file,
+    json_text=op.cast_text,
+    text_json=op.cast_jsonb,
+    list_param=op.array_param,
+    one_of=op.any_of_array,
+    locator_in=op.any_of_subquery,
+    held_keys=op.keys_as_arrays,
+    lock_task=op.lock_advisory,
+    move=op.delete_into_insert,
+    commit_without_waiting=op.synchronous_commit_off,
+    notify=op.pg_notify,
 )
 SQLITE = Backend(
     "sqlite",
@@ -387,7 +454,6 @@ SQLITE = Backend(
     rows_from_json=False,
     picks_by_band=False,
     task_lock="one_writer",
-    commit_without_waiting=False,
     deletes_into_insert=False,
     shared_clock=False,
     clock_query=None,
@@ -402,10 +468,20 @@ SQLITE = Backend(
     busy=_sqlite_busy,
     prepared_lost=_never,
     insert=sqlite.insert,
-    insert_ignoring=_ignoring_conflicts(sqlite.insert),
-    upsert=_on_conflict_update,
-    raw_row_json=_raw_row_quoted,
+    insert_ignoring=op.skip_conflicts(sqlite.insert),
+    upsert=op.on_conflict_update,
+    raw_row_json=op.raw_row_quoted,
     missing_database_file=_sqlite_file,
+    json_text=op.coerce_text,
+    text_json=op.coerce_text,
+    list_param=op.in_list_param,
+    one_of=op.in_list,
+    locator_in=op.in_subquery,
+    held_keys=op.keys_as_tuples,
+    lock_task=op.lock_none,
+    move=op.copy_then_delete,
+    commit_without_waiting=op.no_condition,
+    notify=None,
 )
 MARIADB = Backend(
     "mariadb",
@@ -418,11 +494,10 @@ MARIADB = Backend(
     naive_timestamps=True,
     typed_columns=True,
     binds_arrays=False,
-    json_rows=_json_table,
+    json_rows=op.json_table,
     rows_from_json=False,
     picks_by_band=False,
     task_lock="record_row",
-    commit_without_waiting=False,
     deletes_into_insert=False,
     shared_clock=True,
     clock_query="SELECT UTC_TIMESTAMP(6)",
@@ -437,10 +512,20 @@ MARIADB = Backend(
     busy=_mysql_conflict,
     prepared_lost=_never,
     insert=mysql.insert,
-    insert_ignoring=_insert_ignore,
-    upsert=_on_duplicate_key_update,
-    raw_row_json=_raw_row_json_text,
+    insert_ignoring=op.insert_ignore,
+    upsert=op.on_duplicate_key_update,
+    raw_row_json=op.raw_row_json_text,
     missing_database_file=_no_file,
+    json_text=op.coerce_text,
+    text_json=op.coerce_text,
+    list_param=op.in_list_param,
+    one_of=op.in_list,
+    locator_in=op.in_subquery,
+    held_keys=op.keys_as_json,
+    lock_task=op.lock_record_row,
+    move=op.copy_then_delete,
+    commit_without_waiting=op.no_condition,
+    notify=None,
 )
 #: By SQLAlchemy's dialect name: ``mysql://`` URLs reach MariaDB through the MySQL dialect,
 #: and MySQL 8 runs MariaDB's statements (none of them has a RETURNING clause).

@@ -17,6 +17,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.types import TypeEngine
 
+from sqla_scheduler._dialects.backends import known_backend
+
 __all__ = [
     "BIG_ID",
     "JSON_COLUMN",
@@ -26,7 +28,8 @@ __all__ = [
     "TEXT",
     "TIMESTAMP",
     "JSONText",
-    "jsonb_binder",
+    "json_binder",
+    "json_type",
 ]
 
 _MYSQL = ("mysql", "mariadb")  # SQLAlchemy's two names for the dialects that reach MariaDB
@@ -74,11 +77,27 @@ def _declare_long_text(type_: JSONText, compiler: Any, **kw: Any) -> str:
     return "LONGTEXT"
 
 
-def jsonb_binder(dialect: Dialect, dumps: Callable[[Any], str]) -> Callable[[Any], Any] | None:
-    """What binds a value written by ``dumps`` to a ``jsonb`` parameter where the driver
-    needs its own wrapper for it (psycopg's ``Jsonb``), else ``None``."""
-    if dialect.driver != "psycopg":
-        return None
+def json_type(dialect: Dialect) -> TypeEngine[Any]:
+    """The type a JSON value binds and loads as on ``dialect`` (``Backend.json_storage``):
+    ``jsonb``, JSON kept as text (``JSONText``, as it is: the dialect would adapt it to its
+    own JSON), or the dialect's JSON for a database the scheduler does not run on (a
+    statement compiled for another dialect)."""
+    backend = known_backend(dialect)
+    storage = None if backend is None else backend.json_storage
+    if storage == "jsonb":
+        return dialect.type_descriptor(postgresql.JSONB())
+    if storage == "text":
+        return JSONText()
+    return dialect.type_descriptor(JSON())
+
+
+def json_binder(dialect: Dialect, dumps: Callable[[Any], str]) -> Callable[[Any], Any]:
+    """What binds a value, written by ``dumps``, to a JSON parameter on ``dialect``: the
+    text ``dumps`` writes, wrapped where the driver needs its own wrapper for ``jsonb``
+    (psycopg's ``Jsonb``)."""
+    backend = known_backend(dialect)
+    if backend is None or backend.json_storage != "jsonb" or dialect.driver != "psycopg":
+        return dumps
     from psycopg.types.json import Jsonb
 
     return lambda value: Jsonb(value, dumps=dumps)

@@ -38,7 +38,7 @@ from sqla_scheduler._dialects import (
     read_pause_notice,
 )
 from sqla_scheduler._durations import format_duration
-from sqla_scheduler._notifier import Subscription, notifier_for
+from sqla_scheduler._notifier import Subscription, driver_errors, notifier_for, send
 from sqla_scheduler._runner.failures import Failures
 from sqla_scheduler._runner.waker import Waker
 
@@ -97,11 +97,9 @@ class Listener:
         self.hearing = False
         #: Whether the check failed and ``on_deaf`` took over.
         self.deaf = False
-        import psycopg  # the listener's own driver (PostgreSQL only)
-
         self._failures = Failures(
             f"the LISTEN connection (polling every {format_duration(polling_interval)} meanwhile)",
-            expected=(DBAPIError, psycopg.Error, OSError),
+            expected=(DBAPIError, *driver_errors(), OSError),
         )
 
     def stop(self) -> None:
@@ -187,11 +185,7 @@ class Listener:
     def _send_check(self, channel: str, token: str) -> None:
         """NOTIFY the channel with ``token`` through the engine's URL, as other processes
         do, on a connection of its own."""
-        import psycopg
-
-        with psycopg.connect(**self._connect_args(None), autocommit=True) as conn:
-            conn.prepare_threshold = None  # one statement; a pooler may not keep it
-            conn.execute("SELECT pg_notify(%s, %s)", (channel, notice_of_check(token)))
+        send(self._connect_args(None), channel, notice_of_check(token))
 
     def _give_way(self) -> None:
         self.deaf = True

@@ -34,7 +34,6 @@ from sqlalchemy import (
 from sqla_scheduler._dialects import Backend
 from sqla_scheduler._execution import WAITING, ExecutionAction
 from sqla_scheduler._history_entry import REQUEUEABLE
-from sqla_scheduler._statements.history import as_payload
 from sqla_scheduler._statements.shapes import Shapes
 from sqla_scheduler.models import history_table
 
@@ -89,16 +88,15 @@ class Bulk(Shapes):
         rows = select(
             h.c.task_name,
             h.c.task_instance,
-            as_payload(backend, h.c.task_data),
+            backend.text_json(h.c.task_data),
             self.time("now"),
             h.c.priority,
             h.c.payload_version,
         ).where(h.c.id.in_(bindparam("ids", expanding=True)), h.c.outcome.in_(REQUEUEABLE))
         into = ["task_name", "task_instance", "task_data", "execution_time", "priority"]
-        self.requeue: Any = (
-            backend.insert_ignoring(table)
-            .from_select([*into, "payload_version"], rows)
-            .returning(*((c.task_name,) if backend.inserts_return else ()))
+        self.requeue: Any = backend.returning_inserted(
+            backend.insert_ignoring(table).from_select([*into, "payload_version"], rows),
+            c.task_name,
         )
 
     def keys(

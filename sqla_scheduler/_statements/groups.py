@@ -14,7 +14,6 @@ from sqlalchemy import (
     Select,
     Table,
     Update,
-    any_,
     bindparam,
     case,
     delete,
@@ -23,7 +22,6 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
 
 from sqla_scheduler._dialects import Backend
 from sqla_scheduler._statements.shapes import Shapes
@@ -60,9 +58,7 @@ class Groups(Shapes):
         #: ``count_down`` returning the group as it is after (where UPDATE returns rows:
         #: one round trip where two would be, on the path from a member's finish to its
         #: callback's start); ``None``: run ``count_down`` then ``get``.
-        self.counted_down: Update | None = (
-            self.count_down.returning(*g.c) if backend.updates_return else None
-        )
+        self.counted_down: Update | None = backend.returning_updated(self.count_down, *g.c)
         #: The group ``group_id`` as it is now.
         self.get: Select[Any] = select(g).where(at_group)
         #: The same, locked until the caller's transaction ends.
@@ -155,12 +151,8 @@ class Groups(Shapes):
         )
 
     def _one_of_groups(self, column: ColumnElement[int]) -> ColumnElement[bool]:
-        """``column`` is one of the ids bound as ``group_ids``: ``= ANY(array)`` on
-        PostgreSQL (one statement text whatever their number), an expanding ``IN``
-        elsewhere."""
-        if self.backend.binds_arrays:
-            return column == any_(bindparam("group_ids", type_=ARRAY(BigInteger())))
-        return column.in_(bindparam("group_ids", expanding=True))
+        """``column`` is one of the ids bound as ``group_ids`` (``Backend.one_of``)."""
+        return self.backend.one_of(column, "group_ids", BigInteger())
 
     def listing(self, *, task_name: str | None) -> Select[Any]:
         """The groups (of callbacks of ``task_name``, when given), newest first: by

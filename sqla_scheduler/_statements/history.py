@@ -23,9 +23,7 @@ from sqlalchemy import (
     null,
     select,
     true,
-    type_coerce,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 
 from sqla_scheduler._dialects import Backend
 from sqla_scheduler._history_entry import HISTORY_SORTS, REQUEUEABLE
@@ -33,7 +31,7 @@ from sqla_scheduler._statements.finding import NOTHING, Finding, order_by, where
 from sqla_scheduler._statements.shapes import Shapes, count_where
 from sqla_scheduler.models import history_table
 
-__all__ = ["History", "as_payload"]
+__all__ = ["History"]
 
 
 class History(Shapes):
@@ -66,31 +64,17 @@ class History(Shapes):
         into = [*moved, "task_data", *entry]
         held = (self.at_key, c.version == bindparam("seen_version"))
         #: Move the held execution at the bound key and ``seen_version`` into history,
-        #: with the bound ``outcome``, times, ``attempt`` and ``error``. In one statement
-        #: it returns the entry's id (a row count of an INSERT fed by a data-modifying CTE
-        #: is not reliable across drivers); as a copy then ``remove_moved``, its row count
-        #: says whether it copied (MySQL has no RETURNING).
+        #: with the bound ``outcome``, times, ``attempt`` and ``error`` (``Backend.move``:
+        #: in one statement it returns the entry's id; as a copy then ``remove_moved``, its
+        #: row count says whether it copied).
         self.move: Any
-        #: SQLite: delete the row ``move`` copied (PostgreSQL's ``move`` deletes it too).
+        #: SQLite, MariaDB: delete the row ``move`` copied (PostgreSQL's ``move`` deletes it
+        #: too).
         self.remove_moved: Delete | None
-        if backend.deletes_into_insert:
-            # One statement: the row is deleted and its entry written from what was deleted.
-            gone = (
-                delete(table)
-                .where(*held)
-                .returning(*(c[name] for name in moved), cast(c.task_data, Text).label("data"))
-                .cte("gone")
-            )
-            rows = select(*(gone.c[name] for name in moved), gone.c.data, *entry.values())
-            self.move = insert(h).from_select(into, rows).returning(h.c.id)
-            self.remove_moved = None
-        else:
-            # Two statements in one transaction: the row copied is locked (MariaDB; SQLite's
-            # writer holds the whole database) until it is deleted.
-            rows = select(*(c[name] for name in moved), self._as_text(c.task_data), *entry.values())
-            locked = rows.where(*held).with_for_update()
-            self.move = insert(h).from_select(into, locked)
-            self.remove_moved = delete(table).where(*held)
+        taken = [*(c[name] for name in moved), backend.json_text(c.task_data).label("data")]
+        self.move, self.remove_moved = backend.move(
+            table, h, into, held, taken, list(entry.values())
+        )
 
         #: Take the row at the bound key out of the table into history as ``undecodable``
         #: when the scheduler cannot load it (see ``Shapes.readable``): what can be read
@@ -108,16 +92,15 @@ class History(Shapes):
         entry_row = select(
             h.c.task_name,
             h.c.task_instance,
-            self._as_payload(h.c.task_data),
+            backend.text_json(h.c.task_data),
             bindparam("now", type_=c.execution_time.type),
             h.c.priority,
             h.c.payload_version,
         ).where(h.c.id == bindparam("history_id"), h.c.outcome.in_(REQUEUEABLE))
         into_table = ["task_name", "task_instance", "task_data", "execution_time", "priority"]
-        self.requeue: Any = (
-            backend.insert_ignoring(table)
-            .from_select([*into_table, "payload_version"], entry_row)
-            .returning(*((c.task_name,) if backend.inserts_return else ()))
+        self.requeue: Any = backend.returning_inserted(
+            backend.insert_ignoring(table).from_select([*into_table, "payload_version"], entry_row),
+            c.task_name,
         )
 
         #: Delete up to ``limit`` entries that finished before ``threshold``, oldest first.
@@ -174,27 +157,14 @@ class History(Shapes):
             "picked_by": readable("picked_by", c.picked_by),
             "attempt": literal(1),
             "error": bindparam("error", type_=Text) + raw,
-            "task_data": readable("task_data", self._as_text(c.task_data)),
+            "task_data": readable("task_data", backend.json_text(c.task_data)),
             "priority": readable("priority", c.priority, 0),
             "payload_version": readable("payload_version", c.payload_version, 1),
         }
-        if backend.deletes_into_insert:
-            gone = (
-                delete(table)
-                .where(*bad)
-                .returning(*(value.label(name) for name, value in values.items()))
-                .cte("gone")
-            )
-            rows = select(*(gone.c[name] for name in values))
-            self.quarantine = insert(h).from_select(list(values), rows).returning(h.c.id)
-            self.remove_quarantined = None
-        else:
-            rows = select(*values.values()).where(*bad).with_for_update()  # as in ``move``
-            self.quarantine = insert(h).from_select(list(values), rows)
-            self.remove_quarantined = delete(table).where(*bad)
-
-    def _as_payload(self, text: ColumnElement[Any]) -> ColumnElement[Any]:
-        return as_payload(self.backend, text)
+        taken = [value.label(name) for name, value in values.items()]
+        self.quarantine, self.remove_quarantined = backend.move(
+            table, h, list(values), bad, taken, ()
+        )
 
     def listing(
         self,
@@ -282,13 +252,6 @@ class History(Shapes):
             *(null().label(col.name) if col.name in cut else col for col in page.c),
             *(func.substr(page.c[name], 1, preview).label(f"{name}_preview") for name in cut),
         ).order_by(*_history_order(page.c, finding))
-
-
-def as_payload(backend: Backend, text: ColumnElement[Any]) -> ColumnElement[Any]:
-    """An entry's JSON text as the scheduler's payload column stores it."""
-    if backend.json_storage == "jsonb":
-        return cast(text, JSONB)
-    return type_coerce(text, Text)  # SQLite keeps JSON as text
 
 
 def _history_order(c: Any, finding: Finding) -> list[Any]:

@@ -50,7 +50,7 @@ class Results(Shapes):
         #: ``[task_name, task_instance]`` alone when that would not fit in a NOTIFY
         #: (see ``read_result_notice``).
         self.record_announced: Insert | None = None
-        if backend.supports_notify:
+        if backend.notify is not None:
             whole = cast(
                 func.json_build_array(
                     r.c.task_name, r.c.task_instance, r.c.outcome, r.c.value, r.c.error,
@@ -61,7 +61,7 @@ class Results(Shapes):
             key = cast(func.json_build_array(r.c.task_name, r.c.task_instance), Text)
             notice = case((func.octet_length(whole) <= MAX_NOTICE_BYTES, whole), else_=key)
             self.record_announced = insert(r).returning(
-                func.pg_notify(literal(self.result_channel), notice)
+                backend.notify(literal(self.result_channel), notice)
             )
         at_key = (
             r.c.task_name == bindparam("key_task"),

@@ -6,9 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
     BindParameter,
-    ColumnElement,
     Delete,
     Select,
     Table,
@@ -18,8 +16,6 @@ from sqlalchemy import (
     case,
     delete,
     func,
-    literal,
-    literal_column,
     or_,
     select,
     true,
@@ -28,8 +24,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.expression import Executable
 
-from sqla_scheduler._dialects import Backend
-from sqla_scheduler._statements.marking import Marking
+from sqla_scheduler._dialects import Backend, Marking
 from sqla_scheduler._statements.shapes import Shapes
 from sqla_scheduler.models import record_table
 
@@ -51,13 +46,7 @@ class Running(Shapes):
         #: Wait for the turn of the bound ``lock_key`` (one task's), so that picks of a task
         #: with ``max_concurrency`` take turns and each counts what the others picked
         #: (``Backend.task_lock``). ``None`` on SQLite, whose writers take turns.
-        self.lock_task: Executable | None = None
-        if backend.task_lock == "advisory":
-            key = bindparam("lock_key", type_=BigInteger())
-            self.lock_task = select(func.pg_advisory_xact_lock(key))
-        elif backend.task_lock == "record_row":
-            record = record_table(table)
-            self.lock_task = select(record.c.step).with_for_update()
+        self.lock_task: Executable | None = backend.lock_task(record_table(table))
         #: How many executions of the task ``name`` are picked (running or waiting).
         self.count_picked: Select[Any] = select(func.count()).where(
             c.task_name == bindparam("name"), self.picked
@@ -73,12 +62,7 @@ class Running(Shapes):
         #: Remove a held execution (success of a one-time task, abandon, undecodable row).
         self.remove: Delete = delete(table).where(self.at_key, seen)
         #: Remove held executions ``keys`` (task, instance, version); returns those removed.
-        self.remove_many: Marking = Marking.removal(
-            table,
-            one_statement=backend.json_rows is None,
-            where=self.held_keys(),
-            json_rows=backend.json_rows,
-        )
+        self.remove_many: Marking = backend.removal(table, where=self.held_keys(), joins_keys=True)
 
         #: Hand back a held execution to run at ``new_time`` after a success, with the
         #: payload ``new_data`` written at ``new_payload_version``.
@@ -136,13 +120,11 @@ class Running(Shapes):
         ).where(is_dead)
         #: Revive the dead executions ``keys`` (task, instance, version) found by
         #: ``find_dead``, if they are still dead; returns them as revived.
-        self.revive_found: Marking = Marking.build(
+        self.revive_found: Marking = backend.change(
             table,
-            one_statement=backend.updates_return,
             where=(is_dead, *self.held_keys()),
             values=revived,
             returning=self.loaded_columns,
-            json_rows=backend.json_rows,
         )
 
         #: Rows that cannot be loaded among those a pick or revival would act on (due or
@@ -152,9 +134,8 @@ class Running(Shapes):
 
         #: Delete unpicked rows of task names not in ``names`` due before ``threshold``;
         #: returns their task names, instances and payloads.
-        self.delete_orphans: Marking = Marking.removal(
+        self.delete_orphans: Marking = backend.removal(
             table,
-            one_statement=backend.updates_return,
             where=(
                 self.unpicked,
                 c.task_name.not_in(bindparam("names", expanding=True)),
@@ -185,15 +166,14 @@ class Running(Shapes):
         """
         c = self.table.c
         now = self.time("now")
-        locator = self.backend.row_locator
-        row: Any = literal_column(locator) if locator is not None else None
+        address = self.backend.address(self.table)
         due_of = (self.unpicked, c.execution_time <= now, self.loadable)
         limit: BindParameter[int] = bindparam("limit")
         due: Select[Any]
         if self.backend.picks_by_band:
             band = self.bands()
             of_band = (
-                select(row.label("locator"), c.priority, c.execution_time)
+                select(address[0].label("locator"), c.priority, c.execution_time)
                 .where(c.task_name == band.c.name, c.priority == band.c.priority, *due_of)
                 .order_by(c.execution_time)
                 .limit(limit)
@@ -207,9 +187,8 @@ class Running(Shapes):
                 .limit(limit)
             )
         else:
-            chosen = self.table.primary_key if row is None else [row]
             due = (
-                select(*chosen)
+                select(*address)
                 .where(self.one_of(c.task_name, "names"), self.not_paused(c.task_name), *due_of)
                 .order_by(c.priority.desc(), c.execution_time)
                 .limit(limit)
@@ -222,25 +201,8 @@ class Running(Shapes):
             "started_at": None,
             "version": self.next_version(),
         }
-        if row is None:
-            return Marking.build(
-                self.table,
-                one_statement=False,
-                where=(),
-                values=picked,
-                returning=self.loaded_columns,
-                find=due,
-                json_rows=self.backend.json_rows,
-            )
-        where = [self.locator_in(row, due)]
-        if self.backend.commit_without_waiting:
-            where.append(_commit_without_waiting())
-        return Marking.build(
-            self.table,
-            one_statement=True,
-            where=where,
-            values=picked,
-            returning=self.loaded_columns,
+        return self.backend.mark_found(
+            self.table, due, values=picked, returning=self.loaded_columns
         )
 
     def _next_due(self) -> Select[Any]:
@@ -297,21 +259,16 @@ class Running(Shapes):
 
         The version is checked and not bumped: neither a heartbeat nor the start of a
         handler changes state another writer could be deciding on. On PostgreSQL the
-        transaction commits without waiting for the disk (see ``_commit_without_waiting``):
+        transaction commits without waiting for the disk (``Backend.commit_without_waiting``):
         a stamp lost to a server crash only makes the row look a beat older, and the
         start record of an execution that failed before is on the way to its handler.
         """
         c = self.table.c
-        where = [self.picked, *self.held_keys()]
-        if self.backend.commit_without_waiting:
-            where.append(_commit_without_waiting())
-        return Marking.build(
+        return self.backend.change(
             self.table,
-            one_statement=self.backend.updates_return,
-            where=where,
+            where=(self.picked, *self.held_keys(), *self.backend.commit_without_waiting()),
             values={column: self.time("now")},
             returning=(c.task_name, c.task_instance),
-            json_rows=self.backend.json_rows,
         )
 
     def _hand_back(self, **values: Any) -> Update:
@@ -329,21 +286,6 @@ class Running(Shapes):
                 **values,
             )
         )
-
-
-def _commit_without_waiting() -> ColumnElement[bool]:
-    """A condition that is always true and makes the statement's own transaction
-    commit without waiting for its WAL to reach disk (``synchronous_commit`` off, for
-    that transaction only: evaluated once, before any row).
-
-    For the pick (and the stamps, ``_stamp``): a pick lost to a server crash leaves
-    its executions unpicked, to be picked again, which is what reviving them after
-    the crash would do; the next commit that waits (the outcome's) makes the pick
-    durable with it. The wait is a flush of the log, most of a millisecond on a small
-    machine's disk, between a NOTIFY and the start of the work.
-    """
-    setting = func.set_config(literal("synchronous_commit"), literal("off"), true())
-    return select(setting).scalar_subquery() == literal("off")
 
 
 def _find_unreadable(shapes: Shapes) -> Executable:

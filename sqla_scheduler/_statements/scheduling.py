@@ -23,12 +23,10 @@ from sqlalchemy import (
     literal,
     select,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql.expression import Executable
 
-from sqla_scheduler._dialects import Backend
+from sqla_scheduler._dialects import Backend, Marking
 from sqla_scheduler._execution import WAITING
-from sqla_scheduler._statements.marking import Marking
 from sqla_scheduler._statements.shapes import Shapes
 from sqla_scheduler._types import PayloadJSON
 
@@ -55,12 +53,14 @@ class Scheduling(Shapes):
         super().__init__(table, backend)
         c = table.c
 
-        inserted = (c.task_name, c.execution_time) if backend.inserts_return else ()
+        inserted = (c.task_name, c.execution_time)
         #: Insert executions, skipping (task_name, task_instance) pairs that exist; returns
         #: the task name and execution time of each row actually inserted where
         #: ``Backend.inserts_return`` (else its row count counts them). Run with a list of
         #: parameter sets and SQLAlchemy sends them as multi-row statements.
-        self.insert: Executable = backend.insert_ignoring(table).returning(*inserted)
+        self.insert: Executable = backend.returning_inserted(
+            backend.insert_ignoring(table), *inserted
+        )
         #: Many executions in one statement (PostgreSQL; see ``_insert_many``).
         self.insert_many: Executable | None = (
             self._insert_many() if backend.rows_from_json else None
@@ -73,29 +73,27 @@ class Scheduling(Shapes):
         self.insert_rows: Executable | None = None
         if backend.json_rows is not None:
             new = backend.json_rows("rows", [c[name] for name in JSON_ROW])
-            self.insert_rows = (
-                backend.insert_ignoring(table)
-                .from_select(list(JSON_ROW), select(*(new.c[name] for name in JSON_ROW)))
-                .returning(*inserted)
+            self.insert_rows = backend.returning_inserted(
+                backend.insert_ignoring(table).from_select(
+                    list(JSON_ROW), select(*(new.c[name] for name in JSON_ROW))
+                ),
+                *inserted,
             )
 
         #: One execution inserted and its NOTIFY sent (see ``Shapes.notice``), in one
         #: statement (PostgreSQL; saves a round trip on the hot path of
         #: ``Scheduler.schedule``); returns the NOTIFY and the time of each row inserted.
         self.insert_one: Executable | None = None
-        if backend.supports_notify:
-            inserted = self.insert_row().returning(c.task_name, c.execution_time).cte("inserted")
-            notice = self.notice(inserted.c.task_name, inserted.c.execution_time)
-            notify = func.pg_notify(bindparam("channel"), notice)
-            # a row per inserted execution: its NOTIFY and its time
-            self.insert_one = select(notify, inserted.c.execution_time)
-
         #: Wake schedulers listening on this table's channel (PostgreSQL only).
-        self.notify: Executable | None = (
-            select(func.pg_notify(bindparam("channel"), bindparam("payload")))
-            if backend.supports_notify
-            else None
-        )
+        self.notify: Executable | None = None
+        if backend.notify is not None:
+            one = self.insert_row().returning(c.task_name, c.execution_time).cte("inserted")
+            notice = self.notice(one.c.task_name, one.c.execution_time)
+            # a row per inserted execution: its NOTIFY and its time
+            self.insert_one = select(
+                backend.notify(bindparam("channel"), notice), one.c.execution_time
+            )
+            self.notify = select(backend.notify(bindparam("channel"), bindparam("payload")))
 
         #: One execution by its key, if it can be loaded.
         self.get: Select[Any] = select(*self.loaded_columns).where(self.at_key, self.loadable)
@@ -162,11 +160,11 @@ class Scheduling(Shapes):
             .table_valued(
                 column("task_name", String()),
                 column("task_instance", String()),
-                column("task_data", JSONB()),
+                column("task_data", PayloadJSON()),
                 column("execution_time", DateTime(timezone=True)),
                 column("priority", SmallInteger()),
                 column("schedule", Text()),
-                column("trace_context", JSONB()),
+                column("trace_context", PayloadJSON()),
                 column("payload_version", SmallInteger()),
                 name="new",
             )
@@ -184,7 +182,8 @@ class Scheduling(Shapes):
             .subquery("per_task")
         )
         notice = self.notice(per_task.c.task_name, per_task.c.at)
-        notified = func.count(func.pg_notify(bindparam("channel"), notice))
+        assert self.backend.notify is not None  # PostgreSQL's
+        notified = func.count(self.backend.notify(bindparam("channel"), notice))
         return select(
             select(func.count()).select_from(inserted).scalar_subquery(),
             select(notified).scalar_subquery(),
@@ -215,11 +214,9 @@ class Scheduling(Shapes):
             values["schedule"] = bindparam("new_schedule", type_=c.schedule.type)
         # a group's callback waits for its members: it is not moved ahead of them
         not_waiting = c.execution_time < literal(WAITING, c.execution_time.type)
-        return Marking.build(
+        return self.backend.change(
             self.table,
-            one_statement=self.backend.updates_return,
             where=(*self._unpicked_at_key(shown=shown), not_waiting),
             values=values,
             returning=(c.execution_time,),
-            json_rows=self.backend.json_rows,
         )

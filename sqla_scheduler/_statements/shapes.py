@@ -6,16 +6,13 @@ from typing import Any
 
 from sqlalchemy import (
     CTE,
-    BigInteger,
     BindParameter,
     ColumnElement,
     Integer,
-    Select,
     String,
     Table,
     Text,
     and_,
-    any_,
     bindparam,
     case,
     cast,
@@ -26,10 +23,7 @@ from sqlalchemy import (
     literal_column,
     select,
     true,
-    tuple_,
-    type_coerce,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
 
 from sqla_scheduler._dialects import Backend, notify_channel
 from sqla_scheduler._statements.readable import readable_columns
@@ -87,13 +81,9 @@ class Shapes:
         #: their text, parsed row by row (``_types.load_json``), so that JSON the
         #: database accepts and Python cannot load affects its own row alone.
         self.loaded_columns: list[ColumnElement[Any]] = [
-            self._as_text(col).label(col.name) if col.name in _JSON_COLUMNS else col for col in c
+            backend.json_text(col).label(col.name) if col.name in _JSON_COLUMNS else col
+            for col in c
         ]
-
-    def _as_text(self, column: ColumnElement[Any]) -> ColumnElement[Any]:
-        if self.backend.json_storage == "jsonb":
-            return cast(column, Text)
-        return type_coerce(column, Text)  # SQLite keeps JSON as text already
 
     def notice(self, task_name: ColumnElement[str], at: ColumnElement[Any]) -> ColumnElement[Any]:
         """The NOTIFY payload for an execution of ``task_name`` at ``at``: the bare name
@@ -118,14 +108,8 @@ class Shapes:
         return bindparam(name, type_=self.table.c.execution_time.type)
 
     def one_of(self, column: ColumnElement[str], name: str) -> ColumnElement[bool]:
-        """``column`` is one of the list bound as ``name``.
-
-        PostgreSQL gets ``= ANY(array)``, one statement text whatever the list's length
-        (so it can be prepared); elsewhere an expanding ``IN``.
-        """
-        if self.backend.binds_arrays:
-            return column == any_(bindparam(name, type_=ARRAY(String())))
-        return column.in_(bindparam(name, expanding=True))
+        """``column`` is one of the list of names bound as ``name`` (``Backend.one_of``)."""
+        return self.backend.one_of(column, name, String())
 
     def not_paused(self, task_name: ColumnElement[str]) -> ColumnElement[bool]:
         """``task_name`` is not in the paused tasks' table (one probe of its key)."""
@@ -143,7 +127,7 @@ class Shapes:
         priorities, which a range by time alone cannot skip.
         """
         c = self.table.c
-        names = func.unnest(bindparam("names", type_=ARRAY(String()))).table_valued("name")
+        names = func.unnest(self.backend.list_param("names", String())).table_valued("name")
         names = names.render_derived(name="each_name")
         highest = select(func.max(c.priority)).where(c.task_name == names.c.name, self.unpicked)
         band = (
@@ -159,42 +143,9 @@ class Shapes:
         )
 
     def held_keys(self) -> tuple[ColumnElement[bool], ...]:
-        """Rows whose (task, instance, version) is among the bound keys: the parallel lists
-        ``names``, ``instances`` and ``versions`` on PostgreSQL, one JSON array ``keys`` on
-        MariaDB (``Backend.json_rows``), one list of tuples ``keys`` on SQLite (``_store``
-        binds them each way)."""
-        c = self.table.c
-        if self.backend.json_rows is not None:
-            held = self.backend.json_rows("keys", held_columns(c))
-            return tuple(column == held.c[column.name] for column in held_columns(c))
-        if self.backend.binds_arrays:
-            keys = (
-                func.unnest(
-                    bindparam("names", type_=ARRAY(String())),
-                    bindparam("instances", type_=ARRAY(String())),
-                    bindparam("versions", type_=ARRAY(BigInteger())),
-                )
-                .table_valued("name", "instance", "version", name="held")
-                .render_derived()
-            )
-            return (
-                c.task_name == keys.c.name,
-                c.task_instance == keys.c.instance,
-                c.version == keys.c.version,
-            )
-        return (
-            tuple_(c.task_name, c.task_instance, c.version).in_(bindparam("keys", expanding=True)),
-        )
-
-    def locator_in(self, row: ColumnElement[Any], rows: Select[Any]) -> ColumnElement[bool]:
-        """``row`` is among the row locators that ``rows`` selects.
-
-        PostgreSQL gets ``ctid = ANY(ARRAY(subquery))``: the subquery runs once and each
-        address is a TID scan; ``IN (subquery)`` may become a join.
-        """
-        if self.backend.binds_arrays:
-            return row == any_(func.array(rows.scalar_subquery()))
-        return row.in_(rows.scalar_subquery())
+        """Rows whose (task, instance, version) is among the bound keys, bound as the
+        backend binds them (``Backend.held_keys``; ``_store`` binds them each way)."""
+        return self.backend.held_keys(held_columns(self.table.c))
 
     def insert_row(self, *, ignoring: bool = True) -> Any:
         """An INSERT of one execution, its values bound by column name; ``ignoring``, one

@@ -13,9 +13,8 @@ import pytest
 from sqlalchemy.dialects import mysql
 from sqlalchemy.sql.expression import ClauseElement
 
-from sqla_scheduler._dialects import backend_for
+from sqla_scheduler._dialects import Marking, backend_for
 from sqla_scheduler._statements import statements_for
-from sqla_scheduler._statements.marking import Marking
 from sqla_scheduler.models import table_for
 
 

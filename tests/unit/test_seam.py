@@ -58,3 +58,25 @@ def test_nothing_outside_the_seam_names_a_database() -> None:
             if isinstance(node, ast.Constant) and node.value in _NAMES:
                 names.append(f"{path.relative_to(_PACKAGE)}:{node.lineno}: {node.value!r}")
     assert names == []
+
+
+def test_only_the_seam_imports_a_database_s_types_and_only_the_notifier_its_driver() -> None:
+    """A dialect's types (``sqlalchemy.dialects``) are imported in ``sqla_scheduler._dialects``
+    alone, and the LISTEN connection's driver (psycopg) in ``_notifier`` alone."""
+    imports = []
+    for path in sorted(_PACKAGE.rglob("*.py")):
+        where = path.relative_to(_PACKAGE)
+        if "_dialects" in where.parts[:1]:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                modules = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            else:
+                continue
+            for module in modules:
+                driver = module.split(".")[0] == "psycopg" and where != Path("_notifier.py")
+                if module.startswith("sqlalchemy.dialects") or driver:
+                    imports.append(f"{where}:{node.lineno}: {module}")
+    assert imports == []
