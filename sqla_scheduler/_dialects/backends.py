@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Literal, TypeVar
 
@@ -34,6 +34,7 @@ from sqlalchemy.sql.expression import Executable
 from sqlalchemy.types import TypeEngine
 
 from sqla_scheduler._dialects import operations as op
+from sqla_scheduler._dialects import readable
 from sqla_scheduler._dialects.marking import Marking
 from sqla_scheduler._dialects.operations import Move, Overwrite
 from sqla_scheduler._dialects.urls import sync_url, unsupported
@@ -215,6 +216,11 @@ class Backend:
     #: transaction commit without waiting for the disk (``synchronous_commit`` off for
     #: that transaction); none where the database cannot.
     commit_without_waiting: Callable[[], tuple[ColumnElement[bool], ...]]
+    #: ``readable(table, earliest, latest)``: for each column of ``table`` that can hold a
+    #: value no scheduler can load, the condition that it does not (timestamps between
+    #: ``earliest`` and ``latest``), so that such a row is left out of picks, revivals and
+    #: listings instead of failing them (``readable``).
+    readable: Callable[[Table, datetime, datetime], dict[str, ColumnElement[bool]]]
     #: ``notify(channel, payload)``: the NOTIFY of ``payload`` on ``channel`` as a value
     #: a statement can select (``pg_notify``); ``None`` without NOTIFY.
     notify: Callable[[ColumnElement[Any], ColumnElement[Any]], ColumnElement[Any]] | None
@@ -437,6 +443,7 @@ POSTGRESQL = Backend(
     lock_task=op.lock_advisory,
     move=op.delete_into_insert,
     commit_without_waiting=op.synchronous_commit_off,
+    readable=readable.typed_zoned,
     notify=op.pg_notify,
 )
 SQLITE = Backend(
@@ -481,6 +488,7 @@ SQLITE = Backend(
     lock_task=op.lock_none,
     move=op.copy_then_delete,
     commit_without_waiting=op.no_condition,
+    readable=readable.dynamic,
     notify=None,
 )
 MARIADB = Backend(
@@ -525,6 +533,7 @@ MARIADB = Backend(
     lock_task=op.lock_record_row,
     move=op.copy_then_delete,
     commit_without_waiting=op.no_condition,
+    readable=readable.typed_naive,
     notify=None,
 )
 #: By SQLAlchemy's dialect name: ``mysql://`` URLs reach MariaDB through the MySQL dialect,

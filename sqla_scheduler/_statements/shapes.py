@@ -25,8 +25,8 @@ from sqlalchemy import (
     true,
 )
 
+from sqla_scheduler._checks import EARLIEST, LATEST
 from sqla_scheduler._dialects import Backend, notify_channel
-from sqla_scheduler._statements.readable import readable_columns
 from sqla_scheduler.models import BIGINT_MAX, INT_MAX, paused_table
 
 __all__ = ["Shapes", "count_where"]
@@ -72,8 +72,8 @@ class Shapes:
             c.task_instance == bindparam("key_instance"),
         )
         #: For each column that can hold a value no scheduler can load, the condition
-        #: that this row's does not (see ``readable``).
-        self.readable: dict[str, ColumnElement[bool]] = readable_columns(table, backend)
+        #: that this row's does not (``Backend.readable``).
+        self.readable: dict[str, ColumnElement[bool]] = backend.readable(table, EARLIEST, LATEST)
         #: The row can be loaded: every statement that loads rows to act on or show them
         #: leaves the others out, so that one bad row affects itself alone.
         self.loadable: ColumnElement[bool] = and_(*self.readable.values())

@@ -7,6 +7,9 @@ PostgreSQL only timestamps can be out of Python's range (``timestamptz`` reaches
 and 294276 AD; psycopg reads years 1-9999, in the session's time zone); MariaDB's reach
 years 1000-9999, checked all the same. On SQLite a column holds any value of any type, so
 every column is checked for what the scheduler writes there.
+
+A ``Backend`` names one of ``typed_zoned`` (PostgreSQL), ``typed_naive`` (MariaDB) and
+``dynamic`` (SQLite) as its ``readable``.
 """
 
 from __future__ import annotations
@@ -27,10 +30,7 @@ from sqlalchemy import (
     type_coerce,
 )
 
-from sqla_scheduler._checks import EARLIEST, LATEST
-from sqla_scheduler._dialects import Backend
-
-__all__ = ["readable_columns"]
+__all__ = ["dynamic", "typed_naive", "typed_zoned"]
 
 _TIMESTAMPS = ("execution_time", "last_heartbeat", "last_success", "last_failure", "started_at")
 _INTEGERS = ("consecutive_failures", "version", "priority", "payload_version")
@@ -40,37 +40,45 @@ _JSON = ("task_data", "trace_context")
 _FRACTION = "." + "[0-9]" * 6
 
 
-def readable_columns(table: Table, backend: Backend) -> dict[str, ColumnElement[bool]]:
-    """For each column that can hold an unreadable value: the condition that it does not."""
-    if backend.typed_columns:
-        return _typed(table, backend)
-    return _sqlite(table)
+def typed_zoned(
+    table: Table, earliest: datetime, latest: datetime
+) -> dict[str, ColumnElement[bool]]:
+    """PostgreSQL: timestamps with a zone between ``earliest`` and ``latest``, and a
+    trace context a ``jsonb`` object."""
+    is_object = func.jsonb_typeof(table.c.trace_context) == _const("object")
+    return _typed(table, earliest, latest, "+00", is_object)
 
 
-def _typed(table: Table, backend: Backend) -> dict[str, ColumnElement[bool]]:
-    """PostgreSQL and MariaDB: timestamps in range (compared with text the server reads
-    as a timestamp, with a zone where they have one), and a trace context an object."""
+def typed_naive(
+    table: Table, earliest: datetime, latest: datetime
+) -> dict[str, ColumnElement[bool]]:
+    """MariaDB: naive UTC timestamps between ``earliest`` and ``latest``, and a trace
+    context whose JSON text (checked valid on the way in) is an object."""
+    is_object = func.json_type(type_coerce(table.c.trace_context, Text)) == _const("OBJECT")
+    return _typed(table, earliest, latest, "", is_object)
+
+
+def _typed(
+    table: Table, earliest: datetime, latest: datetime, zone: str, is_object: ColumnElement[bool]
+) -> dict[str, ColumnElement[bool]]:
+    """Timestamps in range (compared with text the server reads as a timestamp, with the
+    ``zone`` where it has one), and a trace context an object (``is_object``)."""
     c = table.c
-    zone = "" if backend.naive_timestamps else "+00"
     checks: dict[str, ColumnElement[bool]] = {}
     for name in _TIMESTAMPS:
         column = c[name]
         within = and_(
-            type_coerce(column, Text) >= _const(f"{_text(EARLIEST)}{zone}"),
-            type_coerce(column, Text) <= _const(f"{_text(LATEST)}{zone}"),
+            type_coerce(column, Text) >= _const(f"{_text(earliest)}{zone}"),
+            type_coerce(column, Text) <= _const(f"{_text(latest)}{zone}"),
         )
         checks[name] = within if not column.nullable else or_(column.is_(None), within)
     context = type_coerce(c.trace_context, Text)
-    if backend.json_storage == "jsonb":
-        is_object = func.jsonb_typeof(c.trace_context) == _const("object")
-    else:  # MariaDB's JSON is text, checked valid JSON on the way in
-        is_object = func.json_type(context) == _const("OBJECT")
     checks["trace_context"] = or_(context.is_(None), is_object)
     return checks
 
 
-def _sqlite(table: Table) -> dict[str, ColumnElement[bool]]:
-    """SQLite stores what it is given; each column is checked for its own kind of value.
+def dynamic(table: Table, earliest: datetime, latest: datetime) -> dict[str, ColumnElement[bool]]:
+    """SQLite: it stores what it is given; each column is checked for its own kind of value.
 
     Timestamps are text as SQLAlchemy writes them (``YYYY-MM-DD HH:MM:SS.ffffff``), in
     range, and a real date: normalizing its first 19 characters (the ``+0 days``
@@ -99,8 +107,8 @@ def _sqlite(table: Table) -> dict[str, ColumnElement[bool]]:
                     func.length(raw) == _const(19),
                     func.substr(raw, _const(20)).op("GLOB")(_const(_FRACTION)),
                 ),
-                raw >= _const(_text(EARLIEST)),
-                raw <= _const(_text(LATEST)),
+                raw >= _const(_text(earliest)),
+                raw <= _const(_text(latest)),
             ),
         )
     for name in _INTEGERS:
