@@ -43,6 +43,8 @@ from sqla_scheduler._dialects.notices import (
     read_pause_notice,
     read_result_notice,
     result_channel,
+    sql_notice_of_later,
+    sql_notice_of_result,
 )
 from sqla_scheduler._dialects.urls import (
     UnsupportedDatabaseError,
@@ -73,6 +75,8 @@ __all__ = [
     "read_result_notice",
     "replica_lag",
     "result_channel",
+    "sql_notice_of_later",
+    "sql_notice_of_result",
     "sync_url",
     "tool_engine",
 ]

@@ -36,7 +36,7 @@ from sqlalchemy.types import TypeEngine
 from sqla_scheduler._dialects import operations as op
 from sqla_scheduler._dialects import readable
 from sqla_scheduler._dialects.marking import Marking
-from sqla_scheduler._dialects.operations import Move, Overwrite
+from sqla_scheduler._dialects.operations import Move, Notify, Overwrite, RowsFromJSON
 from sqla_scheduler._dialects.urls import sync_url, unsupported
 
 __all__ = [
@@ -99,9 +99,11 @@ class Backend:
     #: optimizer spends time quadratic in the length of an IN list of tuples: 100 ms for
     #: 500 keys, where the join takes 2 ms.
     json_rows: Callable[[str, Sequence[Column[Any]]], Any] | None
-    #: A JSON parameter can become rows in a statement (``jsonb_to_recordset``): a batch of
-    #: executions is inserted by one statement.
-    rows_from_json: bool
+    #: ``rows_from_json(rows, columns, name)``: the JSON array of objects bound as ``rows``
+    #: as a table ``name`` with ``columns`` (``jsonb_to_recordset``), so that a batch of
+    #: executions is inserted by one statement; ``None`` where a JSON parameter cannot
+    #: become rows that way.
+    rows_from_json: RowsFromJSON | None
     #: Picks and the next due time walk the due index one task and priority at a time
     #: (a recursive CTE of the bands, then LATERAL), rather than one range by time.
     picks_by_band: bool
@@ -223,7 +225,7 @@ class Backend:
     readable: Callable[[Table, datetime, datetime], dict[str, ColumnElement[bool]]]
     #: ``notify(channel, payload)``: the NOTIFY of ``payload`` on ``channel`` as a value
     #: a statement can select (``pg_notify``); ``None`` without NOTIFY.
-    notify: Callable[[ColumnElement[Any], ColumnElement[Any]], ColumnElement[Any]] | None
+    notify: Notify | None
 
     def unit_of_work(self, fn: Callable[[Connection], T]) -> Callable[[Connection], T]:
         """``fn`` as one of the scheduler's own units of work, opened by ``begin``.
@@ -409,7 +411,7 @@ POSTGRESQL = Backend(
     typed_columns=True,
     binds_arrays=True,
     json_rows=None,
-    rows_from_json=True,
+    rows_from_json=op.jsonb_to_recordset,
     picks_by_band=True,
     task_lock="advisory",
     deletes_into_insert=True,
@@ -458,7 +460,7 @@ SQLITE = Backend(
     typed_columns=False,
     binds_arrays=False,
     json_rows=None,
-    rows_from_json=False,
+    rows_from_json=None,
     picks_by_band=False,
     task_lock="one_writer",
     deletes_into_insert=False,
@@ -503,7 +505,7 @@ MARIADB = Backend(
     typed_columns=True,
     binds_arrays=False,
     json_rows=op.json_table,
-    rows_from_json=False,
+    rows_from_json=None,
     picks_by_band=False,
     task_lock="record_row",
     deletes_into_insert=False,

@@ -1,13 +1,15 @@
-"""The LISTEN/NOTIFY channel that wakes a table's schedulers, and the payloads sent on it."""
+"""The LISTEN/NOTIFY channel that wakes a table's schedulers, and the payloads sent on it
+(written in Python, or in SQL by a statement that sends them: ``sql_notice_of_later``,
+``sql_notice_of_result``, in PostgreSQL's JSON functions, the one database with NOTIFY)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from datetime import datetime, timezone
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from sqlalchemy import Table
+from sqlalchemy import ColumnElement, Table, Text, case, cast, func
 
 __all__ = [
     "MAX_NOTICE_BYTES",
@@ -21,6 +23,8 @@ __all__ = [
     "read_pause_notice",
     "read_result_notice",
     "result_channel",
+    "sql_notice_of_later",
+    "sql_notice_of_result",
 ]
 
 #: The longest NOTIFY payload PostgreSQL takes is 7999 bytes; a result's announcement
@@ -94,10 +98,35 @@ def notice_of_later(task_name: str, at: datetime) -> str:
     """The NOTIFY payload for an execution of ``task_name`` due later, at ``at``.
 
     A NOTIFY for work due now carries the bare task name; one for later work carries this
-    JSON object, so that listeners can wait for its time (``Shapes.notice`` writes the
-    same in SQL).
+    JSON object, so that listeners can wait for its time (``sql_notice_of_later`` writes
+    the same in SQL).
     """
     return json.dumps({"task": task_name, "at": at.isoformat()})
+
+
+def sql_notice_of_later(
+    task_name: ColumnElement[str], at: ColumnElement[Any], now: ColumnElement[Any]
+) -> ColumnElement[Any]:
+    """In SQL, the NOTIFY payload for an execution of ``task_name`` at ``at``: the bare
+    name when it is due by ``now``, else the JSON object of ``notice_of_later``."""
+    later = cast(func.json_build_object("task", task_name, "at", at), Text)
+    return case((at <= now, task_name), else_=later)
+
+
+def sql_notice_of_result(results: Table) -> ColumnElement[Any]:
+    """In SQL, the announcement of a row of ``results`` as it is written: the result itself
+    as a JSON array, ``[task_name, task_instance, outcome, value, error, finished_at]``,
+    or ``[task_name, task_instance]`` alone when that would not fit in a NOTIFY (see
+    ``read_result_notice``)."""
+    r = results.c
+    whole = cast(
+        func.json_build_array(
+            r.task_name, r.task_instance, r.outcome, r.value, r.error, r.finished_at
+        ),
+        Text,
+    )
+    key = cast(func.json_build_array(r.task_name, r.task_instance), Text)
+    return case((func.octet_length(whole) <= MAX_NOTICE_BYTES, whole), else_=key)
 
 
 def read_notice(payload: str) -> tuple[str, datetime | None]:

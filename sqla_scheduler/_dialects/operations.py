@@ -37,13 +37,15 @@ from sqlalchemy import (
     type_coerce,
 )
 from sqlalchemy.dialects import mysql, postgresql, sqlite
-from sqlalchemy.sql.elements import ColumnElement, Label
+from sqlalchemy.sql.elements import ColumnClause, ColumnElement, Label
 from sqlalchemy.sql.expression import Executable
 from sqlalchemy.types import TypeEngine
 
 __all__ = [
     "Move",
+    "Notify",
     "Overwrite",
+    "RowsFromJSON",
     "any_of_array",
     "any_of_subquery",
     "array_param",
@@ -57,6 +59,7 @@ __all__ = [
     "in_subquery",
     "insert_ignore",
     "json_table",
+    "jsonb_to_recordset",
     "keys_as_arrays",
     "keys_as_json",
     "keys_as_tuples",
@@ -77,6 +80,11 @@ __all__ = [
 #: The values an upsert writes over an existing row, given the columns of the row it
 #: would have inserted (``excluded``), by column name.
 Overwrite = Callable[[Any], dict[str, Any]]
+#: ``notify(channel, payload)``: the NOTIFY of ``payload`` on ``channel``, as a value.
+Notify = Callable[[ColumnElement[Any], ColumnElement[Any]], ColumnElement[Any]]
+#: ``rows_from_json(rows, columns, name)``: the JSON array of objects bound as ``rows``
+#: as a table ``name`` with ``columns``.
+RowsFromJSON = Callable[[BindParameter[Any], Sequence[ColumnClause[Any]], str], Any]
 #: A row moved into another table: the INSERT, and the DELETE to run after it in the
 #: same transaction (``None`` when the INSERT deletes the row itself).
 Move = tuple[Any, Delete | None]
@@ -221,6 +229,18 @@ def json_table(name: str, columns: Sequence[Column[Any]]) -> Any:
     rows: ColumnElement[Any] = literal_column(f"'$[*]' COLUMNS ({', '.join(specs)})")
     return func.json_table(bindparam(name, type_=Text()), rows).table_valued(
         *(column.name for column in columns), name=name
+    )
+
+
+def jsonb_to_recordset(
+    rows: BindParameter[Any], columns: Sequence[ColumnClause[Any]], name: str
+) -> Any:
+    """PostgreSQL: the JSON array of objects bound as ``rows`` as a table ``name`` with
+    ``columns``, each of its type (a key missing from an object is NULL)."""
+    return (
+        func.jsonb_to_recordset(rows)
+        .table_valued(*columns, name=name)
+        .render_derived(with_types=True)
     )
 
 

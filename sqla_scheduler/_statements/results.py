@@ -10,10 +10,7 @@ from sqlalchemy import (
     Insert,
     Select,
     Table,
-    Text,
     bindparam,
-    case,
-    cast,
     delete,
     exists,
     func,
@@ -22,7 +19,7 @@ from sqlalchemy import (
     select,
 )
 
-from sqla_scheduler._dialects import MAX_NOTICE_BYTES, Backend, result_channel
+from sqla_scheduler._dialects import Backend, result_channel, sql_notice_of_result
 from sqla_scheduler._result import RESULT_SORTS
 from sqla_scheduler._statements.finding import NOTHING, Finding, order_by, where_found
 from sqla_scheduler._statements.shapes import Shapes
@@ -44,22 +41,11 @@ class Results(Shapes):
         self.record: Insert = insert(r)
         #: ``record`` that also announces each result on the results' channel as it is
         #: written (PostgreSQL: a NOTIFY in RETURNING, so the batch of results and their
-        #: announcements is one round trip); ``None``: there is nothing to announce. The
-        #: payload is the result itself as a JSON array, ``[task_name, task_instance,
-        #: outcome, value, error, finished_at]``, so that a waiter need not read it, or
-        #: ``[task_name, task_instance]`` alone when that would not fit in a NOTIFY
-        #: (see ``read_result_notice``).
+        #: announcements is one round trip; the payload is ``sql_notice_of_result``'s);
+        #: ``None``: there is nothing to announce.
         self.record_announced: Insert | None = None
         if backend.notify is not None:
-            whole = cast(
-                func.json_build_array(
-                    r.c.task_name, r.c.task_instance, r.c.outcome, r.c.value, r.c.error,
-                    r.c.finished_at,
-                ),
-                Text,
-            )  # fmt: skip
-            key = cast(func.json_build_array(r.c.task_name, r.c.task_instance), Text)
-            notice = case((func.octet_length(whole) <= MAX_NOTICE_BYTES, whole), else_=key)
+            notice = sql_notice_of_result(r)
             self.record_announced = insert(r).returning(
                 backend.notify(literal(self.result_channel), notice)
             )

@@ -26,6 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.sql.expression import Executable
 
 from sqla_scheduler._dialects import Backend, Marking
+from sqla_scheduler._dialects.operations import Notify, RowsFromJSON
 from sqla_scheduler._execution import WAITING
 from sqla_scheduler._statements.shapes import Shapes
 from sqla_scheduler._types import PayloadJSON
@@ -62,9 +63,9 @@ class Scheduling(Shapes):
             backend.insert_ignoring(table), *inserted
         )
         #: Many executions in one statement (PostgreSQL; see ``_insert_many``).
-        self.insert_many: Executable | None = (
-            self._insert_many() if backend.rows_from_json else None
-        )
+        self.insert_many: Executable | None = None
+        if backend.rows_from_json is not None and backend.notify is not None:
+            self.insert_many = self._insert_many(backend.rows_from_json, backend.notify)
         #: Many executions in one statement, from the JSON array ``rows`` of one array per
         #: execution, its values in ``JSON_ROW`` order, the payload and the trace context
         #: as their JSON text (MariaDB, ``Backend.json_rows``); returns what ``insert``
@@ -147,7 +148,7 @@ class Scheduling(Shapes):
         is still at ``shown_version``. Returns the new time of the execution moved."""
         return self._reschedules[new_data, new_schedule, shown]
 
-    def _insert_many(self) -> Executable:
+    def _insert_many(self, rows_from_json: RowsFromJSON, notify: Notify) -> Executable:
         """Many executions in one statement with one JSON parameter ``rows`` (written as
         payloads are, see ``PayloadJSON``) that the server turns into rows: one statement
         text whatever the batch size, so it is parsed once, and far less to encode than a
@@ -155,21 +156,17 @@ class Scheduling(Shapes):
         how many were inserted, how many NOTIFYs went out (one per task name among them,
         for its earliest time: see ``Shapes.notice``) and the earliest time inserted."""
         c = self.table.c
-        new = (
-            func.jsonb_to_recordset(bindparam("rows", type_=PayloadJSON()))
-            .table_valued(
-                column("task_name", String()),
-                column("task_instance", String()),
-                column("task_data", PayloadJSON()),
-                column("execution_time", DateTime(timezone=True)),
-                column("priority", SmallInteger()),
-                column("schedule", Text()),
-                column("trace_context", PayloadJSON()),
-                column("payload_version", SmallInteger()),
-                name="new",
-            )
-            .render_derived(with_types=True)
-        )
+        columns = [
+            column("task_name", String()),
+            column("task_instance", String()),
+            column("task_data", PayloadJSON()),
+            column("execution_time", DateTime(timezone=True)),
+            column("priority", SmallInteger()),
+            column("schedule", Text()),
+            column("trace_context", PayloadJSON()),
+            column("payload_version", SmallInteger()),
+        ]
+        new = rows_from_json(bindparam("rows", type_=PayloadJSON()), columns, "new")
         inserted = (
             self.backend.insert_ignoring(self.table)
             .from_select([col.name for col in new.c], select(new))
@@ -182,8 +179,7 @@ class Scheduling(Shapes):
             .subquery("per_task")
         )
         notice = self.notice(per_task.c.task_name, per_task.c.at)
-        assert self.backend.notify is not None  # PostgreSQL's
-        notified = func.count(self.backend.notify(bindparam("channel"), notice))
+        notified = func.count(notify(bindparam("channel"), notice))
         return select(
             select(func.count()).select_from(inserted).scalar_subquery(),
             select(notified).scalar_subquery(),

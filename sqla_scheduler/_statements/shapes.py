@@ -11,11 +11,9 @@ from sqlalchemy import (
     Integer,
     String,
     Table,
-    Text,
     and_,
     bindparam,
     case,
-    cast,
     exists,
     false,
     func,
@@ -26,7 +24,7 @@ from sqlalchemy import (
 )
 
 from sqla_scheduler._checks import EARLIEST, LATEST
-from sqla_scheduler._dialects import Backend, notify_channel
+from sqla_scheduler._dialects import Backend, notify_channel, sql_notice_of_later
 from sqla_scheduler.models import BIGINT_MAX, INT_MAX, paused_table
 
 __all__ = ["Shapes", "count_where"]
@@ -86,10 +84,9 @@ class Shapes:
         ]
 
     def notice(self, task_name: ColumnElement[str], at: ColumnElement[Any]) -> ColumnElement[Any]:
-        """The NOTIFY payload for an execution of ``task_name`` at ``at``: the bare name
-        when it is due by ``now``, else the JSON object of ``_dialects.notice_of_later``."""
-        later = cast(func.json_build_object("task", task_name, "at", at), Text)
-        return case((at <= self.time("now"), task_name), else_=later)
+        """The NOTIFY payload for an execution of ``task_name`` at ``at``, due or not by
+        the bound ``now`` (``_dialects.sql_notice_of_later``)."""
+        return sql_notice_of_later(task_name, at, self.time("now"))
 
     def next_version(self) -> ColumnElement[int]:
         """The version after the row's own: one more, or 1 after the column's largest value,
