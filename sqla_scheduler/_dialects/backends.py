@@ -36,7 +36,7 @@ from sqlalchemy.types import TypeEngine
 from sqla_scheduler._dialects import operations as op
 from sqla_scheduler._dialects import readable
 from sqla_scheduler._dialects.marking import Marking
-from sqla_scheduler._dialects.operations import Move, Notify, Overwrite, RowsFromJSON
+from sqla_scheduler._dialects.operations import HeldKey, Move, Notify, Overwrite, RowsFromJSON
 from sqla_scheduler._dialects.urls import sync_url, unsupported
 
 __all__ = [
@@ -194,6 +194,9 @@ class Backend:
     #: (PostgreSQL), one JSON array of arrays ``keys`` (MariaDB, ``json_rows``), or one
     #: expanding list of tuples ``keys`` (SQLite).
     held_keys: Callable[[Sequence[Column[Any]]], tuple[ColumnElement[bool], ...]]
+    #: ``bind_held_keys(keys)``: the parameters that bind ``keys`` (task, instance,
+    #: version) as ``held_keys`` takes them.
+    bind_held_keys: Callable[[Sequence[HeldKey]], dict[str, Any]]
     #: ``lock_task(record)``: the statement that waits for a task's turn (``task_lock``),
     #: given the tables' migration record; ``None`` where writers take turns.
     lock_task: Callable[[Table], Executable | None]
@@ -442,6 +445,7 @@ POSTGRESQL = Backend(
     one_of=op.any_of_array,
     locator_in=op.any_of_subquery,
     held_keys=op.keys_as_arrays,
+    bind_held_keys=op.keys_in_arrays,
     lock_task=op.lock_advisory,
     move=op.delete_into_insert,
     commit_without_waiting=op.synchronous_commit_off,
@@ -487,6 +491,7 @@ SQLITE = Backend(
     one_of=op.in_list,
     locator_in=op.in_subquery,
     held_keys=op.keys_as_tuples,
+    bind_held_keys=op.keys_in_tuples,
     lock_task=op.lock_none,
     move=op.copy_then_delete,
     commit_without_waiting=op.no_condition,
@@ -532,6 +537,7 @@ MARIADB = Backend(
     one_of=op.in_list,
     locator_in=op.in_subquery,
     held_keys=op.keys_as_json,
+    bind_held_keys=op.keys_in_json,
     lock_task=op.lock_record_row,
     move=op.copy_then_delete,
     commit_without_waiting=op.no_condition,

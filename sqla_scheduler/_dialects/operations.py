@@ -9,6 +9,7 @@ into another table, an UPDATE or INSERT that returns what it changed, and NOTIFY
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -42,6 +43,7 @@ from sqlalchemy.sql.expression import Executable
 from sqlalchemy.types import TypeEngine
 
 __all__ = [
+    "HeldKey",
     "Move",
     "Notify",
     "Overwrite",
@@ -63,6 +65,9 @@ __all__ = [
     "keys_as_arrays",
     "keys_as_json",
     "keys_as_tuples",
+    "keys_in_arrays",
+    "keys_in_json",
+    "keys_in_tuples",
     "lock_advisory",
     "lock_none",
     "lock_record_row",
@@ -268,6 +273,29 @@ def keys_as_json(columns: Sequence[Column[Any]]) -> tuple[ColumnElement[bool], .
 def keys_as_tuples(columns: Sequence[Column[Any]]) -> tuple[ColumnElement[bool], ...]:
     """SQLite: the held keys as one expanding IN list of tuples ``keys``."""
     return (tuple_(*columns).in_(bindparam("keys", expanding=True)),)
+
+
+#: A held execution's key: its task name, instance id and the version held.
+HeldKey = tuple[str, str, int]
+
+
+def keys_in_arrays(keys: Sequence[HeldKey]) -> dict[str, Any]:
+    """PostgreSQL: ``keys`` bound as ``keys_as_arrays`` takes them, three parallel arrays."""
+    return {
+        "names": [name for name, _, _ in keys],
+        "instances": [instance for _, instance, _ in keys],
+        "versions": [version for _, _, version in keys],
+    }
+
+
+def keys_in_json(keys: Sequence[HeldKey]) -> dict[str, Any]:
+    """MariaDB: ``keys`` bound as ``keys_as_json`` takes them, one JSON array of arrays."""
+    return {"keys": json.dumps([list(key) for key in keys])}
+
+
+def keys_in_tuples(keys: Sequence[HeldKey]) -> dict[str, Any]:
+    """SQLite: ``keys`` bound as ``keys_as_tuples`` takes them, a list of tuples."""
+    return {"keys": list(keys)}
 
 
 # A task's turn.

@@ -6,8 +6,7 @@ Plain module (the fixture that makes one is in ``conftest.py``).
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -27,7 +26,6 @@ __all__ = [
     "NO_WAITING",
     "Database",
     "backend_named",
-    "bind_keys",
     "databases",
     "later",
     "row",
@@ -96,21 +94,6 @@ def row(task: str, instance: str, at: datetime = NOW, **values: Any) -> dict[str
         "payload_version": 1,
         **values,
     }
-
-
-def bind_keys(backend: Backend, keys: Sequence[tuple[str, str, int]]) -> dict[str, Any]:
-    """(task, instance, version) keys bound as ``Shapes.held_keys`` takes them: three
-    parallel arrays (``binds_arrays``), one JSON array of arrays (``json_rows``), or a
-    list of tuples for an expanding IN."""
-    if backend.binds_arrays:
-        return {
-            "names": [name for name, _, _ in keys],
-            "instances": [instance for _, instance, _ in keys],
-            "versions": [version for _, _, version in keys],
-        }
-    if backend.json_rows is not None:
-        return {"keys": json.dumps([list(key) for key in keys])}
-    return {"keys": list(keys)}
 
 
 @dataclass

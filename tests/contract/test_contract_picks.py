@@ -15,7 +15,7 @@ from sqlalchemy import Connection, insert
 from sqlalchemy.exc import DBAPIError
 
 from sqla_scheduler.models import paused_table
-from tests.contract._database import CUT_SHORT, NOW, Database, bind_keys, databases, later, row
+from tests.contract._database import CUT_SHORT, NOW, Database, databases, later, row
 
 
 def _pick(
@@ -227,7 +227,7 @@ def _held(db: Database) -> list[tuple[str, str, int]]:
 
 def _stamp(db: Database, stamp: str, keys: Sequence[tuple[str, str, int]]) -> set[Any]:
     statement = getattr(db.statements.running, stamp)
-    rows = db.run(lambda conn: statement.run(conn, {**bind_keys(db.backend, keys), "now": NOW}))
+    rows = db.run(lambda conn: statement.run(conn, {**db.backend.bind_held_keys(keys), "now": NOW}))
     return {(r.task_name, r.task_instance) for r in rows}
 
 
@@ -263,7 +263,7 @@ def test_removing_held_rows_deletes_those_at_their_versions(database: Database) 
     keys = _held(db)
     given = [keys[0], ("a", "X", 4), keys[2]]
     removed = db.run(
-        lambda conn: db.statements.running.remove_many.run(conn, bind_keys(db.backend, given))
+        lambda conn: db.statements.running.remove_many.run(conn, db.backend.bind_held_keys(given))
     )
     assert {tuple(r)[:2] for r in removed} == {("a", "x"), ("b", "é🎉")}
     assert set(db.rows()) == {("a", "X")}
@@ -310,7 +310,7 @@ def _revive(db: Database, conn: Connection, threshold: Any) -> list[dict[str, An
         return [dict(r) for r in conn.execute(running.revive, params).mappings()]
     found = {(r[0], r[1]): r for r in conn.execute(running.find_dead, params)}
     keys = [(t, i, r.version) for (t, i), r in found.items()]
-    revived = running.revive_found.run(conn, {**params, **bind_keys(db.backend, keys)})
+    revived = running.revive_found.run(conn, {**params, **db.backend.bind_held_keys(keys)})
     return [
         {**r._mapping, "picked_by": found[r.task_name, r.task_instance].picked_by}
         | {"started_at": found[r.task_name, r.task_instance].started_at}
