@@ -46,6 +46,7 @@ from sqla_scheduler._dialects.notices import (
     sql_notice_of_later,
     sql_notice_of_result,
 )
+from sqla_scheduler._dialects.operations import Move
 from sqla_scheduler._dialects.urls import (
     UnsupportedDatabaseError,
     borrowed_engine,
@@ -58,6 +59,7 @@ __all__ = [
     "MAX_NOTICE_BYTES",
     "Backend",
     "Marking",
+    "Move",
     "ResultNotice",
     "UnsupportedDatabaseError",
     "backend_for",

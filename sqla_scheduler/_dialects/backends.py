@@ -36,7 +36,14 @@ from sqlalchemy.types import TypeEngine
 from sqla_scheduler._dialects import operations as op
 from sqla_scheduler._dialects import readable
 from sqla_scheduler._dialects.marking import Marking
-from sqla_scheduler._dialects.operations import HeldKey, Move, Notify, Overwrite, RowsFromJSON
+from sqla_scheduler._dialects.operations import (
+    HeldKey,
+    Move,
+    Moving,
+    Notify,
+    Overwrite,
+    RowsFromJSON,
+)
 from sqla_scheduler._dialects.urls import sync_url, unsupported
 
 __all__ = [
@@ -200,23 +207,11 @@ class Backend:
     #: ``lock_task(record)``: the statement that waits for a task's turn (``task_lock``),
     #: given the tables' migration record; ``None`` where writers take turns.
     lock_task: Callable[[Table], Executable | None]
-    #: ``move(source, target, into, where, taken, given)``: the row of ``source`` that
-    #: ``where`` selects moved into ``target``'s columns ``into``, written from the
-    #: values ``taken`` from the row, then those ``given``: one INSERT that deletes the
-    #: row and returns the new row's id (a data-modifying CTE), or an INSERT that copies
-    #: the row, locked, and the DELETE to run after it (its row count says whether it
-    #: copied).
-    move: Callable[
-        [
-            Table,
-            Table,
-            Sequence[str],
-            Sequence[ColumnElement[bool]],
-            Sequence[ColumnElement[Any]],
-            Sequence[ColumnElement[Any]],
-        ],
-        Move,
-    ]
+    #: ``move(what)``: the row ``what`` names moved into another table (``Move``): one
+    #: INSERT that deletes the row and returns the new row's id (a data-modifying CTE), or
+    #: an INSERT that copies the row, locked, and the DELETE to run after it (its row
+    #: count says whether it copied).
+    move: Callable[[Move], Moving]
     #: ``commit_without_waiting()``: conditions, always true, that let a statement's own
     #: transaction commit without waiting for the disk (``synchronous_commit`` off for
     #: that transaction); none where the database cannot.

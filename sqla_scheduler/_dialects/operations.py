@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
@@ -45,6 +46,7 @@ from sqlalchemy.types import TypeEngine
 __all__ = [
     "HeldKey",
     "Move",
+    "Moving",
     "Notify",
     "Overwrite",
     "RowsFromJSON",
@@ -92,7 +94,21 @@ Notify = Callable[[ColumnElement[Any], ColumnElement[Any]], ColumnElement[Any]]
 RowsFromJSON = Callable[[BindParameter[Any], Sequence[ColumnClause[Any]], str], Any]
 #: A row moved into another table: the INSERT, and the DELETE to run after it in the
 #: same transaction (``None`` when the INSERT deletes the row itself).
-Move = tuple[Any, Delete | None]
+Moving = tuple[Any, Delete | None]
+
+
+@dataclass(frozen=True)
+class Move:
+    """The row of ``source`` that ``where`` selects, to move into ``target``'s columns
+    ``into``, written from the values ``taken`` from the row (labelled as a statement
+    that returns them names them), then those ``given``."""
+
+    source: Table
+    target: Table
+    into: Sequence[str]
+    where: Sequence[ColumnElement[bool]]
+    taken: Sequence[ColumnElement[Any]]
+    given: Sequence[ColumnElement[Any]] = ()
 
 
 # A row as JSON.
@@ -319,36 +335,22 @@ def lock_record_row(record: Table) -> Executable | None:
 # A row moved into another table.
 
 
-def delete_into_insert(
-    source: Table,
-    target: Table,
-    into: Sequence[str],
-    where: Sequence[ColumnElement[bool]],
-    taken: Sequence[ColumnElement[Any]],
-    given: Sequence[ColumnElement[Any]],
-) -> Move:
+def delete_into_insert(move: Move) -> Moving:
     """PostgreSQL: one statement, the row deleted and its new row written from what was
     deleted (a data-modifying CTE); returns the new row's id (a row count of an INSERT
     fed by such a CTE is not reliable across drivers)."""
-    gone = delete(source).where(*where).returning(*taken).cte("gone")
-    rows = select(*gone.c, *given)
-    return insert(target).from_select(into, rows).returning(target.c.id), None
+    gone = delete(move.source).where(*move.where).returning(*move.taken).cte("gone")
+    rows = select(*gone.c, *move.given)
+    return insert(move.target).from_select(move.into, rows).returning(move.target.c.id), None
 
 
-def copy_then_delete(
-    source: Table,
-    target: Table,
-    into: Sequence[str],
-    where: Sequence[ColumnElement[bool]],
-    taken: Sequence[ColumnElement[Any]],
-    given: Sequence[ColumnElement[Any]],
-) -> Move:
+def copy_then_delete(move: Move) -> Moving:
     """SQLite, MariaDB: two statements in one transaction, the row copied (locked on
     MariaDB; SQLite's writer holds the whole database) then deleted; the copy's row count
     says whether it copied (MySQL has no RETURNING)."""
-    values = [value.element if isinstance(value, Label) else value for value in taken]
-    rows = select(*values, *given).where(*where).with_for_update()
-    return insert(target).from_select(into, rows), delete(source).where(*where)
+    values = [value.element if isinstance(value, Label) else value for value in move.taken]
+    rows = select(*values, *move.given).where(*move.where).with_for_update()
+    return insert(move.target).from_select(move.into, rows), delete(move.source).where(*move.where)
 
 
 # Committing without waiting for the disk.

@@ -25,7 +25,7 @@ from sqlalchemy import (
     true,
 )
 
-from sqla_scheduler._dialects import Backend
+from sqla_scheduler._dialects import Backend, Move
 from sqla_scheduler._history_entry import HISTORY_SORTS, REQUEUEABLE
 from sqla_scheduler._statements.finding import NOTHING, Finding, order_by, where_found
 from sqla_scheduler._statements.shapes import Shapes, count_where
@@ -73,7 +73,7 @@ class History(Shapes):
         self.remove_moved: Delete | None
         taken = [*(c[name] for name in moved), backend.json_text(c.task_data).label("data")]
         self.move, self.remove_moved = backend.move(
-            table, h, into, held, taken, list(entry.values())
+            Move(table, h, into, where=held, taken=taken, given=list(entry.values()))
         )
 
         #: Take the row at the bound key out of the table into history as ``undecodable``
@@ -163,7 +163,7 @@ class History(Shapes):
         }
         taken = [value.label(name) for name, value in values.items()]
         self.quarantine, self.remove_quarantined = backend.move(
-            table, h, list(values), bad, taken, ()
+            Move(table, h, list(values), where=bad, taken=taken)
         )
 
     def listing(
