@@ -14,6 +14,7 @@ database it talks to:
   on, or a server too old (no ``SKIP LOCKED``). (``SKIP LOCKED`` needs no flag:
   SQLAlchemy's SQLite compiler leaves ``FOR UPDATE`` out.)
 - ``operations``: the SQL of those operations, one function per operation and database.
+- ``walks``: how a pick and the next due time walk the due index, by band or by range.
 - ``marking``: an UPDATE or a DELETE whose rows the caller reads back, one statement with
   RETURNING or, without it (MariaDB, MySQL), the rows locked, changed and read by key.
 - ``urls``: which databases are supported at all, checked on a URL (``check_url``) before
@@ -54,10 +55,12 @@ from sqla_scheduler._dialects.urls import (
     sync_url,
     tool_engine,
 )
+from sqla_scheduler._dialects.walks import Due
 
 __all__ = [
     "MAX_NOTICE_BYTES",
     "Backend",
+    "Due",
     "Marking",
     "Move",
     "ResultNotice",

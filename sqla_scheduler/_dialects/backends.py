@@ -34,7 +34,7 @@ from sqlalchemy.sql.expression import Executable
 from sqlalchemy.types import TypeEngine
 
 from sqla_scheduler._dialects import operations as op
-from sqla_scheduler._dialects import readable
+from sqla_scheduler._dialects import readable, walks
 from sqla_scheduler._dialects.marking import Marking
 from sqla_scheduler._dialects.operations import (
     HeldKey,
@@ -45,6 +45,7 @@ from sqla_scheduler._dialects.operations import (
     RowsFromJSON,
 )
 from sqla_scheduler._dialects.urls import sync_url, unsupported
+from sqla_scheduler._dialects.walks import Due
 
 __all__ = [
     "MARIADB",
@@ -111,9 +112,17 @@ class Backend:
     #: executions is inserted by one statement; ``None`` where a JSON parameter cannot
     #: become rows that way.
     rows_from_json: RowsFromJSON | None
-    #: Picks and the next due time walk the due index one task and priority at a time
-    #: (a recursive CTE of the bands, then LATERAL), rather than one range by time.
-    picks_by_band: bool
+    #: ``due_rows(due, where, address, limit)``: the ``address`` of up to ``limit`` rows
+    #: ``due`` and ``where`` select, in priority order, locked (skipping rows others
+    #: hold): walking the due index one task and priority at a time (a recursive CTE of
+    #: the bands, then LATERAL: ``walks.due_by_band``), or as one range.
+    due_rows: Callable[
+        [Due, Sequence[ColumnElement[bool]], Sequence[ColumnElement[Any]], BindParameter[int]],
+        Select[Any],
+    ]
+    #: ``next_due(due, where)``: the earliest execution time among the rows ``due`` and
+    #: ``where`` select, walked as ``due_rows`` walks them.
+    next_due: Callable[[Due, Sequence[ColumnElement[bool]]], Select[Any]]
     #: How picks of a task with a concurrency limit take turns, so that each counts what
     #: the others picked: by a transaction-scoped advisory lock of the task
     #: (``pg_advisory_xact_lock``), by the database's one writer at a time (SQLite), or
@@ -187,9 +196,6 @@ class Backend:
     json_text: Callable[[ColumnElement[Any]], ColumnElement[Any]]
     #: ``text_json(text)``: JSON text as a JSON column stores it.
     text_json: Callable[[ColumnElement[Any]], ColumnElement[Any]]
-    #: ``list_param(name, item)``: the list of ``item`` values bound as ``name``: one
-    #: array parameter where ``binds_arrays``, else an expanding IN list.
-    list_param: Callable[[str, TypeEngine[Any]], BindParameter[Any]]
     #: ``one_of(column, name, item)``: ``column`` is one of the list bound as ``name``
     #: (``= ANY(array)`` where ``binds_arrays``: one statement text whatever the list's
     #: length, so it can be prepared; elsewhere an expanding ``IN``).
@@ -410,7 +416,8 @@ POSTGRESQL = Backend(
     binds_arrays=True,
     json_rows=None,
     rows_from_json=op.jsonb_to_recordset,
-    picks_by_band=True,
+    due_rows=walks.due_by_band,
+    next_due=walks.next_by_band,
     task_lock="advisory",
     deletes_into_insert=True,
     shared_clock=True,
@@ -436,7 +443,6 @@ POSTGRESQL = Backend(
     missing_database_file=_no_file,
     json_text=op.cast_text,
     text_json=op.cast_jsonb,
-    list_param=op.array_param,
     one_of=op.any_of_array,
     locator_in=op.any_of_subquery,
     held_keys=op.keys_as_arrays,
@@ -460,7 +466,8 @@ SQLITE = Backend(
     binds_arrays=False,
     json_rows=None,
     rows_from_json=None,
-    picks_by_band=False,
+    due_rows=walks.due_by_range,
+    next_due=walks.next_by_range,
     task_lock="one_writer",
     deletes_into_insert=False,
     shared_clock=False,
@@ -482,7 +489,6 @@ SQLITE = Backend(
     missing_database_file=_sqlite_file,
     json_text=op.coerce_text,
     text_json=op.coerce_text,
-    list_param=op.in_list_param,
     one_of=op.in_list,
     locator_in=op.in_subquery,
     held_keys=op.keys_as_tuples,
@@ -506,7 +512,8 @@ MARIADB = Backend(
     binds_arrays=False,
     json_rows=op.json_table,
     rows_from_json=None,
-    picks_by_band=False,
+    due_rows=walks.due_by_range,
+    next_due=walks.next_by_range,
     task_lock="record_row",
     deletes_into_insert=False,
     shared_clock=True,
@@ -528,7 +535,6 @@ MARIADB = Backend(
     missing_database_file=_no_file,
     json_text=op.coerce_text,
     text_json=op.coerce_text,
-    list_param=op.in_list_param,
     one_of=op.in_list,
     locator_in=op.in_subquery,
     held_keys=op.keys_as_json,

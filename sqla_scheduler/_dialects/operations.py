@@ -59,7 +59,6 @@ __all__ = [
     "copy_then_delete",
     "delete_into_insert",
     "in_list",
-    "in_list_param",
     "in_subquery",
     "insert_ignore",
     "json_table",
@@ -209,11 +208,6 @@ def array_param(name: str, item: TypeEngine[Any]) -> BindParameter[Any]:
     return bindparam(name, type_=postgresql.ARRAY(item))
 
 
-def in_list_param(name: str, item: TypeEngine[Any]) -> BindParameter[Any]:
-    """The list bound as ``name``, an expanding IN list (one parameter per item)."""
-    return bindparam(name, expanding=True)
-
-
 def any_of_array(column: ColumnElement[Any], name: str, item: TypeEngine[Any]) -> Any:
     """PostgreSQL: ``column = ANY(:name)``, one statement text whatever the list's length
     (so it can be prepared)."""
@@ -222,7 +216,7 @@ def any_of_array(column: ColumnElement[Any], name: str, item: TypeEngine[Any]) -
 
 def in_list(column: ColumnElement[Any], name: str, item: TypeEngine[Any]) -> Any:
     """``column IN (...)``, the list bound as ``name`` expanding."""
-    return column.in_(in_list_param(name, item))
+    return column.in_(bindparam(name, expanding=True))
 
 
 def any_of_subquery(row: ColumnElement[Any], rows: Select[Any]) -> ColumnElement[bool]:

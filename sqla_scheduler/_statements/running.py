@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
-    BindParameter,
     Delete,
     Select,
     Table,
@@ -24,7 +23,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.expression import Executable
 
-from sqla_scheduler._dialects import Backend, Marking
+from sqla_scheduler._dialects import Backend, Due, Marking
 from sqla_scheduler._statements.shapes import Shapes
 from sqla_scheduler.models import record_table
 
@@ -155,11 +154,9 @@ class Running(Shapes):
         fetch per row rather than a join with the table (which PostgreSQL may plan as a
         scan of every row).
 
-        On PostgreSQL the due index is read as ranges, one for each task and priority
-        (see ``Shapes.bands``): up to ``limit`` due rows of each are locked, and the first
-        ``limit`` of them in priority order picked. Rows of other tasks are never read,
-        nor future ones, however many there are; one scan for ``= ANY(names)`` would
-        step over both. The rows locked and not picked are free when the statement ends.
+        The due rows are found as the backend walks the due index (``Backend.due_rows``:
+        on PostgreSQL one range for each task and priority, up to ``limit`` rows of each
+        locked and the first ``limit`` of them in priority order picked).
 
         On MariaDB (no ``UPDATE ... RETURNING``) the due rows are locked by their key, then
         marked (``Marking``).
@@ -168,32 +165,7 @@ class Running(Shapes):
         now = self.time("now")
         address = self.backend.address(self.table)
         due_of = (self.unpicked, c.execution_time <= now, self.loadable)
-        limit: BindParameter[int] = bindparam("limit")
-        due: Select[Any]
-        if self.backend.picks_by_band:
-            band = self.bands()
-            of_band = (
-                select(address[0].label("locator"), c.priority, c.execution_time)
-                .where(c.task_name == band.c.name, c.priority == band.c.priority, *due_of)
-                .order_by(c.execution_time)
-                .limit(limit)
-                .with_for_update(skip_locked=True)
-                .lateral("of_band")
-            )
-            due = (
-                select(of_band.c.locator)
-                .select_from(band.join(of_band, true()))
-                .order_by(of_band.c.priority.desc(), of_band.c.execution_time)
-                .limit(limit)
-            )
-        else:
-            due = (
-                select(*address)
-                .where(self.one_of(c.task_name, "names"), self.not_paused(c.task_name), *due_of)
-                .order_by(c.priority.desc(), c.execution_time)
-                .limit(limit)
-                .with_for_update(skip_locked=True)
-            )
+        due = self.backend.due_rows(self._due(), due_of, address, bindparam("limit"))
         picked = {
             "picked": True,
             "picked_by": bindparam("picker"),
@@ -206,23 +178,18 @@ class Running(Shapes):
         )
 
     def _next_due(self) -> Select[Any]:
-        """``next_due``: on PostgreSQL the first future row of each task and priority in
-        ``names`` (see ``Shapes.bands``), one index probe each."""
+        """``next_due``, as the backend walks the due index (``Backend.next_due``: on
+        PostgreSQL the first future row of each task and priority, one probe each)."""
         c = self.table.c
         later = (self.unpicked, c.execution_time > self.time("now"), self.loadable)
-        if not self.backend.picks_by_band:
-            return select(func.min(c.execution_time)).where(
-                self.one_of(c.task_name, "names"), self.not_paused(c.task_name), *later
-            )
-        band = self.bands()
-        first = (
-            select(c.execution_time)
-            .where(c.task_name == band.c.name, c.priority == band.c.priority, *later)
-            .order_by(c.execution_time)
-            .limit(1)
-            .lateral("first")
+        return self.backend.next_due(self._due(), later)
+
+    def _due(self) -> Due:
+        """The rows a pick or the next due time walks: unpicked, of the bound ``names``,
+        not paused."""
+        return Due(
+            self.table, self.one_of(self.table.c.task_name, "names"), self.not_paused, self.unpicked
         )
-        return select(func.min(first.c.execution_time)).select_from(band.join(first, true()))
 
     def _revive(self, is_dead: Any, revived: dict[str, Any]) -> Update:
         """``revived`` applied to the rows ``is_dead`` (skipping those another scheduler

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
-    CTE,
     BindParameter,
     ColumnElement,
     Integer,
@@ -19,7 +18,6 @@ from sqlalchemy import (
     func,
     literal,
     literal_column,
-    select,
     true,
 )
 
@@ -112,32 +110,6 @@ class Shapes:
         """``task_name`` is not in the paused tasks' table (one probe of its key)."""
         paused = self.paused
         return ~exists().where(paused.c.task_name == task_name)
-
-    def bands(self) -> CTE:
-        """The priorities among the unpicked rows of each task in the list bound as
-        ``names`` that is not paused (PostgreSQL): rows ``(name, priority)``, highest
-        priority first, and a last one per task with a NULL priority.
-
-        Found by a recursive walk of the due index, one probe per priority, so that a
-        statement can then read each task and priority as one range of the index (by
-        time, from its first due row or from now) rather than step over the rows of other
-        priorities, which a range by time alone cannot skip.
-        """
-        c = self.table.c
-        names = func.unnest(self.backend.list_param("names", String())).table_valued("name")
-        names = names.render_derived(name="each_name")
-        highest = select(func.max(c.priority)).where(c.task_name == names.c.name, self.unpicked)
-        band = (
-            select(names.c.name.label("name"), highest.scalar_subquery().label("priority"))
-            .where(self.not_paused(names.c.name))
-            .cte("band", recursive=True)
-        )
-        lower = select(func.max(c.priority)).where(
-            c.task_name == band.c.name, self.unpicked, c.priority < band.c.priority
-        )
-        return band.union_all(
-            select(band.c.name, lower.scalar_subquery()).where(band.c.priority.is_not(None))
-        )
 
     def held_keys(self) -> tuple[ColumnElement[bool], ...]:
         """Rows whose (task, instance, version) is among the bound keys, bound as the
