@@ -129,9 +129,6 @@ class Backend:
     #: by a lock on the row of the tables' migration record (MariaDB: all such picks
     #: take turns).
     task_lock: Literal["advisory", "one_writer", "record_row"]
-    #: A ``DELETE ... RETURNING`` can feed an INSERT in the same statement (a
-    #: data-modifying CTE): a row moves to history in one statement, not two.
-    deletes_into_insert: bool
     #: The database's clock is the cluster's (``DatabaseClock``); without it the
     #: schedulers share the machine's clock.
     shared_clock: bool
@@ -419,7 +416,6 @@ POSTGRESQL = Backend(
     due_rows=walks.due_by_band,
     next_due=walks.next_by_band,
     task_lock="advisory",
-    deletes_into_insert=True,
     shared_clock=True,
     clock_query="SELECT clock_timestamp()",
     replica_lag_query=(
@@ -469,7 +465,6 @@ SQLITE = Backend(
     due_rows=walks.due_by_range,
     next_due=walks.next_by_range,
     task_lock="one_writer",
-    deletes_into_insert=False,
     shared_clock=False,
     clock_query=None,
     replica_lag_query=None,
@@ -515,7 +510,6 @@ MARIADB = Backend(
     due_rows=walks.due_by_range,
     next_due=walks.next_by_range,
     task_lock="record_row",
-    deletes_into_insert=False,
     shared_clock=True,
     clock_query="SELECT UTC_TIMESTAMP(6)",
     replica_lag_query=None,

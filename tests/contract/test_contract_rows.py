@@ -118,7 +118,7 @@ def test_the_json_of_a_row_holds_values_no_scheduler_can_load(database: Database
 
 def _quarantine(db: Database, conn: Connection, instance: str) -> bool:
     """``History.quarantine`` (and ``remove_quarantined`` where a DELETE cannot feed an
-    INSERT: ``deletes_into_insert``): whether the row went into history."""
+    INSERT: ``Backend.move``): whether the row went into history."""
     history = db.statements.history
     params = {
         "key_task": "t",
