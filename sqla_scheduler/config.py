@@ -207,13 +207,12 @@ class SchedulerConfig:
             raise TypeError(f"consecutive_failures must be an int, not {consecutive_failures!r}")
         if consecutive_failures < 1:
             raise ValueError(f"consecutive_failures must be at least 1, not {consecutive_failures}")
-        if not self.retry_base_delay:
-            return self.retry_base_delay
-        try:
-            delay = self.retry_base_delay * self.retry_backoff_rate ** (consecutive_failures - 1)
-        except OverflowError:
-            return self.retry_max_delay
-        return min(delay, self.retry_max_delay)
+        return backoff(
+            consecutive_failures,
+            self.retry_base_delay,
+            self.retry_backoff_rate,
+            self.retry_max_delay,
+        )
 
     def replace(self, **changes: Any) -> SchedulerConfig:
         """Return a copy with ``changes`` applied, validated like a new config.
@@ -600,6 +599,34 @@ _SIZE_TEXT = re.compile(r"([0-9]+)\s*([KMG]i?B|B|)", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "B": 1, "KB": 1024, "KIB": 1024, "MB": 1024**2, "MIB": 1024**2}
 _SIZE_UNITS |= {"GB": 1024**3, "GIB": 1024**3}
 _SIZE = _Kind(_check_int, _coerce_size)
+
+
+def backoff(failures: int, base: timedelta, rate: float, cap: timedelta) -> timedelta:
+    """The delay before the retry after ``failures`` (at least 1) failures in a row:
+    ``base * rate ** (failures - 1)``, at most ``cap``. A task's own backoff settings
+    (``retry_base_delay`` and the others, given to its decorator) use it too."""
+    if not base:
+        return base
+    try:
+        delay = base * rate ** (failures - 1)
+    except OverflowError:
+        return cap
+    return min(delay, cap)
+
+
+def read_setting(name: str, value: object) -> Any:
+    """``value`` for the field ``name``, read as [`SchedulerConfig.from_mapping`][] reads
+    it (a duration may be a ``timedelta``, a number of seconds or text such as ``"30s"``)
+    and within the field's bounds; else a ``ValueError`` that says what is wrong with it
+    (``"must be at least 1.0"``). For the settings a task may set for itself."""
+    rule = _RULES[name]
+    try:
+        read = rule.kind.coerce(value)
+        if read is not None:
+            rule.limit(read)
+    except _Invalid as exc:
+        raise ValueError(str(exc)) from None
+    return read
 
 
 # --- limits on checked values -------------------------------------------------------------------

@@ -28,6 +28,7 @@ from sqla_scheduler._checks import (
 )
 from sqla_scheduler._execution import KEEP, RECURRING_INSTANCE_ID, NextAt, TaskInstance
 from sqla_scheduler._payload import PayloadCodec, Upcaster, codec_for
+from sqla_scheduler.config import read_setting
 from sqla_scheduler.exceptions import InvalidScheduleError, TaskDefinitionError
 from sqla_scheduler.schedules import Disabled, Schedule, parse_schedule
 
@@ -57,6 +58,11 @@ TaskKind = Literal["recurring", "one_time", "custom"]
 
 Handler = Callable[["ExecutionContext[P]"], Any]
 AbandonHook = Callable[["ExecutionContext[Any]", Any], Any]
+ShouldRetry = Callable[[BaseException, int], "bool | timedelta"]
+"""``should_retry(error, attempt)``: ``False`` gives up, ``True`` retries after the
+backoff, a ``timedelta`` retries after that delay (see ``docs/retry-policy.md``)."""
+ErrorTypes = type[BaseException] | tuple[type[BaseException], ...]
+"""An exception class, or a tuple of them (as ``isinstance`` takes them)."""
 
 #: The most starts a rate limit allows in its window.
 _MAX_RATE_COUNT = 1_000_000
@@ -143,6 +149,26 @@ class Task(Generic[P]):
     payload_version: int = 1
     """The version of the payloads this task writes; each row records the version its
     payload was written with."""
+    retry_on: tuple[type[BaseException], ...] | None = None
+    """Only errors of these types are retried; any other gives up at once. ``None``:
+    every error is retried (a class alone is read as a tuple of one)."""
+    give_up_on: tuple[type[BaseException], ...] = ()
+    """Errors of these types give up at once, whatever the other rules say."""
+    should_retry: ShouldRetry | None = None
+    """``fn(error, attempt)``, called after each failure the types let through (``attempt``
+    1 for the first failure in a row): ``False`` gives up, ``True`` retries after the
+    backoff, a ``timedelta`` retries after that delay. What it raises or a value of
+    another kind is logged, and the default rule decides."""
+    retry_base_delay: timedelta | None = None
+    """The task's own ``retry_base_delay``; ``None``: the config's."""
+    retry_backoff_rate: float | None = None
+    """The task's own ``retry_backoff_rate``; ``None``: the config's."""
+    retry_max_delay: timedelta | None = None
+    """The task's own ``retry_max_delay``; ``None``: the config's."""
+    retry_jitter: float = 0.0
+    """A fraction from 0 to 1: each backoff delay is shortened by up to this much of
+    itself, by an amount fixed by the execution and its attempt, so that many executions
+    failing at once do not retry at once."""
     upcasters: Mapping[int, Upcaster] = field(default_factory=dict)
     """``{k: fn}``: ``fn`` turns a version-k payload's JSON into version k+1's; one for
     each version from 1 to ``payload_version - 1``."""
@@ -178,6 +204,7 @@ class Task(Generic[P]):
                 f"got {self.transactional!r}"
             )
         object.__setattr__(self, "upcasters", _check_upcasters(self))
+        _check_retry_policy(self)
         codec = codec_for(self.name, self.payload_type, self.payload_version, self.upcasters)
         object.__setattr__(self, "codec", codec)
         object.__setattr__(self, "is_async", _is_async(self.handler))
@@ -355,6 +382,13 @@ def recurring(
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
+    retry_on: ErrorTypes | None = None,
+    give_up_on: ErrorTypes = (),
+    should_retry: ShouldRetry | None = None,
+    retry_base_delay: timedelta | float | None = None,
+    retry_backoff_rate: float | None = None,
+    retry_max_delay: timedelta | float | None = None,
+    retry_jitter: float = 0.0,
 ) -> Callable[[Handler[P]], RecurringTask[P]]: ...
 @overload
 def recurring(
@@ -370,6 +404,13 @@ def recurring(
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
+    retry_on: ErrorTypes | None = None,
+    give_up_on: ErrorTypes = (),
+    should_retry: ShouldRetry | None = None,
+    retry_base_delay: timedelta | float | None = None,
+    retry_backoff_rate: float | None = None,
+    retry_max_delay: timedelta | float | None = None,
+    retry_jitter: float = 0.0,
 ) -> Callable[[Handler[Any]], RecurringTask[Any]]: ...
 def recurring(
     name: str,
@@ -384,6 +425,13 @@ def recurring(
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
+    retry_on: ErrorTypes | None = None,
+    give_up_on: ErrorTypes = (),
+    should_retry: ShouldRetry | None = None,
+    retry_base_delay: timedelta | float | None = None,
+    retry_backoff_rate: float | None = None,
+    retry_max_delay: timedelta | float | None = None,
+    retry_jitter: float = 0.0,
 ) -> Callable[[Handler[Any]], RecurringTask[Any]]:
     """Define a recurring task: one row, run by ``schedule``, forever; or, without a
     schedule, a task of many instances, each with a schedule of its own
@@ -391,7 +439,10 @@ def recurring(
 
     The handler's return value becomes the next run's payload unless it is ``None``.
     ``timeout``, ``max_concurrency``, ``rate_limit``, ``transactional``,
-    ``payload_version`` and ``upcasters`` are those of ``one_time``.
+    ``payload_version``, ``upcasters`` and the retry options are those of ``one_time``.
+    A recurring task is never abandoned: a failure retries at the earlier of the backoff
+    and the next regular run, and a failure its retry options give up on waits for the
+    next regular run, counted as a failure.
     """
 
     return _decorator(
@@ -407,6 +458,13 @@ def recurring(
         transactional=transactional,
         payload_version=payload_version,
         upcasters={} if upcasters is None else upcasters,
+        retry_on=retry_on,
+        give_up_on=give_up_on,
+        should_retry=should_retry,
+        retry_base_delay=retry_base_delay,
+        retry_backoff_rate=retry_backoff_rate,
+        retry_max_delay=retry_max_delay,
+        retry_jitter=retry_jitter,
     )
 
 
@@ -424,6 +482,13 @@ def one_time(
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
+    retry_on: ErrorTypes | None = None,
+    give_up_on: ErrorTypes = (),
+    should_retry: ShouldRetry | None = None,
+    retry_base_delay: timedelta | float | None = None,
+    retry_backoff_rate: float | None = None,
+    retry_max_delay: timedelta | float | None = None,
+    retry_jitter: float = 0.0,
     keep_result: bool = False,
 ) -> Callable[[Handler[P]], OneTimeTask[P]]: ...
 @overload
@@ -440,6 +505,13 @@ def one_time(
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
+    retry_on: ErrorTypes | None = None,
+    give_up_on: ErrorTypes = (),
+    should_retry: ShouldRetry | None = None,
+    retry_base_delay: timedelta | float | None = None,
+    retry_backoff_rate: float | None = None,
+    retry_max_delay: timedelta | float | None = None,
+    retry_jitter: float = 0.0,
     keep_result: bool = False,
 ) -> Callable[[Handler[Any]], OneTimeTask[Any]]: ...
 def one_time(
@@ -455,6 +527,13 @@ def one_time(
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
+    retry_on: ErrorTypes | None = None,
+    give_up_on: ErrorTypes = (),
+    should_retry: ShouldRetry | None = None,
+    retry_base_delay: timedelta | float | None = None,
+    retry_backoff_rate: float | None = None,
+    retry_max_delay: timedelta | float | None = None,
+    retry_jitter: float = 0.0,
     keep_result: bool = False,
 ) -> Callable[[Handler[Any]], OneTimeTask[Any]]:
     """Define a one-time task: each scheduled instance runs once and its row is removed.
@@ -489,6 +568,16 @@ def one_time(
     ``keep_result=True`` keeps each execution's final outcome with what its handler
     returned (JSON, at most ``max_result_size``; a larger or unencodable result fails
     the attempt) for ``result_retention``, for ``Scheduler.result`` and ``Scheduler.wait``.
+
+    The retry options decide what a failure comes to, in this order, the first rule that
+    gives up deciding: ``give_up_on=(Exc, ...)`` gives up on errors of these types;
+    ``retry_on=(Exc, ...)`` gives up on errors of any other type; ``should_retry(error,
+    attempt)`` gives up when it returns ``False`` and sets the delay when it returns a
+    ``timedelta``; then ``max_retries``. Giving up abandons the execution, and its history
+    entry's error ends with the rule that decided, e.g. ``(given up: give_up_on
+    ValueError)``. ``retry_base_delay``, ``retry_backoff_rate`` and ``retry_max_delay``
+    override the config's for this task; ``retry_jitter=0.1`` shortens each backoff delay
+    by up to a tenth, by an amount fixed by the execution and its attempt.
     """
 
     return _decorator(
@@ -504,6 +593,13 @@ def one_time(
         transactional=transactional,
         payload_version=payload_version,
         upcasters={} if upcasters is None else upcasters,
+        retry_on=retry_on,
+        give_up_on=give_up_on,
+        should_retry=should_retry,
+        retry_base_delay=retry_base_delay,
+        retry_backoff_rate=retry_backoff_rate,
+        retry_max_delay=retry_max_delay,
+        retry_jitter=retry_jitter,
         keep_result=keep_result,
     )
 
@@ -522,6 +618,13 @@ def custom(
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
+    retry_on: ErrorTypes | None = None,
+    give_up_on: ErrorTypes = (),
+    should_retry: ShouldRetry | None = None,
+    retry_base_delay: timedelta | float | None = None,
+    retry_backoff_rate: float | None = None,
+    retry_max_delay: timedelta | float | None = None,
+    retry_jitter: float = 0.0,
     keep_result: bool = False,
 ) -> Callable[[Handler[P]], CustomTask[P]]: ...
 @overload
@@ -538,6 +641,13 @@ def custom(
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
+    retry_on: ErrorTypes | None = None,
+    give_up_on: ErrorTypes = (),
+    should_retry: ShouldRetry | None = None,
+    retry_base_delay: timedelta | float | None = None,
+    retry_backoff_rate: float | None = None,
+    retry_max_delay: timedelta | float | None = None,
+    retry_jitter: float = 0.0,
     keep_result: bool = False,
 ) -> Callable[[Handler[Any]], CustomTask[Any]]: ...
 def custom(
@@ -553,13 +663,20 @@ def custom(
     transactional: bool = False,
     payload_version: int = 1,
     upcasters: Mapping[int, Upcaster] | None = None,
+    retry_on: ErrorTypes | None = None,
+    give_up_on: ErrorTypes = (),
+    should_retry: ShouldRetry | None = None,
+    retry_base_delay: timedelta | float | None = None,
+    retry_backoff_rate: float | None = None,
+    retry_max_delay: timedelta | float | None = None,
+    retry_jitter: float = 0.0,
     keep_result: bool = False,
 ) -> Callable[[Handler[Any]], CustomTask[Any]]:
     """Define a custom task: its handler returns [`NextAt`][] to run again, ``None`` to end.
 
     ``max_retries``, ``on_abandon``, ``timeout``, ``max_concurrency``, ``rate_limit``,
-    ``transactional``, ``payload_version``, ``upcasters`` and ``keep_result`` are those of
-    ``one_time``. With
+    ``transactional``, ``payload_version``, ``upcasters``, ``keep_result`` and the retry
+    options are those of ``one_time``. With
     ``keep_result=True`` the handler ends the execution by returning anything but a
     ``NextAt``, and that value is its result.
     """
@@ -577,6 +694,13 @@ def custom(
         transactional=transactional,
         payload_version=payload_version,
         upcasters={} if upcasters is None else upcasters,
+        retry_on=retry_on,
+        give_up_on=give_up_on,
+        should_retry=should_retry,
+        retry_base_delay=retry_base_delay,
+        retry_backoff_rate=retry_backoff_rate,
+        retry_max_delay=retry_max_delay,
+        retry_jitter=retry_jitter,
         keep_result=keep_result,
     )
 
@@ -633,6 +757,55 @@ def _check_upcasters(task: Task[Any]) -> dict[int, Upcaster]:
             f"version; upcasters has none for {', '.join(map(str, missing))}"
         )
     return dict(upcasters)
+
+
+def _check_retry_policy(task: Task[Any]) -> None:
+    """Check (and normalise) the task's retry options: its error types as tuples of
+    exception classes, ``should_retry`` a plain function of two arguments, its backoff
+    within the config's bounds for the same settings, ``retry_jitter`` from 0 to 1."""
+    name = task.name
+    if task.retry_on is not None:
+        object.__setattr__(task, "retry_on", _error_types(name, "retry_on", task.retry_on))
+    object.__setattr__(task, "give_up_on", _error_types(name, "give_up_on", task.give_up_on))
+    if task.should_retry is not None:
+        _check_callable(name, "should_retry", task.should_retry, arity=2)
+        if _is_async(task.should_retry):
+            raise TaskDefinitionError(
+                f"task {name!r}: should_retry must be a plain function (it is called, not "
+                f"awaited, as the failure is recorded), got {task.should_retry!r}"
+            )
+    for setting in ("retry_base_delay", "retry_backoff_rate", "retry_max_delay"):
+        value = getattr(task, setting)
+        if value is None:
+            continue
+        try:
+            object.__setattr__(task, setting, read_setting(setting, value))
+        except ValueError as exc:
+            raise TaskDefinitionError(f"task {name!r}: {setting} {exc}, got {value!r}") from None
+    base, cap = task.retry_base_delay, task.retry_max_delay
+    if base is not None and cap is not None and cap < base:
+        raise TaskDefinitionError(
+            f"task {name!r}: retry_max_delay must be at least retry_base_delay ({base!r}), "
+            f"got {cap!r}"
+        )
+    jitter = task.retry_jitter
+    if not isinstance(jitter, (int, float)) or isinstance(jitter, bool) or not 0 <= jitter <= 1:
+        raise TaskDefinitionError(
+            f"task {name!r}: retry_jitter must be a fraction from 0 to 1, got {jitter!r}"
+        )
+
+
+def _error_types(task_name: str, field_name: str, value: object) -> tuple[type[BaseException], ...]:
+    """``value``, an exception class or a tuple or list of them, as a tuple."""
+    types = (value,) if isinstance(value, type) else value
+    if isinstance(types, (tuple, list)) and all(
+        isinstance(t, type) and issubclass(t, BaseException) for t in types
+    ):
+        return tuple(types)
+    raise TaskDefinitionError(
+        f"task {task_name!r}: {field_name} must be an exception class or a tuple of them, "
+        f"got {value!r}"
+    )
 
 
 def _check_timeout(task_name: str, value: object) -> timedelta | None:

@@ -8,21 +8,22 @@ from the executor to the completer with what the completer needs to act on it.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache, partial
 from typing import Any
 
 from sqla_scheduler._app_code import calling
-from sqla_scheduler._error_text import error_text
+from sqla_scheduler._error_text import MAX_ERROR_TEXT, error_text
 from sqla_scheduler._execution import KEEP, Execution, GroupPlan, NextAt, TaskInstance
 from sqla_scheduler._result import DEFAULT_MAX_RESULT_SIZE, encode_result
 from sqla_scheduler._runner.held import Held
 from sqla_scheduler._store import Completion
 from sqla_scheduler._store.results import kept
-from sqla_scheduler.config import SchedulerConfig
+from sqla_scheduler.config import SchedulerConfig, backoff, read_setting
 from sqla_scheduler.context import ExecutionContext
 from sqla_scheduler.exceptions import PayloadError
 from sqla_scheduler.models import INT_MAX
@@ -34,14 +35,17 @@ __all__ = [
     "Outcome",
     "abandon_failed",
     "failed",
+    "jitter_fraction",
     "keeps_result",
     "next_run",
     "release",
+    "retry_delay",
     "retry_limit",
     "schedule_of",
     "spent",
     "succeeded",
     "undecodable",
+    "verdict",
 ]
 
 log = logging.getLogger("sqla_scheduler")
@@ -238,49 +242,150 @@ def failed(
     """What a handler started at ``started_at`` that raised ``error`` at ``now`` comes to:
     a retry, or an abandon.
 
-    A retry waits ``config.retry_delay``; a recurring task's waits no longer than its next
-    regular run (when its schedule, maybe the application's own, can tell it: else the
-    retry delay alone, so a schedule that raises is a failure of the run, backed off). A
-    recurring task whose schedule is disabled has nothing to retry into and is abandoned
-    (removed). Either carries the error's text (``_error_text``).
+    The task's retry rules decide first (``verdict``); a retry waits the delay
+    ``should_retry`` gave, else the task's backoff (``retry_delay``). A recurring task is
+    never abandoned: its retry waits no longer than its next regular run, and a run its
+    rules give up on waits for that run (when its schedule, maybe the application's own,
+    can tell it: else the retry delay alone, so a schedule that raises is a failure of the
+    run, backed off). A recurring task whose schedule is disabled has nothing to retry
+    into and is abandoned (removed). Either carries the error's text (``_error_text``),
+    an abandon's or a given-up run's followed by the rule that decided.
     """
     failures = one_more_failure(execution.consecutive_failures)
-    limit = retry_limit(task, config)
-    retry_at = now + config.retry_delay(failures)
+    gave_up, delay = verdict(task, error, failures)
+    retry_at = now + (retry_delay(task, execution, failures, config) if delay is None else delay)
+    text = error_text(error)
     if isinstance(task, RecurringTask):
         schedule = schedule_of(task, execution)
         if isinstance(schedule, Disabled):
-            limit = 0
+            return _abandon(task, execution, error, failures, text, started_at)
+        try:
+            next_at = next_run(task, schedule, execution, now)
+        except Exception as schedule_error:  # the application's schedule: the backoff
+            log.error(
+                "task %r: its schedule cannot tell the next run after %s; retrying at %s",
+                task.name,
+                execution.execution_time.isoformat(),
+                retry_at.isoformat(),
+                exc_info=schedule_error,
+            )
         else:
-            try:
-                retry_at = min(retry_at, next_run(task, schedule, execution, now))
-            except Exception as schedule_error:  # the application's schedule: the backoff
-                log.error(
-                    "task %r: its schedule cannot tell the next run after %s; retrying at %s",
-                    task.name,
-                    execution.execution_time.isoformat(),
-                    retry_at.isoformat(),
-                    exc_info=schedule_error,
-                )
-    text = error_text(error)
-    if limit is not None and failures > limit:
-        return Abandon(
-            execution=execution,
-            failures=failures,
-            error=error,
-            last_error=text,
-            started_at=started_at,
-            keep_result=keeps_result(task, execution),
-        )
+            retry_at = next_at if gave_up is not None else min(retry_at, next_at)
+    else:
+        limit = retry_limit(task, config)
+        if gave_up is None and limit is not None and failures > limit:
+            gave_up = f"retry limit {limit}"
+        if gave_up is not None:
+            text = _decided(text, gave_up)
+            return _abandon(task, execution, error, failures, text, started_at)
     return Completion(
         execution=execution,
         kind="fail",
         now=now,
         at=retry_at,
         failures=failures,
-        error=text,
+        error=text if gave_up is None else _decided(text, gave_up),
         outcome="failed",
         started_at=started_at,
+    )
+
+
+def verdict(
+    task: Task[Any], error: BaseException, attempt: int
+) -> tuple[str | None, timedelta | None]:
+    """What ``task``'s retry rules say of ``error``, its ``attempt``-th failure in a row:
+    the rule that gives up (``None``: none does) and the delay ``should_retry`` chose
+    (``None``: the backoff's).
+
+    The first rule that gives up decides: ``give_up_on``, then ``retry_on``, then
+    ``should_retry``. ``should_retry`` is the application's code: what it raises, or an
+    answer that is neither a bool nor a delay from zero to the longest retry delay, is
+    logged and leaves the decision to the default rule (the backoff and ``max_retries``).
+    """
+    given_up = next((t for t in task.give_up_on if isinstance(error, t)), None)
+    if given_up is not None:
+        return f"given up: give_up_on {given_up.__qualname__}", None
+    if task.retry_on is not None and not isinstance(error, task.retry_on):
+        return "not in retry_on", None
+    if task.should_retry is None:
+        return None, None
+    try:
+        with calling(task.name, "should_retry"):
+            answer = task.should_retry(error, attempt)
+        return _answer(answer)
+    except Exception as rule_error:
+        log.error(
+            "task %r: should_retry failed on attempt %d; the default rule decides",
+            task.name,
+            attempt,
+            exc_info=rule_error,
+        )
+        return None, None
+
+
+def _answer(answer: object) -> tuple[str | None, timedelta | None]:
+    """What ``should_retry``'s ``answer`` says, as ``verdict`` returns it; ``TypeError``
+    or ``ValueError`` for an answer that says nothing."""
+    if isinstance(answer, bool):
+        return (None if answer else "should_retry said no"), None
+    if not isinstance(answer, timedelta):
+        raise TypeError(f"should_retry returned {answer!r}; return True, False or a timedelta")
+    try:
+        return None, read_setting("retry_max_delay", answer)
+    except ValueError as exc:
+        raise ValueError(f"should_retry returned {answer!r}, a delay that {exc}") from None
+
+
+def retry_delay(
+    task: Task[Any], execution: Execution, failures: int, config: SchedulerConfig
+) -> timedelta:
+    """The backoff before the retry after ``failures`` failures in a row of ``execution``:
+    the task's backoff settings, else the config's, shortened by up to ``retry_jitter`` of
+    itself by a fraction that the task, the instance and the attempt fix (the same in
+    every process). Where the task's settings and the config's disagree, the task's win:
+    its base delay above the config's cap raises the cap to it."""
+    base, rate, cap = task.retry_base_delay, task.retry_backoff_rate, task.retry_max_delay
+    if base is None:
+        base = config.retry_base_delay
+    if rate is None:
+        rate = config.retry_backoff_rate
+    if cap is None:
+        cap = max(base, config.retry_max_delay)
+    delay = backoff(failures, base, rate, cap)
+    if not task.retry_jitter:
+        return delay
+    return delay * (1 - task.retry_jitter * jitter_fraction(execution, failures))
+
+
+def jitter_fraction(execution: Execution, attempt: int) -> float:
+    """A fraction in [0, 1) that only the execution and the attempt decide."""
+    key = f"{execution.task_name}\0{execution.instance_id}\0{attempt}".encode()
+    digest = hashlib.blake2b(key, digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def _decided(text: str, rule: str) -> str:
+    """The error's text followed by the rule that gave up on it, on a line of its own,
+    within the room a row's error text has."""
+    line = f"\n({rule})"
+    return text[: MAX_ERROR_TEXT - len(line)] + line
+
+
+def _abandon(
+    task: Task[Any],
+    execution: Execution,
+    error: BaseException,
+    failures: int,
+    text: str,
+    started_at: datetime | None,
+) -> Abandon:
+    return Abandon(
+        execution=execution,
+        failures=failures,
+        error=error,
+        last_error=text,
+        started_at=started_at,
+        keep_result=keeps_result(task, execution),
     )
 
 

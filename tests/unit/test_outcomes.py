@@ -108,7 +108,8 @@ def test_a_failure_past_max_retries_is_abandoned() -> None:
     gone = outcomes.failed(ONE_TIME, execution(failures=3), error, now=NOW, config=CONFIG)
     assert isinstance(gone, Abandon)
     assert (gone.failures, gone.error) == (4, error)
-    assert gone.last_error == "RuntimeError: last"  # never raised: no traceback
+    # never raised: no traceback; the rule that gave up follows the error
+    assert gone.last_error == "RuntimeError: last\n(retry limit 3)"
 
 
 def test_a_failure_keeps_its_error_text() -> None:
