@@ -60,8 +60,9 @@ class Abandon:
     failures: int
     #: The error of the last attempt; ``None`` when it was spent before it ran.
     error: BaseException | None = None
-    #: The text of the last failed attempt's error, for the ``on_abandon`` hook
-    #: (``ctx.last_error``), the history entry, and the row should the abandon fail.
+    #: The text of the last failed attempt's error, followed by the rule that gave up on
+    #: it (``failed``), for the ``on_abandon`` hook (``ctx.last_error``), the history
+    #: entry, and the row should the abandon fail.
     last_error: str | None = None
     #: When the last attempt's handler started; ``None`` when it did not run.
     started_at: datetime | None = None
@@ -271,12 +272,11 @@ def failed(
             )
         else:
             retry_at = next_at if gave_up is not None else min(retry_at, next_at)
-    else:
-        limit = retry_limit(task, config)
-        if gave_up is None and limit is not None and failures > limit:
-            gave_up = f"retry limit {limit}"
-        if gave_up is not None:
-            text = _decided(text, gave_up)
+    elif gave_up is None and (limit := retry_limit(task, config)) is not None and failures > limit:
+        gave_up = f"retry limit {limit}"
+    if gave_up is not None:
+        text = _decided(text, gave_up)
+        if not isinstance(task, RecurringTask):
             return _abandon(task, execution, error, failures, text, started_at)
     return Completion(
         execution=execution,
@@ -284,7 +284,7 @@ def failed(
         now=now,
         at=retry_at,
         failures=failures,
-        error=text if gave_up is None else _decided(text, gave_up),
+        error=text,
         outcome="failed",
         started_at=started_at,
     )
