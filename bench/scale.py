@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Delete, Select, Update
 from bench.harness import TASK_NAME, Bench, utc_now
 from bench.results import Figure, ScenarioError
 from bench.scenarios import drain
-from sqla_scheduler._store._shared import statements as _statements
+from sqla_scheduler._statements import statements_on
 from sqla_scheduler.models import table_for
 
 FUTURE_ROWS = 1_000_000
@@ -116,7 +116,7 @@ Statement = tuple[Select[Any] | Update | Delete, dict[str, Any]]
 
 
 def _picker_statements(conn: Connection) -> dict[str, Statement]:
-    running = _statements(conn, table_for()).running
+    running = statements_on(conn, table_for()).running
     assert running.pick.one is not None  # one UPDATE ... RETURNING on PostgreSQL
     now = utc_now()
     names = [TASK_NAME]

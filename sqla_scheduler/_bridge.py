@@ -300,7 +300,8 @@ class Database:
         self._budgeted: set[Connection | AsyncConnection] = set()
         self._prepared = prepared_statements
         self._lanes: dict[str, Connection | AsyncConnection] = {}
-        backend = backend_for(engine.dialect)
+        #: The engine's database, as the seam knows it (``_dialects``).
+        self.backend = backend = backend_for(engine.dialect)
         #: Whether ``plan_once`` may apply: a database that can plan once
         #: (``Backend.plans_once``) with prepared statements.
         self._may_plan_once = prepared_statements and backend.plans_once

@@ -25,6 +25,7 @@ from sqla_scheduler._dialects import known_backend, result_channel
 from sqla_scheduler._execution import GroupPlan, TaskInstance, group_plan
 from sqla_scheduler._result import Result
 from sqla_scheduler._runner import Runner
+from sqla_scheduler._statements import statements_on, with_statements
 from sqla_scheduler._store.waiting import Bell, Waiting, check_timeout
 from sqla_scheduler.groups import Group
 
@@ -98,7 +99,7 @@ class Composing:
         ``conn``'s transaction; ``None`` when a callback's key is taken."""
         return _store.groups.schedule(
             conn,
-            self._client.table,
+            statements_on(conn, self._client.table),
             plan,
             self._client.now(),
             self._client.trace_context(),
@@ -118,7 +119,7 @@ class Composing:
         return _bridge.call(
             target,
             self._client.table,
-            partial(_store.groups.get, table=self._client.table, group_id=group_id),
+            with_statements(self._client.table, partial(_store.groups.get, group_id=group_id)),
         )
 
     @overload
@@ -135,11 +136,13 @@ class Composing:
         return _bridge.call(
             target,
             self._client.table,
-            partial(
-                _store.groups.cancel,
-                table=self._client.table,
-                group_id=group_id,
-                now=self._client.now(),
+            with_statements(
+                self._client.table,
+                partial(
+                    _store.groups.cancel,
+                    group_id=group_id,
+                    now=self._client.now(),
+                ),
             ),
             writes=f"cancel_group({group_id})",
         )
@@ -166,11 +169,13 @@ class Composing:
         return _bridge.call(
             target,
             self._client.table,
-            partial(
-                _store.results.get,
-                table=self._client.table,
-                task_name=task_name,
-                instance_id=instance_id,
+            with_statements(
+                self._client.table,
+                partial(
+                    _store.results.get,
+                    task_name=task_name,
+                    instance_id=instance_id,
+                ),
             ),
             one_statement=True,
         )
@@ -217,11 +222,9 @@ class Composing:
                 "wait needs an Engine or an AsyncEngine: a transaction held open by a "
                 f"{type(target).__name__} may never see the result's commit"
             )
-        read = partial(
-            _store.results.get,
-            table=self._client.table,
-            task_name=task_name,
-            instance_id=instance_id,
+        read = with_statements(
+            self._client.table,
+            partial(_store.results.get, task_name=task_name, instance_id=instance_id),
         )
         label = _bridge.named(task_name, instance_id)
         bell = self._bell(target, task_name, instance_id)

@@ -21,6 +21,7 @@ from sqla_scheduler._checks import check_aware, check_key, check_task_name
 from sqla_scheduler._client import Client
 from sqla_scheduler._execution import KEEP, RECURRING_INSTANCE_ID
 from sqla_scheduler._payload import codec_for
+from sqla_scheduler._statements import Statements, with_statements
 from sqla_scheduler.exceptions import TaskDefinitionError
 from sqla_scheduler.schedules import Schedule
 from sqla_scheduler.tasks import OneTimeTask, RecurringTask, Task, as_schedule
@@ -97,19 +98,20 @@ class Control:
         task = self._client.tasks.get(task_name)
         payload_version = 1 if task is None else task.payload_version
 
-        def move(conn: Connection) -> bool:
+        def move(conn: Connection, statements: Statements) -> bool:
             now = self._client.now()
             when = at if at is not None else own.first_run(now) if own is not None else None
             assert when is not None  # an instance's own schedule is never disabled
             return _store.reschedule(
-                conn, self._client.table, task_name, instance_id, when, data, now,
+                conn, statements, task_name, instance_id, when, data, now,
                 schedule=None if own is None else own.text,
                 on_moved=self._client.wake_on_commit(conn),
                 payload_version=payload_version,
             )  # fmt: skip
 
         writes = f"reschedule({_bridge.named(task_name, instance_id)})"
-        return _bridge.call(target, self._client.table, move, writes=writes)
+        table = self._client.table
+        return _bridge.call(target, table, with_statements(table, move), writes=writes)
 
     def _own_schedule(self, task_name: str, schedule: Schedule | str) -> Schedule:
         task = self._client.tasks.get(task_name)
@@ -137,7 +139,6 @@ class Control:
         keep = isinstance(task, OneTimeTask) and task.keep_result
         cancel = partial(
             _store.cancel,
-            table=self._client.table,
             task_name=task_name,
             instance_id=instance_id,
             now=self._client.now(),
@@ -146,7 +147,7 @@ class Control:
         return _bridge.call(
             target,
             self._client.table,
-            cancel,
+            with_statements(self._client.table, cancel),
             writes=f"cancel({_bridge.named(task_name, instance_id)})",
         )
 
@@ -168,14 +169,14 @@ class Control:
         )
 
     def _paused(self, task_name: str) -> Callable[[Connection], bool]:
-        def pause(conn: Connection) -> bool:
-            paused = _store.control.pause(conn, self._client.table, task_name, self._client.now())
+        def pause(conn: Connection, statements: Statements) -> bool:
+            paused = _store.control.pause(conn, statements, task_name, self._client.now())
             learn = self._learn_on_commit(conn)
             if paused and learn is not None:
                 learn(task_name, True)  # this process's own loop hands back what it holds
             return paused
 
-        return pause
+        return with_statements(self._client.table, pause)
 
     @overload
     def resume(self, target: SyncTarget, task_name: str) -> bool: ...
@@ -192,8 +193,8 @@ class Control:
         return _bridge.call(target, self._client.table, self._resumed(task_name), writes=writes)
 
     def _resumed(self, task_name: str) -> Callable[[Connection], bool]:
-        def resume(conn: Connection) -> bool:
-            resumed = _store.control.resume(conn, self._client.table, task_name)
+        def resume(conn: Connection, statements: Statements) -> bool:
+            resumed = _store.control.resume(conn, statements, task_name)
             wake, learn = self._client.wake_on_commit(conn), self._learn_on_commit(conn)
             if resumed and learn is not None:
                 learn(task_name, False)
@@ -201,7 +202,7 @@ class Control:
                 wake(self._client.now())  # this process's own loop: its work may be due
             return resumed
 
-        return resume
+        return with_statements(self._client.table, resume)
 
     @overload
     def paused_tasks(self, target: SyncTarget) -> frozenset[str]: ...
@@ -212,7 +213,7 @@ class Control:
         return _bridge.call(
             target,
             self._client.table,
-            partial(_store.control.paused, table=self._client.table),
+            with_statements(self._client.table, _store.control.paused),
             one_statement=True,
         )
 
@@ -242,10 +243,10 @@ class Control:
         """``run_now``'s unit of work; the admin page's run now and retry do it too, given
         the version the page showed (``_store.control.run_now``)."""
 
-        def run_now(conn: Connection) -> bool:
+        def run_now(conn: Connection, statements: Statements) -> bool:
             return _store.control.run_now(
                 conn,
-                self._client.table,
+                statements,
                 task_name,
                 instance_id,
                 self._client.now(),
@@ -253,7 +254,7 @@ class Control:
                 on_moved=self._client.wake_on_commit(conn),
             )
 
-        return run_now
+        return with_statements(self._client.table, run_now)
 
 
 def _encode(tasks: Mapping[str, Task[Any]], task_name: str, payload: Any) -> Any:

@@ -24,6 +24,7 @@ from sqla_scheduler._execution import Execution, ExecutionState
 from sqla_scheduler._history_entry import OUTCOMES, HistoryEntry, Outcome
 from sqla_scheduler._node import Node, database_now
 from sqla_scheduler._runner import Runner
+from sqla_scheduler._statements import Statements, with_statements
 
 __all__ = ["Observing"]
 
@@ -56,11 +57,13 @@ class Observing:
         return _bridge.call(
             target,
             self._client.table,
-            partial(
-                _store.get_execution,
-                table=self._client.table,
-                task_name=task_name,
-                instance_id=instance_id,
+            with_statements(
+                self._client.table,
+                partial(
+                    _store.get_execution,
+                    task_name=task_name,
+                    instance_id=instance_id,
+                ),
             ),
             one_statement=True,
         )
@@ -101,15 +104,17 @@ class Observing:
         return _bridge.call(
             target,
             self._client.table,
-            partial(
-                _store.list_executions,
-                table=self._client.table,
-                state=state,
-                task_name=task_name,
-                known_tasks=frozenset(self._client.tasks),
-                limit=limit,
-                offset=offset,
-                now=self._client.now(),
+            with_statements(
+                self._client.table,
+                partial(
+                    _store.list_executions,
+                    state=state,
+                    task_name=task_name,
+                    known_tasks=frozenset(self._client.tasks),
+                    limit=limit,
+                    offset=offset,
+                    now=self._client.now(),
+                ),
             ),
         )
 
@@ -162,14 +167,16 @@ class Observing:
         return _bridge.call(
             target,
             self._client.table,
-            partial(
-                _store.history.list_entries,
-                table=self._client.table,
-                task_name=task_name,
-                instance_id=instance_id,
-                outcomes=None if outcome is None else (outcome,),
-                since=since,
-                limit=limit,
+            with_statements(
+                self._client.table,
+                partial(
+                    _store.history.list_entries,
+                    task_name=task_name,
+                    instance_id=instance_id,
+                    outcomes=None if outcome is None else (outcome,),
+                    since=since,
+                    limit=limit,
+                ),
             ),
             one_statement=True,
         )
@@ -189,12 +196,15 @@ class Observing:
         return _bridge.call(
             target,
             self._client.table,
-            lambda conn: _store.history.requeue(
-                conn,
+            with_statements(
                 self._client.table,
-                history_id,
-                self._client.now(),
-                on_inserted=self._client.wake_on_commit(conn),
+                lambda conn, statements: _store.history.requeue(
+                    conn,
+                    statements,
+                    history_id,
+                    self._client.now(),
+                    on_inserted=self._client.wake_on_commit(conn),
+                ),
             ),
             writes=f"requeue(history entry {history_id})",
         )
@@ -214,16 +224,17 @@ class Observing:
         again under its name replaces its row).
         """
 
-        def listed(conn: Connection) -> list[Node]:
+        def listed(conn: Connection, statements: Statements) -> list[Node]:
             return _store.nodes.list_nodes(
                 conn,
-                self._client.table,
+                statements,
                 now=database_now(conn, self._client.clock),
                 interval=self._client.config.node_heartbeat_interval,
             )
 
         # reads only (the clock's measurement, then the listing): no transaction needed
-        return _bridge.call(target, self._client.table, listed, one_statement=True)
+        table = self._client.table
+        return _bridge.call(target, table, with_statements(table, listed), one_statement=True)
 
 
 def _check_listing(state: str, limit: int | None, offset: int) -> None:

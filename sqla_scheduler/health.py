@@ -41,6 +41,7 @@ from sqla_scheduler._durations import format_duration
 from sqla_scheduler._limits import text_problem
 from sqla_scheduler._migration_steps import LATEST, STEP_OF_REVISION
 from sqla_scheduler._node import ALIVE_INTERVALS, Node, database_now
+from sqla_scheduler._statements import statements_on
 from sqla_scheduler.models import DEFAULT_TABLE_NAME, nodes_table, record_table, table_for
 
 __all__ = ["APP_VERSION_TABLE", "Health", "check"]
@@ -124,7 +125,8 @@ def _node_health(
 ) -> Health:
     """``schema`` (healthy), and whether the node ``name`` is alive."""
     now = database_now(conn)
-    node = _store.nodes.get_node(conn, table, name, now=now, interval=interval)
+    statements = statements_on(conn, table)
+    node = _store.nodes.get_node(conn, statements, name, now=now, interval=interval)
     if node is None:
         reason = (
             f"no scheduler named {name!r} is recorded in {nodes_table(table).fullname!r}: it "

@@ -84,11 +84,12 @@ def requeue(
     is not ``abandoned`` or ``undecodable``, or an execution with its key exists.
     """
     from sqla_scheduler import _store
+    from sqla_scheduler._statements import statements_on
     from sqla_scheduler.executions import connected
 
     check_number("history_id", history_id, 1)
     with connected(url, scheduler) as (client, conn):
-        entry = _store.history.get(conn, client.table, history_id)
+        entry = _store.history.get(conn, statements_on(conn, client.table), history_id)
         if entry is None:
             raise LookupError(f"there is no history entry {history_id}")
         if entry.outcome not in ("abandoned", "undecodable"):

@@ -55,6 +55,7 @@ def list_nodes(
     """
     from sqla_scheduler import _store
     from sqla_scheduler._node import database_now
+    from sqla_scheduler._statements import statements_on
     from sqla_scheduler.models import nodes_table, table_for
 
     if node_heartbeat_interval <= timedelta(0):
@@ -67,5 +68,8 @@ def list_nodes(
         with engine.connect() as conn:
             _store.check_table(conn, nodes_table(table))
             return _store.nodes.list_nodes(
-                conn, table, now=database_now(conn), interval=node_heartbeat_interval
+                conn,
+                statements_on(conn, table),
+                now=database_now(conn),
+                interval=node_heartbeat_interval,
             )

@@ -29,6 +29,7 @@ from sqla_scheduler._dialects import known_backend
 from sqla_scheduler._execution import Execution, TaskInstance, group_plan
 from sqla_scheduler._observing import Observing
 from sqla_scheduler._runner import Lifecycle, Runner
+from sqla_scheduler._statements import statements_on
 from sqla_scheduler.clock import Clock, DatabaseClock, SystemClock
 from sqla_scheduler.config import SchedulerConfig, for_this_process
 from sqla_scheduler.exceptions import TaskDefinitionError, UnknownTaskError
@@ -209,7 +210,7 @@ class Scheduler:
         client = self._client
         inserted = _store.insert_instances(
             conn,
-            self.table,
+            statements_on(conn, self.table),
             batch,
             client.now(),
             client.trace_context(),

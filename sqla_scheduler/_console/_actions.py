@@ -14,10 +14,9 @@ from sqlalchemy import ColumnElement, Connection
 from sqla_scheduler import _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._console._values import MAX_BULK, AlreadyPaused, ExecutionFilter, HistoryFilter
-from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._execution import Execution, ExecutionAction
 from sqla_scheduler._history_entry import HistoryEntry
-from sqla_scheduler._statements import statements_for
+from sqla_scheduler._statements import Statements, statements_for
 from sqla_scheduler.groups import Group
 from sqla_scheduler.scheduler import Scheduler
 from sqla_scheduler.tasks import OneTimeTask
@@ -26,28 +25,32 @@ __all__ = ["Actions", "bulk_count"]
 
 
 def _where(
-    conn: Connection, scheduler: Scheduler, chosen: ExecutionFilter | HistoryFilter
+    statements: Statements, scheduler: Scheduler, chosen: ExecutionFilter | HistoryFilter
 ) -> list[ColumnElement[bool]]:
     """``chosen`` as the WHERE clauses of its table."""
-    stmts = statements_for(scheduler.table, backend_for(conn.dialect))
     if isinstance(chosen, HistoryFilter):
-        return stmts.history.where(**chosen.arguments())
-    return stmts.listing.where(**chosen.arguments(frozenset(scheduler.tasks)))
+        return statements.history.where(**chosen.arguments())
+    return statements.listing.where(**chosen.arguments(frozenset(scheduler.tasks)))
 
 
 def bulk_count(
-    conn: Connection, scheduler: Scheduler, action: str, chosen: ExecutionFilter | HistoryFilter
+    conn: Connection,
+    statements: Statements,
+    scheduler: Scheduler,
+    action: str,
+    chosen: ExecutionFilter | HistoryFilter,
 ) -> int:
     """How many rows the bulk ``action`` would change for ``chosen``: the dead letters it
     selects (``requeue``), every execution of its task (``pause``), or those it selects
     that ``retry`` or ``delete`` can act on."""
-    table = scheduler.table
     if isinstance(chosen, HistoryFilter):
-        return _store.bulk.count_dead_letters(conn, table, _where(conn, scheduler, chosen))
+        return _store.bulk.count_dead_letters(
+            conn, statements, _where(statements, scheduler, chosen)
+        )
     if action == "pause":
         return _store.count_executions(
             conn,
-            table,
+            statements,
             state="all",
             task_name=chosen.task,
             instance_contains=None,
@@ -55,7 +58,7 @@ def bulk_count(
             now=scheduler.clock.now(),
         )
     kind: ExecutionAction = "retry" if action == "retry" else "delete"
-    return _store.bulk.count(conn, table, kind, _where(conn, scheduler, chosen))
+    return _store.bulk.count(conn, statements, kind, _where(statements, scheduler, chosen))
 
 
 class Actions:
@@ -63,7 +66,8 @@ class Actions:
 
     def __init__(self, scheduler: Scheduler, *, db: Database) -> None:
         self.scheduler = scheduler
-        self.table = scheduler.table
+        #: The statements of ``scheduler``'s table on the database, handed to the stores.
+        self.statements = statements_for(scheduler.table, db.backend)
         self.db = db
 
     async def act(
@@ -73,7 +77,7 @@ class Actions:
         as ``Scheduler.run_now`` does) one execution, if it is still at version ``shown``;
         whether it was done, and the execution as it is when not. A group's callback that
         waits for its members is not made due: that would run it before them."""
-        scheduler, table = self.scheduler, self.table
+        scheduler, statements = self.scheduler, self.statements
         # as Scheduler.cancel does: a task that keeps results keeps "cancelled", at the
         # scheduler's time, so that a waiter on the result is answered now
         registered = scheduler.tasks.get(task)
@@ -84,7 +88,7 @@ class Actions:
             if action == "delete":
                 done = _store.cancel_shown(
                     conn,
-                    table,
+                    statements,
                     task_name=task,
                     instance_id=instance,
                     shown_version=shown,
@@ -92,19 +96,19 @@ class Actions:
                     keep_result=keep,
                 )
             else:
-                current = _store.get_execution(conn, table, task, instance)
+                current = _store.get_execution(conn, statements, task, instance)
                 if current is not None and current.waiting:
                     return False, current  # its group's last member makes it due
                 done = _store.control.run_now(
                     conn,
-                    table,
+                    statements,
                     task,
                     instance,
                     scheduler.clock.now(),
                     shown_version=shown,
                     on_moved=scheduler._on_commit(conn),
                 )
-            return done, None if done else _store.get_execution(conn, table, task, instance)
+            return done, None if done else _store.get_execution(conn, statements, task, instance)
 
         return await self.db.run(write, read_only=False)
 
@@ -123,14 +127,14 @@ class Actions:
         """Requeue the entry ``history_id`` as ``Scheduler.requeue`` does; whether it was
         done, the entry (``None`` if there is none), and whether an execution has its key
         in the table after the attempt."""
-        table = self.table
+        statements = self.statements
 
         def write(conn: Connection) -> tuple[bool, HistoryEntry | None, bool]:
             done = self.scheduler.requeue(conn, history_id)
-            entry = _store.history.get(conn, table, history_id)
+            entry = _store.history.get(conn, statements, history_id)
             if entry is None:
                 return done, None, False
-            current = _store.get_execution(conn, table, entry.task_name, entry.instance_id)
+            current = _store.get_execution(conn, statements, entry.task_name, entry.instance_id)
             return done, entry, current is not None
 
         return await self.db.run(write, read_only=False)
@@ -140,10 +144,10 @@ class Actions:
         cancelled already: the group as it was (``None`` when there is none) and how many
         executions were cancelled (``None`` when nothing was done). The group's row is
         locked first, so that of two cancels at once one is done and one is told so."""
-        table = self.table
+        statements = self.statements
 
         def write(conn: Connection) -> tuple[Group | None, int | None]:
-            before = _store.groups.locked(conn, table, group_id)
+            before = _store.groups.locked(conn, statements, group_id)
             if before is None or before.cancelled_at is not None:
                 return before, None
             cancelled: int = self.scheduler.cancel_group(conn, group_id)
@@ -157,7 +161,7 @@ class Actions:
         """Do the bulk ``action`` on what ``chosen`` selects, in one transaction, if it
         selects ``shown`` rows: how many were changed (``None`` when nothing was done) and
         how many it selects. ``AlreadyPaused`` when a pause finds its task paused."""
-        scheduler, table = self.scheduler, self.table
+        scheduler, statements = self.scheduler, self.statements
         now = scheduler.clock.now()
         keeping = frozenset(
             n for n, t in scheduler.tasks.items() if isinstance(t, OneTimeTask) and t.keep_result
@@ -167,26 +171,26 @@ class Actions:
             if action == "pause":
                 assert isinstance(chosen, ExecutionFilter)
                 assert chosen.task is not None
-                selected = bulk_count(conn, scheduler, action, chosen)
+                selected = bulk_count(conn, statements, scheduler, action, chosen)
                 if selected != shown:
                     return None, selected
                 if not scheduler.pause(conn, chosen.task):
                     raise AlreadyPaused(chosen.task)
                 return selected, selected
-            where = _where(conn, scheduler, chosen)
+            where = _where(statements, scheduler, chosen)
             if action == "requeue":
-                ids = _store.bulk.dead_letters(conn, table, where, limit=MAX_BULK + 1)
+                ids = _store.bulk.dead_letters(conn, statements, where, limit=MAX_BULK + 1)
                 if len(ids) != shown:
                     return None, len(ids)
                 on_commit = scheduler._on_commit(conn)
-                return _store.bulk.requeue(conn, table, ids, now, on_commit), len(ids)
+                return _store.bulk.requeue(conn, statements, ids, now, on_commit), len(ids)
             kind: ExecutionAction = "retry" if action == "retry" else "delete"
-            found = _store.bulk.keys(conn, table, kind, where, limit=MAX_BULK + 1)
+            found = _store.bulk.keys(conn, statements, kind, where, limit=MAX_BULK + 1)
             if len(found) != shown:
                 return None, len(found)
             if kind == "retry":
                 on_moved = scheduler._on_commit(conn)
-                return _store.bulk.retry(conn, table, found, now, on_moved), len(found)
-            return _store.bulk.delete(conn, table, found, now, keeping), len(found)
+                return _store.bulk.retry(conn, statements, found, now, on_moved), len(found)
+            return _store.bulk.delete(conn, statements, found, now, keeping), len(found)
 
         return await self.db.run(write, read_only=False)

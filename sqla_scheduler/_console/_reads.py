@@ -29,6 +29,7 @@ from sqla_scheduler._console._values import (
 from sqla_scheduler._dialects import replica_lag
 from sqla_scheduler._execution import RECURRING_INSTANCE_ID, Execution
 from sqla_scheduler._history_entry import HistoryEntry
+from sqla_scheduler._statements import statements_for
 from sqla_scheduler._store.results import Listed
 from sqla_scheduler._store.stats import Activity
 from sqla_scheduler.groups import Group
@@ -54,7 +55,8 @@ class Reads:
         result_preview: int,
     ) -> None:
         self.scheduler = scheduler
-        self.table = scheduler.table
+        #: The statements of ``scheduler``'s table on the database, handed to the stores.
+        self.statements = statements_for(scheduler.table, db.backend)
         self.clock = scheduler.clock
         self.db = db
         self.read_db = read_db
@@ -69,7 +71,7 @@ class Reads:
 
     def _header(self, conn: Connection, now: datetime, counts: dict[str, int] | None) -> Header:
         if counts is None:
-            counts = _store.state_counts(conn, self.table, known_tasks=self.known, now=now)
+            counts = _store.state_counts(conn, self.statements, known_tasks=self.known, now=now)
         return Header(
             counts=counts,
             nodes=self.scheduler.nodes(conn),
@@ -109,12 +111,12 @@ class Reads:
 
     async def overview(self, window: timedelta) -> Overview:
         """The overview, its history counted over the ``window`` up to now."""
-        now, table, known = self.clock.now(), self.table, self.known
+        now, statements, known = self.clock.now(), self.statements, self.known
         recurring = [n for n, task in self.scheduler.tasks.items() if task.kind == "recurring"]
         section = partial(
             _store.list_previews,
             preview=self.preview,
-            table=table,
+            statements=statements,
             task_name=None,
             known_tasks=known,
             limit=SECTION_ROWS,
@@ -124,17 +126,17 @@ class Reads:
 
         def read(conn: Connection) -> Overview:
             # one pass over the table for the header's counts and each task's
-            by_task = _store.counts_by_task(conn, table, now=now)
+            by_task = _store.counts_by_task(conn, statements, now=now)
             counts = _store.state_totals(by_task, known)
             return Overview(
                 now=now,
                 header=self._header(conn, now, counts),
                 paused=self.scheduler.paused_tasks(conn),
                 task_counts={name: c for name, c in by_task.items() if name in known},
-                outcomes=_store.history.outcome_counts(conn, table, since=now - window),
-                dead_letters=_store.history.dead_letter_counts(conn, table),
+                outcomes=_store.history.outcome_counts(conn, statements, since=now - window),
+                dead_letters=_store.history.dead_letter_counts(conn, statements),
                 recurring=_store.recurring_executions(
-                    conn, table, names=recurring, instance_id=RECURRING_INSTANCE_ID
+                    conn, statements, names=recurring, instance_id=RECURRING_INSTANCE_ID
                 ),
                 running=section(conn, state="running"),
                 failing=section(conn, state="failing"),
@@ -148,26 +150,28 @@ class Reads:
         self, chosen: ExecutionFilter, *, limit: int, offset: int
     ) -> Page[Previewed]:
         """One page of executions (``Previewed``), in their key's order unless sorted."""
-        now, table = self.clock.now(), self.table
+        now, statements = self.clock.now(), self.statements
         filters = {**chosen.arguments(self.known), "now": now}
         return await self._page(
             now,
             offset,
-            partial(_store.count_executions, table=table, **filters),
+            partial(_store.count_executions, statements=statements, **filters),
             partial(
                 _store.list_previews,
-                table=table,
+                statements=statements,
                 limit=limit,
                 offset=offset,
                 preview=self.preview,
                 **filters,
             ),
-            partial(_store.seen_task_names, table=table, limit=SEEN_NAMES),
+            partial(_store.seen_task_names, statements=statements, limit=SEEN_NAMES),
         )
 
     async def execution(self, task: str, instance: str) -> Shown[Execution | None]:
         """One execution (``None`` if there is none)."""
-        read = partial(_store.get_execution, table=self.table, task_name=task, instance_id=instance)
+        read = partial(
+            _store.get_execution, statements=self.statements, task_name=task, instance_id=instance
+        )
         return await self._shown(read)
 
     async def history(
@@ -175,85 +179,89 @@ class Reads:
     ) -> Page[tuple[HistoryEntry, str | None, str | None]]:
         """One page of history entries with the start of their payload's JSON text and
         of their error, newest first unless sorted."""
-        table, filters = self.table, chosen.arguments()
+        statements, filters = self.statements, chosen.arguments()
         return await self._page(
             self.clock.now(),
             offset,
-            partial(_store.history.count_entries, table=table, **filters),
+            partial(_store.history.count_entries, statements=statements, **filters),
             partial(
                 _store.history.list_previews,
-                table=table,
+                statements=statements,
                 limit=limit,
                 offset=offset,
                 preview=self.preview,
                 **filters,
             ),
-            partial(_store.history.seen_task_names, table=table, limit=SEEN_NAMES),
+            partial(_store.history.seen_task_names, statements=statements, limit=SEEN_NAMES),
         )
 
     async def entry(self, history_id: int) -> Shown[tuple[HistoryEntry | None, Execution | None]]:
         """One history entry (``None`` if there is none) and the execution that has its
         key in the table now, if one does."""
-        table = self.table
+        statements = self.statements
 
         def read(conn: Connection) -> tuple[HistoryEntry | None, Execution | None]:
-            entry = _store.history.get(conn, table, history_id)
+            entry = _store.history.get(conn, statements, history_id)
             if entry is None:
                 return None, None
-            return entry, _store.get_execution(conn, table, entry.task_name, entry.instance_id)
+            return entry, _store.get_execution(conn, statements, entry.task_name, entry.instance_id)
 
         return await self._shown(read)
 
     async def results(self, chosen: ResultFilter, *, limit: int, offset: int) -> Page[Listed]:
         """One page of kept results (``Listed``), newest first unless sorted."""
-        table, filters = self.table, chosen.arguments()
+        statements, filters = self.statements, chosen.arguments()
         return await self._page(
             self.clock.now(),
             offset,
-            partial(_store.results.count_results, table=table, **filters),
+            partial(_store.results.count_results, statements=statements, **filters),
             partial(
                 _store.results.list_results,
-                table=table,
+                statements=statements,
                 limit=limit,
                 offset=offset,
                 value_chars=self.result_preview,
                 error_chars=self.preview,
                 **filters,
             ),
-            partial(_store.results.seen_task_names, table=table, limit=SEEN_NAMES),
+            partial(_store.results.seen_task_names, statements=statements, limit=SEEN_NAMES),
         )
 
     async def groups(self, task: str | None, *, limit: int, offset: int) -> Page[Group]:
         """One page of groups (of ``task``'s callbacks; ``None``: all), newest first, each
         with its finished members counted by outcome."""
-        table = self.table
+        statements = self.statements
         return await self._page(
             self.clock.now(),
             offset,
-            partial(_store.groups.count_groups, table=table, task_name=task),
+            partial(_store.groups.count_groups, statements=statements, task_name=task),
             partial(
-                _store.groups.list_groups, table=table, task_name=task, limit=limit, offset=offset
+                _store.groups.list_groups,
+                statements=statements,
+                task_name=task,
+                limit=limit,
+                offset=offset,
             ),
         )
 
     async def group(self, group_id: int, *, limit: int, offset: int) -> Shown[GroupPage]:
         """One group with its callback as it stands and one page of its finished
         members' kept outcomes, newest first."""
-        table = self.table
+        statements = self.statements
         values, errors = self.result_preview, self.preview
 
         def read(conn: Connection) -> GroupPage:
-            group = _store.groups.get(conn, table, group_id)
+            group = _store.groups.get(conn, statements, group_id)
             if group is None:
                 return GroupPage(group=None, callback=None, kept=None, members=[])
             execution = kept = None
             name, instance = group.task_name, group.instance_id
             if name is not None and instance is not None:
-                execution = _store.get_execution(conn, table, name, instance)
+                execution = _store.get_execution(conn, statements, name, instance)
                 if execution is None or execution.awaits != group.id:
                     found = _store.results.list_results(
                         conn,
-                        table,
+                        statements,
                         task_name=name,
                         instance_id=instance,
                         limit=1,
@@ -264,7 +272,7 @@ class Reads:
             members = (
                 _store.groups.list_members(
                     conn,
-                    table,
+                    statements,
                     group.id,
                     limit=limit,
                     offset=offset,
@@ -283,7 +291,7 @@ class Reads:
         ``task`` or all (see ``_store.stats.activity``)."""
         read = partial(
             _store.stats.activity,
-            table=self.table,
+            statements=self.statements,
             now=self.clock.now(),
             step_minutes=step_minutes,
             points=points,
@@ -298,7 +306,7 @@ class Reads:
         tasks, read on the primary, where the action will count them again."""
 
         def read(conn: Connection) -> tuple[int, frozenset[str]]:
-            count = bulk_count(conn, self.scheduler, action, chosen)
+            count = bulk_count(conn, self.statements, self.scheduler, action, chosen)
             return count, self.scheduler.paused_tasks(conn)
 
         return await self._shown(read, primary=True)

@@ -20,6 +20,7 @@ from sqlalchemy import (
     BindParameter,
     Column,
     Connection,
+    CursorResult,
     Insert,
     Select,
     Table,
@@ -241,6 +242,19 @@ class Backend:
         """``insert`` returning ``columns`` of each row it inserted where ``inserts_return``,
         else returning nothing (its row count counts them)."""
         return insert.returning(*(columns if self.inserts_return else ()))
+
+    def inserted(
+        self, result: CursorResult[Any], asked: Sequence[Sequence[Any]] = ()
+    ) -> tuple[int, Sequence[Sequence[Any]]]:
+        """How many rows an INSERT built with ``returning_inserted`` inserted, and the
+        columns it returned of each. Where an INSERT returns nothing (``inserts_return``),
+        its row count counts them, and ``asked`` (the same columns of the rows it was asked
+        to insert, or nothing) stands for what it inserted if it inserted any: a wake-up
+        for a time asked is early at worst, which is harmless."""
+        if self.inserts_return:
+            rows = result.all()
+            return len(rows), rows
+        return result.rowcount, asked if result.rowcount else ()
 
     def returning_updated(self, update: Update, *columns: ColumnElement[Any]) -> Update | None:
         """``update`` returning ``columns`` of each row as updated, or ``None`` where an

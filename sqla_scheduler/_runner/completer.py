@@ -139,7 +139,7 @@ class Completer(Service):
                 recorded = await self.db.shielded(
                     partial(
                         _store.complete,
-                        table=self.table,
+                        statements=self.statements,
                         batch=completions,
                         history=self.config.history,
                         notify=self.limited,
@@ -221,7 +221,7 @@ class Completer(Service):
                 return await self.db.shielded(
                     partial(
                         _store.complete,
-                        table=self.table,
+                        statements=self.statements,
                         batch=[completion],
                         history=self.config.history,
                         notify=self.limited,
@@ -245,7 +245,7 @@ class Completer(Service):
         now = self.clock.now()
         remove = partial(
             _store.abandon,
-            table=self.table,
+            statements=self.statements,
             execution=replace(execution, started_at=abandon.started_at),
             now=now,
             failures=abandon.failures,

@@ -307,7 +307,9 @@ class Executor(Service):
 
     async def _group(self, group_id: int) -> Group | None:
         """The group a callback waited for, with its members' outcomes and results."""
-        read = partial(_store.groups.get, table=self.table, group_id=group_id, members=True)
+        read = partial(
+            _store.groups.get, statements=self.statements, group_id=group_id, members=True
+        )
         return await self.db.shielded(read)
 
     async def _decode(self, task: Task[Any], execution: Execution) -> Any:
@@ -347,7 +349,7 @@ class Executor(Service):
         assert isinstance(completion, Completion)  # what ``_succeeded`` decides
         complete = partial(
             _store.complete,
-            table=self.table,
+            statements=self.statements,
             batch=[completion],
             history=self.config.history,
             notify=self._limited,
@@ -444,7 +446,12 @@ class _StartRecorder(Service):
         try:
             async with self.writes.statement():
                 return await self.db.shielded(
-                    partial(_store.mark_started, table=self.table, held=keys, now=self.clock.now()),
+                    partial(
+                        _store.mark_started,
+                        statements=self.statements,
+                        held=keys,
+                        now=self.clock.now(),
+                    ),
                     autocommit=True,
                     lane="starter",  # one record is written at a time: it keeps a connection
                 )

@@ -51,7 +51,12 @@ class Heartbeater(Service):
             keys = versioned_keys(snapshot)
             try:
                 refreshed = await self.db.shielded(
-                    partial(_store.heartbeat, table=self.table, held=keys, now=self.clock.now()),
+                    partial(
+                        _store.heartbeat,
+                        statements=self.statements,
+                        held=keys,
+                        now=self.clock.now(),
+                    ),
                     autocommit=True,
                 )
             except Exception as exc:

@@ -20,13 +20,12 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Table
-
 from sqla_scheduler import _store
 from sqla_scheduler._bridge import Database
 from sqla_scheduler._execution import Execution
 from sqla_scheduler._runner.service import Parts, Service
 from sqla_scheduler._runner.waker import AHEAD, Waker
+from sqla_scheduler._statements import Statements
 from sqla_scheduler._store import TaskLimits
 from sqla_scheduler.config import SchedulerConfig
 
@@ -38,7 +37,7 @@ __all__ = ["LimitedPicks", "pick_plain"]
 
 async def pick_plain(
     db: Database,
-    table: Table,
+    statements: Statements,
     config: SchedulerConfig,
     names: Sequence[str],
     limit: int,
@@ -48,7 +47,7 @@ async def pick_plain(
     return await db.shielded(
         partial(
             _store.pick,
-            table=table,
+            statements=statements,
             names=names,
             limit=limit,
             picker=config.scheduler_name,
@@ -142,7 +141,7 @@ class LimitedPicks(Service):
         result = await self.db.shielded(
             partial(
                 _store.pick_limited,
-                table=self.table,
+                statements=self.statements,
                 limits=locked,
                 limit=limit,
                 picker=self.config.scheduler_name,
@@ -186,7 +185,7 @@ class LimitedPicks(Service):
                 return False
             credit = self._credits[name]
             asked = min(room, credit.left)
-            found = await pick_plain(self.db, self.table, self.config, [name], asked, now)
+            found = await pick_plain(self.db, self.statements, self.config, [name], asked, now)
             credit.left -= len(found)
             picked += found
             start_by[name] = credit.start_by
@@ -212,7 +211,7 @@ class LimitedPicks(Service):
                 await self.db.shielded(
                     partial(
                         _store.rates.give_back,
-                        table=self.table,
+                        statements=self.statements,
                         entry=credit.entry,
                         starts=credit.left,
                     ),

@@ -20,7 +20,6 @@ from typing import Any
 import anyio
 
 from sqla_scheduler import _store
-from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._execution import Execution
 from sqla_scheduler._node import FORGET_AFTER
@@ -90,14 +89,14 @@ class Maintenance(Service):
         ]
         if plan:
             await self.db.shielded(
-                partial(_store.register_recurring, table=self.table, tasks=plan, now=now)
+                partial(_store.register_recurring, statements=self.statements, tasks=plan, now=now)
             )
 
     async def run(self) -> None:
         """A pass every ``revive_interval`` until cancelled; a failed pass is retried."""
         interval = self.config.revive_interval.total_seconds()
         # housekeeping can wait for a busy database (SQLite's write lock under load)
-        failures = Failures("maintenance", quiet=backend_for(self.db.engine.dialect).busy)
+        failures = Failures("maintenance", quiet=self.db.backend.busy)
         while True:
             began = steady_seconds()
             await failures.attempt(self.run_once)
@@ -140,7 +139,7 @@ class Maintenance(Service):
         revived = await self.db.shielded(
             partial(
                 _store.revive,
-                table=self.table,
+                statements=self.statements,
                 threshold=now - self.config.dead_after,
                 now=now,
                 history=self.config.history,
@@ -195,7 +194,12 @@ class Maintenance(Service):
         revivals and listings leave it out) and is logged once per process and problem."""
         now = self.clock.now()
         found = await self.db.shielded(
-            partial(_store.find_unreadable, table=self.table, now=now, limit=_UNREADABLE_PER_PASS),
+            partial(
+                _store.find_unreadable,
+                statements=self.statements,
+                now=now,
+                limit=_UNREADABLE_PER_PASS,
+            ),
             autocommit=True,
         )
         if len(self._reported) > _UNREADABLE_REMEMBERED:
@@ -210,7 +214,7 @@ class Maintenance(Service):
                 moved = await self.db.shielded(
                     partial(
                         _store.history.quarantine,
-                        table=self.table,
+                        statements=self.statements,
                         task_name=name,
                         instance_id=instance,
                         now=now,
@@ -247,7 +251,12 @@ class Maintenance(Service):
             )
         threshold = self.clock.now() - self.config.delete_unresolved_after
         deleted = await self.db.shielded(
-            partial(_store.delete_orphans, table=self.table, known=self.names, threshold=threshold),
+            partial(
+                _store.delete_orphans,
+                statements=self.statements,
+                known=self.names,
+                threshold=threshold,
+            ),
             autocommit=True,
         )
         for name, instance, data in deleted:
@@ -266,7 +275,8 @@ class Maintenance(Service):
         return how many."""
         threshold = self.clock.now() - max(FORGET_AFTER, self.config.node_heartbeat_interval * 10)
         forgotten = await self.db.shielded(
-            partial(_store.nodes.forget, table=self.table, threshold=threshold), autocommit=True
+            partial(_store.nodes.forget, statements=self.statements, threshold=threshold),
+            autocommit=True,
         )
         if forgotten:
             log.info("forgot %d scheduler node(s) not seen since %s", forgotten, threshold)
@@ -310,7 +320,9 @@ class Maintenance(Service):
     ) -> int:
         threshold = self.clock.now() - retention
         until = self._prune_deadline() if until is None else until
-        prune = partial(prune_some, table=self.table, threshold=threshold, limit=PRUNE_BATCH)
+        prune = partial(
+            prune_some, statements=self.statements, threshold=threshold, limit=PRUNE_BATCH
+        )
         pruned = 0
         while True:  # at least one batch, whatever the time
             deleted = await self.db.shielded(prune, autocommit=True)

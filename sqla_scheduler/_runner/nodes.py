@@ -87,7 +87,7 @@ class NodeHeartbeater(Service):
         )
         try:
             await self.db.shielded(
-                partial(_store.nodes.record, table=self.table, node=node), autocommit=True
+                partial(_store.nodes.record, statements=self.statements, node=node), autocommit=True
             )
         except Exception as exc:
             self._failures.failed(exc)
@@ -103,7 +103,7 @@ class NodeHeartbeater(Service):
             return await self.db.shielded(
                 partial(
                     _store.nodes.remove,
-                    table=self.table,
+                    statements=self.statements,
                     name=self.name,
                     started_at=self.started_at,
                 ),

@@ -177,7 +177,7 @@ class Picker(Service):
         if self._unlimited and limit > len(picked):
             room = limit - len(picked)
             picked += await pick_plain(
-                self.db, self.table, self.config, self._unlimited, room, due_by
+                self.db, self.statements, self.config, self._unlimited, room, due_by
             )
         self.more_due = len(picked) == limit or self.limited.credit_spent
         if not self.more_due:
@@ -211,7 +211,7 @@ class Picker(Service):
         self.waker.begin_refresh()
         after = self.picked_by or self.clock.now()
         next_at = await self.db.shielded(
-            partial(_store.next_due, table=self.table, names=self.names, now=after),
+            partial(_store.next_due, statements=self.statements, names=self.names, now=after),
             autocommit=True,
             lane="picker",
             plan_once=True,
@@ -228,7 +228,7 @@ class Picker(Service):
         self.paused.begin_refresh()
         try:
             names = await self.db.run(
-                partial(_store.control.paused, table=self.table),
+                partial(_store.control.paused, statements=self.statements),
                 autocommit=True,
                 lane="picker",
                 read_only=True,  # no write lock on SQLite

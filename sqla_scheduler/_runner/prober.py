@@ -67,7 +67,7 @@ class Prober(Service):
         """One probe: wake the picker for a time earlier than it waits for."""
         self.probes += 1
         earliest = await self.db.run(
-            partial(_store.next_due, table=self.table, names=self._names, now=EARLIEST),
+            partial(_store.next_due, statements=self.statements, names=self._names, now=EARLIEST),
             autocommit=True,
             lane="prober",
             read_only=True,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from sqlalchemy import Table
 
 from sqla_scheduler._bridge import Database
+from sqla_scheduler._statements import statements_for
 from sqla_scheduler.clock import Clock
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.listeners import SchedulerListener
@@ -34,11 +35,14 @@ class Parts:
 
 class Service:
     """A service of one runner, built on its ``parts``: it keeps each of them as an
-    attribute of its own (``db``, ``table``, ``config``, ``clock``, ``listeners``)."""
+    attribute of its own (``db``, ``table``, ``config``, ``clock``, ``listeners``), and
+    the ``statements`` of its table on the engine's database, found once, that it hands
+    the stores."""
 
     def __init__(self, parts: Parts) -> None:
         self.db = parts.db
         self.table = parts.table
+        self.statements = statements_for(parts.table, parts.db.backend)
         self.config = parts.config
         self.clock = parts.clock
         self.listeners = parts.listeners

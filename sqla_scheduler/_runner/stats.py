@@ -74,7 +74,7 @@ class StatsWriter(Service):
             return 0
         try:
             await self.db.shielded(
-                partial(_store.stats.add, table=self.table, node=self.node, rows=rows)
+                partial(_store.stats.add, statements=self.statements, node=self.node, rows=rows)
             )
         except BaseException:
             self._tally.put_back(rows)

@@ -1,15 +1,15 @@
-"""What the store modules share: their statements, chunking, and NOTIFY of moved work."""
+"""What the store modules share: counting a listing, chunking, and NOTIFY of moved work."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import Connection, Select, func, select
 
-from sqla_scheduler._dialects import backend_for, notice_of_later
-from sqla_scheduler._statements import Scheduling, Statements, statements_for
+from sqla_scheduler._dialects import notice_of_later
+from sqla_scheduler._statements import Scheduling
 
 Key = tuple[str, str]
 T = TypeVar("T")
@@ -19,9 +19,11 @@ T = TypeVar("T")
 PER_STATEMENT = 1000
 
 
-def statements(conn: Connection, table: Table) -> Statements:
-    """The statements for ``table`` in the dialect of ``conn``."""
-    return statements_for(table, backend_for(conn.dialect))
+def count_rows(conn: Connection, query: Select[Any]) -> int:
+    """How many rows ``query`` (a listing's, unlimited) selects: counted in the database,
+    its order dropped."""
+    found = conn.execute(select(func.count()).select_from(query.order_by(None).subquery()))
+    return int(found.scalar_one())
 
 
 def chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:

@@ -9,11 +9,10 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from itertools import islice
 
-from sqlalchemy import ColumnElement, Connection, Table
+from sqlalchemy import ColumnElement, Connection
 
-from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._execution import ExecutionAction
-from sqla_scheduler._statements import statements_for
+from sqla_scheduler._statements import Statements
 from sqla_scheduler._statements.bulk import Bulk, bulk_for
 from sqla_scheduler._store import results as result_store
 
@@ -35,21 +34,22 @@ Key = tuple[str, str]
 Where = Sequence[ColumnElement[bool]]
 
 
-def _bulk(conn: Connection, table: Table) -> Bulk:
-    return bulk_for(table, backend_for(conn.dialect))
+def _bulk(statements: Statements) -> Bulk:
+    """The bulk actions' statements for the table of ``statements`` (cached)."""
+    return bulk_for(statements.table, statements.backend)
 
 
-def count(conn: Connection, table: Table, action: ExecutionAction, where: Where) -> int:
+def count(conn: Connection, statements: Statements, action: ExecutionAction, where: Where) -> int:
     """How many executions ``where`` selects that ``action`` can act on."""
-    return int(conn.execute(_bulk(conn, table).count(action, where)).scalar_one())
+    return int(conn.execute(_bulk(statements).count(action, where)).scalar_one())
 
 
 def keys(
-    conn: Connection, table: Table, action: ExecutionAction, where: Where, *, limit: int
+    conn: Connection, statements: Statements, action: ExecutionAction, where: Where, *, limit: int
 ) -> list[Key]:
     """The keys of up to ``limit`` executions that ``where`` selects and ``action`` can
     act on, locked until the transaction ends (nothing else changes them meanwhile)."""
-    rows = conn.execute(_bulk(conn, table).keys(action, where, limit))
+    rows = conn.execute(_bulk(statements).keys(action, where, limit))
     return [(name, instance) for name, instance in rows]
 
 
@@ -68,7 +68,7 @@ def _batches(found: Sequence[Key]) -> list[tuple[str, list[str]]]:
 
 def retry(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     found: Sequence[Key],
     now: datetime,
     on_moved: Callable[[datetime], None] | None = None,
@@ -77,7 +77,7 @@ def retry(
     page's retry does each (running ones and waiting callbacks stay as they are); notify
     the schedulers of each task on commit (PostgreSQL) and call ``on_moved`` with ``now``.
     How many were moved."""
-    bulk = _bulk(conn, table)
+    bulk = _bulk(statements)
     moved = 0
     names: set[str] = set()
     for name, instances in _batches(found):
@@ -86,18 +86,22 @@ def retry(
         if changed:
             moved += changed
             names.add(name)
-    _announce(conn, table, names, now, on_moved if moved else None)
+    _announce(conn, statements, names, now, on_moved if moved else None)
     return moved
 
 
 def delete(
-    conn: Connection, table: Table, found: Sequence[Key], now: datetime, keeping: frozenset[str]
+    conn: Connection,
+    statements: Statements,
+    found: Sequence[Key],
+    now: datetime,
+    keeping: frozenset[str],
 ) -> int:
     """Delete the executions ``found`` that no scheduler runs and that are in no group, as
     the page's delete does each: those of the tasks ``keeping`` results keep the result
     ``cancelled`` at ``now``, so that a waiter on one is answered at once. How many were
     deleted."""
-    bulk = _bulk(conn, table)
+    bulk = _bulk(statements)
     deleted = 0
     kept: list[result_store.Kept] = []
     for name, instances in _batches(found):
@@ -111,24 +115,26 @@ def delete(
                 for instance in instances
             ]
     if kept:
-        result_store.record(conn, table, kept)
+        result_store.record(conn, statements, kept)
     return deleted
 
 
-def count_dead_letters(conn: Connection, table: Table, where: Where) -> int:
+def count_dead_letters(conn: Connection, statements: Statements, where: Where) -> int:
     """How many entries ``where`` selects that a requeue would schedule again."""
-    return int(conn.execute(_bulk(conn, table).count_dead_letters(where)).scalar_one())
+    return int(conn.execute(_bulk(statements).count_dead_letters(where)).scalar_one())
 
 
-def dead_letters(conn: Connection, table: Table, where: Where, *, limit: int) -> list[int]:
+def dead_letters(
+    conn: Connection, statements: Statements, where: Where, *, limit: int
+) -> list[int]:
     """The ids of up to ``limit`` entries ``where`` selects that a requeue would schedule
     again: the newest dead letter of each key that has no execution in the table."""
-    return list(conn.execute(_bulk(conn, table).dead_letters(where, limit)).scalars())
+    return list(conn.execute(_bulk(statements).dead_letters(where, limit)).scalars())
 
 
 def requeue(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     ids: Sequence[int],
     now: datetime,
     on_inserted: Callable[[datetime], None] | None = None,
@@ -137,32 +143,30 @@ def requeue(
     its key exists, as ``Scheduler.requeue`` does one; notify the schedulers of each task
     on commit (PostgreSQL) and call ``on_inserted`` with ``now``. How many were
     scheduled."""
-    backend = backend_for(conn.dialect)
-    bulk = bulk_for(table, backend)
+    backend = statements.backend
+    bulk = _bulk(statements)
     inserted = 0
     names: set[str] = set()
     for start in range(0, len(ids), BATCH):
         result = conn.execute(bulk.requeue, {"ids": list(ids[start : start + BATCH]), "now": now})
-        if backend.inserts_return:
-            found = list(result.scalars())
-            inserted += len(found)
-            names.update(found)
-        else:  # counted (MySQL has no RETURNING); no NOTIFY to name them in either
-            inserted += result.rowcount
-    _announce(conn, table, names, now, on_inserted if inserted else None)
+        # without RETURNING (MySQL) they are counted; no NOTIFY names them there either
+        count, found = backend.inserted(result)
+        inserted += count
+        names.update(name for (name,) in found)
+    _announce(conn, statements, names, now, on_inserted if inserted else None)
     return inserted
 
 
 def _announce(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     names: set[str],
     now: datetime,
     on_due: Callable[[datetime], None] | None,
 ) -> None:
     """Tell the schedulers of each task ``names`` that work of theirs is due (a NOTIFY
     each on commit, PostgreSQL), and call ``on_due`` with ``now`` (this process's own)."""
-    scheduling = statements_for(table, backend_for(conn.dialect)).scheduling
+    scheduling = statements.scheduling
     if scheduling.notify is not None:
         for name in sorted(names):
             conn.execute(scheduling.notify, {"channel": scheduling.channel, "payload": name})

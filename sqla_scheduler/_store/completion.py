@@ -31,15 +31,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import Connection
 
 from sqla_scheduler._execution import Execution, GroupPlan, TaskInstance
 from sqla_scheduler._history_entry import HistorySetting, Outcome, keeps
+from sqla_scheduler._statements import Statements
 from sqla_scheduler._store import groups as group_store
 from sqla_scheduler._store import history as history_store
 from sqla_scheduler._store import results as result_store
 from sqla_scheduler._store._shared import notify as _notify
-from sqla_scheduler._store._shared import statements as _statements
 from sqla_scheduler._store.scheduling import insert_instances
 
 __all__ = ["RECORDERS", "Applied", "Completion", "Recorder", "record"]
@@ -130,24 +130,24 @@ class Applied:
 
 #: A recorder writes its feature's part of the applied completions, in the caller's
 #: transaction; it sends nothing when they have nothing of its feature.
-Recorder = Callable[[Connection, Table, Applied], None]
+Recorder = Callable[[Connection, Statements, Applied], None]
 
 
-def scheduled(conn: Connection, table: Table, applied: Applied) -> None:
+def scheduled(conn: Connection, statements: Statements, applied: Applied) -> None:
     """Insert the instances each handler scheduled, due at its outcome's time unless
     they name theirs."""
     for c in applied.completions:
         if c.scheduled:
-            insert_instances(conn, table, c.scheduled, c.now)
+            insert_instances(conn, statements, c.scheduled, c.now)
 
 
-def plans(conn: Connection, table: Table, applied: Applied) -> None:
+def plans(conn: Connection, statements: Statements, applied: Applied) -> None:
     """Schedule the groups and chains each handler scheduled. A group whose callback's
     key is taken is not scheduled, and said so (a chain's first link whose key is taken
     is the handler's own business: ``whole``)."""
     for c in applied.completions:
         for plan in c.plans:
-            if group_store.schedule(conn, table, plan, c.now) is None and not plan.whole:
+            if group_store.schedule(conn, statements, plan, c.now) is None and not plan.whole:
                 e = c.execution
                 log.warning(
                     "%s/%s scheduled a group whose callback's key is taken (%s); it was not "
@@ -158,7 +158,7 @@ def plans(conn: Connection, table: Table, applied: Applied) -> None:
                 )
 
 
-def history(conn: Connection, table: Table, applied: Applied) -> None:
+def history(conn: Connection, statements: Statements, applied: Applied) -> None:
     """Record the entries the history setting keeps, of the rows that were not moved
     into history with theirs."""
     setting = applied.history
@@ -167,17 +167,17 @@ def history(conn: Connection, table: Table, applied: Applied) -> None:
         for c in applied.completions
         if c.outcome is not None and not c.moves and keeps(setting, c.outcome)
     ]
-    history_store.record(conn, table, setting, entries)
+    history_store.record(conn, statements, setting, entries)
 
 
-def results(conn: Connection, table: Table, applied: Applied) -> None:
+def results(conn: Connection, statements: Statements, applied: Applied) -> None:
     """Keep the final outcomes of the tasks that keep results."""
     result_store.record(
-        conn, table, [c.result for c in applied.completions if c.result is not None]
+        conn, statements, [c.result for c in applied.completions if c.result is not None]
     )
 
 
-def groups(conn: Connection, table: Table, applied: Applied) -> None:
+def groups(conn: Connection, statements: Statements, applied: Applied) -> None:
     """Count each group down by its members whose rows left the table."""
     finished: dict[int, int] = {}
     for c in applied.completions:
@@ -185,21 +185,21 @@ def groups(conn: Connection, table: Table, applied: Applied) -> None:
         if group_id is not None and c.leaves:
             finished[group_id] = finished.get(group_id, 0) + 1
     if finished:
-        group_store.finished(conn, table, finished, applied.now)
+        group_store.finished(conn, statements, finished, applied.now)
 
 
-def notify(conn: Connection, table: Table, applied: Applied) -> None:
+def notify(conn: Connection, statements: Statements, applied: Applied) -> None:
     """Wake the schedulers on commit for each limited task whose place was freed."""
     if applied.notify:
         freed = {c.execution.task_name for c in applied.completions}
-        _notify(conn, _statements(conn, table).scheduling, freed & applied.notify)
+        _notify(conn, statements.scheduling, freed & applied.notify)
 
 
 #: The recorders, in the order ``record`` calls them (see the module's documentation).
 RECORDERS: tuple[Recorder, ...] = (scheduled, plans, history, results, groups, notify)
 
 
-def record(conn: Connection, table: Table, applied: Applied) -> None:
+def record(conn: Connection, statements: Statements, applied: Applied) -> None:
     """Let each recorder write its part of ``applied``, in order."""
     for recorder in RECORDERS:
-        recorder(conn, table, applied)
+        recorder(conn, statements, applied)

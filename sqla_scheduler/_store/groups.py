@@ -20,12 +20,12 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from sqlalchemy import Connection, Table, delete
+from sqlalchemy import Connection, delete
 
-from sqla_scheduler._dialects import backend_for, notice_of_later
+from sqla_scheduler._dialects import notice_of_later
 from sqla_scheduler._execution import WAITING, GroupPlan, TaskInstance, instance_values
 from sqla_scheduler._result import Result, decode_result
-from sqla_scheduler._statements import Statements, statements_for
+from sqla_scheduler._statements import Statements
 from sqla_scheduler._store import results as result_store
 from sqla_scheduler.groups import Group
 
@@ -45,10 +45,6 @@ __all__ = [
 ]
 
 
-def _statements(conn: Connection, table: Table) -> Statements:
-    return statements_for(table, backend_for(conn.dialect))
-
-
 def _new_id() -> int:
     """A group's id: random, so that it is known before anything is written (no RETURNING
     needed on MySQL), positive and within a BIGINT."""
@@ -57,7 +53,7 @@ def _new_id() -> int:
 
 def schedule(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     plan: GroupPlan,
     now: datetime,
     trace_context: Mapping[str, str] | None = None,
@@ -68,7 +64,7 @@ def schedule(
     key is taken (or, ``plan.whole``, a member's): by a group's callback (looked up
     first), or by an execution (found as the insert skips it, and what was inserted
     before is deleted again)."""
-    stmts = _statements(conn, table)
+    stmts = statements
     for callback in [*plan.then, *(plan.members if plan.whole else ())]:
         key = {"key_task": callback.task_name, "key_instance": callback.instance_id}
         if conn.execute(stmts.groups.exists, key).first() is not None:
@@ -77,7 +73,7 @@ def schedule(
     members = [{**instance_values(m, now, trace_context), "group_id": ids[0]} for m in plan.members]
     total = _insert(conn, stmts, members, now, on_inserted) if members else 0
     if plan.whole and total < len(members):
-        _undo(conn, table, ids)  # a member's key is taken: nothing stays written
+        _undo(conn, statements, ids)  # a member's key is taken: nothing stays written
         return None
     links = [
         {
@@ -89,7 +85,7 @@ def schedule(
         for k, callback in enumerate(plan.then)
     ]
     if links and _insert(conn, stmts, links, now, on_inserted) != len(links):
-        _undo(conn, table, ids)  # an execution has a callback's key: nothing stays written
+        _undo(conn, statements, ids)  # an execution has a callback's key: nothing stays written
         return None
     callbacks: list[TaskInstance[Any] | None] = [*plan.then] or [None]
     groups = [
@@ -114,10 +110,11 @@ def schedule(
     return first
 
 
-def _undo(conn: Connection, table: Table, ids: list[int]) -> None:
+def _undo(conn: Connection, statements: Statements, ids: list[int]) -> None:
     """Delete what ``schedule`` inserted before it found a key taken: the members of its
     first group and the links awaiting its groups, known by its fresh ids (no row
     scheduled before carries them). The caller's transaction is then as it was."""
+    table = statements.table
     conn.execute(delete(table).where(table.c.group_id == ids[0], table.c.awaits.is_(None)))
     conn.execute(delete(table).where(table.c.awaits.in_(ids)))
 
@@ -146,12 +143,8 @@ def _insert(
     before ``WAITING`` wake the schedulers: NOTIFY on PostgreSQL, ``on_inserted``."""
     scheduling = stmts.scheduling
     result = conn.execute(scheduling.insert, rows)
-    if scheduling.backend.inserts_return:
-        found = [(name, at) for name, at in result]
-        inserted = len(found)
-    else:  # counted (MySQL has no RETURNING): the times asked for wake (early is harmless)
-        inserted = result.rowcount
-        found = [(row["task_name"], row["execution_time"]) for row in rows] if inserted else []
+    asked = [(row["task_name"], row["execution_time"]) for row in rows]
+    inserted, found = scheduling.backend.inserted(result, asked)
     due: dict[str, datetime] = {}
     for name, at in found:
         if at < WAITING:
@@ -198,12 +191,14 @@ def _release(
     return released
 
 
-def finished(conn: Connection, table: Table, counts: Mapping[int, int], now: datetime) -> bool:
+def finished(
+    conn: Connection, statements: Statements, counts: Mapping[int, int], now: datetime
+) -> bool:
     """Count down each group in ``counts`` by its number of members that finished in the
     caller's transaction; the group that reaches 0 makes its callback due ``now``.
     Groups are counted in order of id, so that transactions finishing members of the
     same groups lock them in one order. Whether a callback was made due."""
-    stmts = _statements(conn, table)
+    stmts = statements
     released = False
     for group_id, count in sorted(counts.items()):
         params = {"group_id": group_id, "finished": count, "now": now}
@@ -220,27 +215,29 @@ def finished(conn: Connection, table: Table, counts: Mapping[int, int], now: dat
 
 
 def forget_member(
-    conn: Connection, table: Table, task_name: str, instance_id: str
+    conn: Connection, statements: Statements, task_name: str, instance_id: str
 ) -> tuple[int | None, int | None]:
     """The group and awaited group of the execution ``task_name``/``instance_id`` that is
     not running, locked until the caller's transaction ends: ``(None, None)`` when it is
     in neither (or not there)."""
-    stmts = _statements(conn, table)
+    stmts = statements
     params = {"key_task": task_name, "key_instance": instance_id}
     row = conn.execute(stmts.groups.membership, params).first()
     return (None, None) if row is None else (row.group_id, row.awaits)
 
 
-def is_chain(conn: Connection, table: Table, group_id: int) -> bool:
+def is_chain(conn: Connection, statements: Statements, group_id: int) -> bool:
     """Whether the group ``group_id`` is a link of a chain (``Group.chain``)."""
-    row = conn.execute(_statements(conn, table).groups.get, {"group_id": group_id}).first()
+    row = conn.execute(statements.groups.get, {"group_id": group_id}).first()
     return row is not None and bool(row.chain)
 
 
-def get(conn: Connection, table: Table, group_id: int, *, members: bool = False) -> Group | None:
+def get(
+    conn: Connection, statements: Statements, group_id: int, *, members: bool = False
+) -> Group | None:
     """The group ``group_id`` with its finished members counted by outcome (and, given
     ``members``, each one's result); ``None`` when there is no such group."""
-    stmts = _statements(conn, table)
+    stmts = statements
     params = {"group_id": group_id}
     row = conn.execute(stmts.groups.get, params).first()
     if row is None:
@@ -267,7 +264,7 @@ def get(conn: Connection, table: Table, group_id: int, *, members: bool = False)
 
 def list_groups(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     *,
     task_name: str | None = None,
     limit: int,
@@ -276,7 +273,7 @@ def list_groups(
     """The groups (of callbacks of ``task_name``, when given), newest first, each with
     its finished members counted by outcome (not their results): what the admin page
     lists, counted for all of the page in one grouped read."""
-    stmts = _statements(conn, table).groups
+    stmts = statements.groups
     query = stmts.listing(task_name=task_name).limit(limit).offset(offset or None)
     rows = list(conn.execute(query))
     counts: dict[int, dict[str, int]] = {row.id: {} for row in rows}
@@ -287,15 +284,15 @@ def list_groups(
     return [_group(row, counts[row.id]) for row in rows]
 
 
-def count_groups(conn: Connection, table: Table, *, task_name: str | None = None) -> int:
+def count_groups(conn: Connection, statements: Statements, *, task_name: str | None = None) -> int:
     """How many groups ``list_groups`` would list without a limit."""
-    stmts = _statements(conn, table).groups
+    stmts = statements.groups
     return int(conn.execute(stmts.count(task_name=task_name)).scalar_one())
 
 
 def list_members(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     group_id: int,
     *,
     limit: int,
@@ -306,7 +303,7 @@ def list_members(
     """The finished members of ``group_id``, newest first, each with the first
     ``value_chars`` characters of its value's JSON text and ``error_chars`` of its error
     (as the results listing reads them: a page costs the same whatever they weigh)."""
-    stmts = _statements(conn, table).groups
+    stmts = statements.groups
     params = {
         "group_id": group_id,
         "limit": limit,
@@ -314,18 +311,8 @@ def list_members(
         "value_chars": value_chars,
         "error_chars": error_chars,
     }
-    return [
-        result_store.Listed(
-            id=row.id,
-            task_name=row.task_name,
-            instance_id=row.task_instance,
-            outcome=row.outcome,
-            finished_at=row.finished_at,
-            value_preview=row.value_preview,
-            error_preview=row.error_preview,
-        )
-        for row in conn.execute(stmts.member_previews, params)
-    ]
+    rows = conn.execute(stmts.member_previews, params)
+    return [result_store.Listed.from_row(row) for row in rows]
 
 
 def _group(row: Any, counts: Mapping[str, int], members: tuple[Result, ...] = ()) -> Group:
@@ -345,48 +332,48 @@ def _group(row: Any, counts: Mapping[str, int], members: tuple[Result, ...] = ()
     )
 
 
-def prune(conn: Connection, table: Table, *, threshold: datetime, limit: int) -> int:
+def prune(conn: Connection, statements: Statements, *, threshold: datetime, limit: int) -> int:
     """Delete up to ``limit`` groups that finished or were cancelled before ``threshold``;
     return how many."""
-    stmts = _statements(conn, table).groups
+    stmts = statements.groups
     return conn.execute(stmts.prune, {"threshold": threshold, "limit": limit}).rowcount
 
 
-def locked(conn: Connection, table: Table, group_id: int) -> Group | None:
+def locked(conn: Connection, statements: Statements, group_id: int) -> Group | None:
     """The group ``group_id`` (its members not counted by outcome), locked until the
     caller's transaction ends; ``None`` when there is no such group."""
-    stmts = _statements(conn, table).groups
+    stmts = statements.groups
     row = conn.execute(stmts.locked, {"group_id": group_id}).first()
     return None if row is None else _group(row, {})
 
 
-def cancel(conn: Connection, table: Table, group_id: int, now: datetime) -> int:
+def cancel(conn: Connection, statements: Statements, group_id: int, now: datetime) -> int:
     """Cancel the group ``group_id``: its members that are not running and its callback
     unless it is running (and then, along a chain, every link after it), each kept as
     ``cancelled`` and counted as finished. Members running now finish as they would.
     Return how many executions were cancelled: 0 for an unknown group, one cancelled
     already, or a finished one whose callback has run (which stays as it was)."""
-    stmts = _statements(conn, table)
+    stmts = statements
     params = {"group_id": group_id, "now": now}
-    group = locked(conn, table, group_id)  # concurrent cancels of one group queue here
+    group = locked(conn, statements, group_id)  # concurrent cancels of one group queue here
     if group is None or group.cancelled_at is not None:
         return 0
     keys = [(name, instance) for name, instance in conn.execute(stmts.groups.unstarted, params)]
     members = sum(_cancel_one(conn, stmts, name, i, group_id, now) for name, i in keys)
     if members:
         conn.execute(stmts.groups.count_down, {**params, "finished": members})
-    cancelled = members + _cancel_callback(conn, table, group, now)
+    cancelled = members + _cancel_callback(conn, statements, group, now)
     if cancelled or not group.finished:
         conn.execute(stmts.groups.cancel, params)
     return cancelled
 
 
-def _cancel_callback(conn: Connection, table: Table, group: Group, now: datetime) -> int:
+def _cancel_callback(conn: Connection, statements: Statements, group: Group, now: datetime) -> int:
     """Cancel ``group``'s callback if it has not started, and the chain after it; how
     many executions that cancelled."""
     if group.task_name is None or group.instance_id is None:
         return 0
-    stmts = _statements(conn, table)
+    stmts = statements
     key = {"key_task": group.task_name, "key_instance": group.instance_id}
     link = conn.execute(stmts.groups.membership, key).first()
     if link is None or link.awaits != group.id:
@@ -395,17 +382,17 @@ def _cancel_callback(conn: Connection, table: Table, group: Group, now: datetime
         return 0
     if link.group_id is None:
         return 1
-    return 1 + cancel_chain(conn, table, link.group_id, now)
+    return 1 + cancel_chain(conn, statements, link.group_id, now)
 
 
-def cancel_chain(conn: Connection, table: Table, group_id: int, now: datetime) -> int:
+def cancel_chain(conn: Connection, statements: Statements, group_id: int, now: datetime) -> int:
     """The link of ``group_id`` was cancelled before it ran: what waits for it is
     cancelled too (it would otherwise run at once, ahead of the links before it). The
     link counts as the group's finished member; return how many executions that
     cancelled after it."""
-    stmts = _statements(conn, table)
+    stmts = statements
     conn.execute(stmts.groups.count_down, {"group_id": group_id, "finished": 1, "now": now})
-    return cancel(conn, table, group_id, now)
+    return cancel(conn, statements, group_id, now)
 
 
 def _cancel_one(
@@ -421,12 +408,5 @@ def _cancel_one(
     key = {"key_task": task_name, "key_instance": instance_id}
     if conn.execute(stmts.scheduling.cancel(shown=False), key).rowcount != 1:
         return 0
-    kept = result_store.Kept(
-        task_name=task_name,
-        instance_id=instance_id,
-        outcome="cancelled",
-        finished_at=now,
-        group_id=group_id,
-    )
-    result_store.record(conn, stmts.groups.table, [kept])
+    result_store.record_cancelled(conn, stmts, task_name, instance_id, now, group_id)
     return 1

@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Table, func, select
+from sqlalchemy import Connection
 
-from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._execution import Execution
 from sqla_scheduler._history_entry import HistoryEntry, HistorySetting, Outcome, keeps
-from sqla_scheduler._statements import History, statements_for
+from sqla_scheduler._statements import Statements
 from sqla_scheduler._statements.finding import NOTHING, Finding
 from sqla_scheduler._statements.finding import seen_task_names as finding_names
+from sqla_scheduler._store._shared import count_rows
 from sqla_scheduler.models import INT_MAX
 
 __all__ = [
@@ -36,10 +36,6 @@ __all__ = [
     "requeue",
     "seen_task_names",
 ]
-
-
-def _statements(conn: Connection, table: Table) -> History:
-    return statements_for(table, backend_for(conn.dialect)).history
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,18 +75,18 @@ class Entry:
 
 
 def record(
-    conn: Connection, table: Table, setting: HistorySetting, entries: Sequence[Entry]
+    conn: Connection, statements: Statements, setting: HistorySetting, entries: Sequence[Entry]
 ) -> None:
     """Write the entries ``setting`` keeps, in one statement."""
     kept = [entry.values() for entry in entries if keeps(setting, entry.outcome)]
     if kept:
-        conn.execute(_statements(conn, table).record, kept)
+        conn.execute(statements.history.record, kept)
 
 
-def move(conn: Connection, table: Table, entry: Entry) -> bool:
+def move(conn: Connection, statements: Statements, entry: Entry) -> bool:
     """Delete the held execution of ``entry`` and record it, payload included; ``False``
     (nothing written) when its version moved (another scheduler owns it)."""
-    stmts = _statements(conn, table)
+    stmts = statements.history
     e = entry.execution
     params = {
         "key_task": e.task_name,
@@ -106,12 +102,18 @@ def move(conn: Connection, table: Table, entry: Entry) -> bool:
 
 
 def quarantine(
-    conn: Connection, table: Table, task_name: Any, instance_id: Any, *, now: datetime, error: str
+    conn: Connection,
+    statements: Statements,
+    task_name: Any,
+    instance_id: Any,
+    *,
+    now: datetime,
+    error: str,
 ) -> bool:
     """Take the row ``task_name``/``instance_id`` out of the table into history as
     ``undecodable`` if the scheduler still cannot load it; ``error`` says what is wrong and
     the row's raw values follow it. ``False`` when the row is gone or readable now."""
-    stmts = _statements(conn, table)
+    stmts = statements.history
     params = {
         "key_task": task_name,
         "key_instance": instance_id,
@@ -137,7 +139,7 @@ def _into_history(
 
 def list_entries(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     *,
     task_name: str | None = None,
     instance_id: str | None = None,
@@ -147,7 +149,7 @@ def list_entries(
     offset: int = 0,
 ) -> list[HistoryEntry]:
     """Entries matching what is given, newest first."""
-    query = _statements(conn, table).listing(
+    query = statements.history.listing(
         task_name=task_name, instance_id=instance_id, outcomes=outcomes, since=since
     )
     query = query.limit(limit).offset(offset or None)
@@ -156,7 +158,7 @@ def list_entries(
 
 def list_previews(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     *,
     task_name: str | None = None,
     instance_id: str | None = None,
@@ -171,7 +173,7 @@ def list_previews(
     ``error`` ``None``) with the first ``preview`` characters of its payload's JSON text
     and of its error; ``instance_contains`` and ``finding`` filter and order them
     further (``History.listing``)."""
-    query = _statements(conn, table).previews(
+    query = statements.history.previews(
         task_name=task_name,
         instance_id=instance_id,
         outcomes=outcomes,
@@ -187,23 +189,25 @@ def list_previews(
     ]
 
 
-def outcome_counts(conn: Connection, table: Table, *, since: datetime) -> dict[str, dict[str, int]]:
+def outcome_counts(
+    conn: Connection, statements: Statements, *, since: datetime
+) -> dict[str, dict[str, int]]:
     """For each task name with entries that finished at or after ``since``: how many
     ``succeeded`` and how many ``failed``."""
-    rows = conn.execute(_statements(conn, table).outcome_counts, {"since": since}).mappings()
+    rows = conn.execute(statements.history.outcome_counts, {"since": since}).mappings()
     return {row["task_name"]: {k: v for k, v in row.items() if k != "task_name"} for row in rows}
 
 
-def dead_letter_counts(conn: Connection, table: Table) -> dict[str, int]:
+def dead_letter_counts(conn: Connection, statements: Statements) -> dict[str, int]:
     """For each task name with dead letters (abandoned or undecodable entries, however
     old), how many."""
-    rows = conn.execute(_statements(conn, table).dead_letter_counts)
+    rows = conn.execute(statements.history.dead_letter_counts)
     return {name: int(count) for name, count in rows}
 
 
 def count_entries(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     *,
     task_name: str | None = None,
     instance_id: str | None = None,
@@ -214,7 +218,7 @@ def count_entries(
 ) -> int:
     """How many entries ``list_entries`` (or ``list_previews``) would list without a
     limit."""
-    query = _statements(conn, table).listing(
+    query = statements.history.listing(
         task_name=task_name,
         instance_id=instance_id,
         outcomes=outcomes,
@@ -222,13 +226,12 @@ def count_entries(
         instance_contains=instance_contains,
         finding=finding,
     )
-    found = conn.execute(select(func.count()).select_from(query.order_by(None).subquery()))
-    return int(found.scalar_one())
+    return count_rows(conn, query)
 
 
-def get(conn: Connection, table: Table, history_id: int) -> HistoryEntry | None:
+def get(conn: Connection, statements: Statements, history_id: int) -> HistoryEntry | None:
     """The entry numbered ``history_id``, or ``None``."""
-    query = _statements(conn, table).listing(
+    query = statements.history.listing(
         task_name=None, instance_id=None, outcomes=None, since=None, history_id=history_id
     )
     row = conn.execute(query).mappings().one_or_none()
@@ -237,7 +240,7 @@ def get(conn: Connection, table: Table, history_id: int) -> HistoryEntry | None:
 
 def requeue(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     history_id: int,
     now: datetime,
     on_inserted: Callable[[datetime], None] | None = None,
@@ -248,32 +251,28 @@ def requeue(
     The entry stays: history records what happened, and the requeued execution adds its
     own entries as it runs.
     """
-    backend = backend_for(conn.dialect)
-    every = statements_for(table, backend)
-    result = conn.execute(every.history.requeue, {"history_id": history_id, "now": now})
-    if backend.inserts_return:
-        name = result.scalar()
-        inserted = name is not None
-    else:  # counted (MySQL has no RETURNING); no NOTIFY to name it in either
-        name, inserted = None, result.rowcount > 0
+    result = conn.execute(statements.history.requeue, {"history_id": history_id, "now": now})
+    # without RETURNING (MySQL) it is counted; no NOTIFY names it there either
+    inserted, found = statements.backend.inserted(result)
+    name = found[0][0] if found else None
     if not inserted:
         return False
-    notify = every.scheduling.notify
+    notify = statements.scheduling.notify
     if notify is not None and name is not None:  # wake the schedulers on commit (PostgreSQL)
-        conn.execute(notify, {"channel": every.scheduling.channel, "payload": name})
+        conn.execute(notify, {"channel": statements.scheduling.channel, "payload": name})
     if on_inserted is not None:
         on_inserted(now)
     return True
 
 
-def seen_task_names(conn: Connection, table: Table, *, limit: int) -> list[str]:
+def seen_task_names(conn: Connection, statements: Statements, *, limit: int) -> list[str]:
     """Up to ``limit`` task names that have history entries, in order (read on the
     index of task and instance)."""
-    h = _statements(conn, table).history
+    h = statements.history.history
     return list(conn.execute(finding_names(h.c.task_name, limit)).scalars())
 
 
-def prune(conn: Connection, table: Table, *, threshold: datetime, limit: int) -> int:
+def prune(conn: Connection, statements: Statements, *, threshold: datetime, limit: int) -> int:
     """Delete up to ``limit`` entries that finished before ``threshold``; return how many."""
-    stmts = _statements(conn, table)
+    stmts = statements.history
     return conn.execute(stmts.prune, {"threshold": threshold, "limit": limit}).rowcount

@@ -7,16 +7,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TypeVar
 
-from sqlalchemy import Connection, RowMapping, Table
+from sqlalchemy import Connection, RowMapping
 
 from sqla_scheduler._execution import (
     Execution,
     ExecutionState,
 )
+from sqla_scheduler._statements import Statements
 from sqla_scheduler._statements.finding import NOTHING, Finding
 
 #: Rows inserted, or keys bound, in one statement: well under SQLite's 32,766 bound
-from sqla_scheduler._store._shared import statements as _statements
 
 Key = tuple[str, str]
 T = TypeVar("T")
@@ -25,10 +25,10 @@ log = logging.getLogger("sqla_scheduler")
 
 
 def get_execution(
-    conn: Connection, table: Table, task_name: str, instance_id: str
+    conn: Connection, statements: Statements, task_name: str, instance_id: str
 ) -> Execution | None:
     """One execution by key, or ``None``."""
-    stmts = _statements(conn, table).scheduling
+    stmts = statements.scheduling
     row = (
         conn.execute(stmts.get, {"key_task": task_name, "key_instance": instance_id})
         .mappings()
@@ -39,7 +39,7 @@ def get_execution(
 
 def list_executions(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     *,
     state: ExecutionState,
     task_name: str | None,
@@ -54,14 +54,14 @@ def list_executions(
     ``instance_contains`` keeps those whose instance id contains that text.
     """
     rows = _listing_rows(
-        conn, table, state, task_name, known_tasks, limit, offset, now, instance_contains, None
+        conn, statements, state, task_name, known_tasks, limit, offset, now, instance_contains, None
     )
     return [Execution.from_row(row) for row in rows]
 
 
 def list_previews(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     *,
     state: ExecutionState,
     task_name: str | None,
@@ -78,7 +78,7 @@ def list_previews(
     JSON text and of its last error; ``finding`` filters and orders them further."""
     rows = _listing_rows(
         conn,
-        table,
+        statements,
         state,
         task_name,
         known_tasks,
@@ -97,7 +97,7 @@ def list_previews(
 
 def _listing_rows(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     state: ExecutionState,
     task_name: str | None,
     known_tasks: frozenset[str],
@@ -109,7 +109,7 @@ def _listing_rows(
     finding: Finding = NOTHING,
 ) -> Iterable[RowMapping]:
     """The rows of one listing (see ``Listing.list_executions``)."""
-    query = _statements(conn, table).listing.list_executions(
+    query = statements.listing.list_executions(
         state=state,
         task_name=task_name,
         known_tasks=known_tasks,
@@ -124,7 +124,7 @@ def _listing_rows(
 
 def count_executions(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     *,
     state: ExecutionState,
     task_name: str | None,
@@ -134,7 +134,7 @@ def count_executions(
     finding: Finding = NOTHING,
 ) -> int:
     """How many executions ``list_executions`` lists with the same filters."""
-    stmts = _statements(conn, table).listing
+    stmts = statements.listing
     query = stmts.count_executions(
         state=state,
         task_name=task_name,
@@ -146,26 +146,28 @@ def count_executions(
     return int(conn.execute(query, params).scalar_one())
 
 
-def seen_task_names(conn: Connection, table: Table, *, limit: int) -> list[str]:
+def seen_task_names(conn: Connection, statements: Statements, *, limit: int) -> list[str]:
     """Up to ``limit`` task names that have executions in ``table``, in order."""
-    query = _statements(conn, table).listing.seen_task_names(limit)
+    query = statements.listing.seen_task_names(limit)
     return list(conn.execute(query).scalars())
 
 
 def state_counts(
-    conn: Connection, table: Table, *, known_tasks: frozenset[str], now: datetime
+    conn: Connection, statements: Statements, *, known_tasks: frozenset[str], now: datetime
 ) -> dict[str, int]:
     """How many executions are in each state (keys as in ``ExecutionState``), counted in
     one statement; executions of tasks not in ``known_tasks`` are orphaned."""
-    stmts = _statements(conn, table).listing
+    stmts = statements.listing
     params = {"names": sorted(known_tasks), "now": now}
     return dict(conn.execute(stmts.state_counts, params).mappings().one())
 
 
-def counts_by_task(conn: Connection, table: Table, *, now: datetime) -> dict[str, dict[str, int]]:
+def counts_by_task(
+    conn: Connection, statements: Statements, *, now: datetime
+) -> dict[str, dict[str, int]]:
     """For every task name that has executions, registered or not, how many are in each
     state but ``orphaned`` (see ``state_totals``): one pass over the table."""
-    stmts = _statements(conn, table).listing
+    stmts = statements.listing
     rows = conn.execute(stmts.counts_by_task, {"now": now}).mappings()
     return {row["task_name"]: {k: v for k, v in row.items() if k != "task_name"} for row in rows}
 
@@ -186,22 +188,22 @@ def state_totals(
 
 
 def task_counts(
-    conn: Connection, table: Table, *, names: Sequence[str], now: datetime
+    conn: Connection, statements: Statements, *, names: Sequence[str], now: datetime
 ) -> dict[str, dict[str, int]]:
     """For each of the tasks ``names`` that has executions, how many are in each state."""
     if not names:
         return {}
-    stmts = _statements(conn, table).listing
+    stmts = statements.listing
     rows = conn.execute(stmts.task_counts, {"names": list(names), "now": now}).mappings()
     return {row["task_name"]: {k: v for k, v in row.items() if k != "task_name"} for row in rows}
 
 
 def recurring_executions(
-    conn: Connection, table: Table, *, names: Sequence[str], instance_id: str
+    conn: Connection, statements: Statements, *, names: Sequence[str], instance_id: str
 ) -> dict[str, Execution]:
     """The row of each recurring task of ``names`` that has one, by task name."""
     if not names:
         return {}
-    stmts = _statements(conn, table).listing
+    stmts = statements.listing
     rows = conn.execute(stmts.recurring, {"names": list(names), "instance": instance_id})
     return {e.task_name: e for e in map(Execution.from_row, rows.mappings())}

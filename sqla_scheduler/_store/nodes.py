@@ -9,17 +9,12 @@ import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import Connection
 
-from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._node import Node
-from sqla_scheduler._statements import Nodes, statements_for
+from sqla_scheduler._statements import Statements
 
 __all__ = ["Record", "forget", "get_node", "list_nodes", "record", "remove"]
-
-
-def _statements(conn: Connection, table: Table) -> Nodes:
-    return statements_for(table, backend_for(conn.dialect)).nodes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,36 +32,36 @@ class Record:
     heartbeat_interval_ms: int
 
 
-def record(conn: Connection, table: Table, node: Record) -> None:
+def record(conn: Connection, statements: Statements, node: Record) -> None:
     """Write ``node``'s row, inserting it or overwriting the row of its name."""
-    conn.execute(_statements(conn, table).record, dataclasses.asdict(node))
+    conn.execute(statements.nodes.record, dataclasses.asdict(node))
 
 
-def remove(conn: Connection, table: Table, *, name: str, started_at: datetime) -> bool:
+def remove(conn: Connection, statements: Statements, *, name: str, started_at: datetime) -> bool:
     """Delete the row of ``name`` written by the scheduler that started at ``started_at``;
     return whether there was one."""
-    deleted = conn.execute(
-        _statements(conn, table).remove, {"name": name, "started_at": started_at}
-    )
+    deleted = conn.execute(statements.nodes.remove, {"name": name, "started_at": started_at})
     return deleted.rowcount > 0
 
 
-def forget(conn: Connection, table: Table, *, threshold: datetime) -> int:
+def forget(conn: Connection, statements: Statements, *, threshold: datetime) -> int:
     """Delete the rows of nodes last seen before ``threshold``; return how many."""
-    return conn.execute(_statements(conn, table).forget, {"threshold": threshold}).rowcount
+    return conn.execute(statements.nodes.forget, {"threshold": threshold}).rowcount
 
 
-def list_nodes(conn: Connection, table: Table, *, now: datetime, interval: timedelta) -> list[Node]:
+def list_nodes(
+    conn: Connection, statements: Statements, *, now: datetime, interval: timedelta
+) -> list[Node]:
     """Every recorded node by name, alive or not at ``now`` by its own interval (by
     ``interval`` where the row does not say)."""
-    rows = conn.execute(_statements(conn, table).listing).mappings()
+    rows = conn.execute(statements.nodes.listing).mappings()
     return [Node.from_row(row, now=now, interval=interval) for row in rows]
 
 
 def get_node(
-    conn: Connection, table: Table, name: str, *, now: datetime, interval: timedelta
+    conn: Connection, statements: Statements, name: str, *, now: datetime, interval: timedelta
 ) -> Node | None:
     """The node called ``name``, alive or not at ``now`` (as ``list_nodes`` judges), or
     ``None``."""
-    row = conn.execute(_statements(conn, table).named, {"name": name}).mappings().one_or_none()
+    row = conn.execute(statements.nodes.named, {"name": name}).mappings().one_or_none()
     return None if row is None else Node.from_row(row, now=now, interval=interval)

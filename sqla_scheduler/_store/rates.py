@@ -41,11 +41,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import Connection
 
-from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._execution import Execution
-from sqla_scheduler._statements import statements_for
+from sqla_scheduler._statements import Statements
 from sqla_scheduler._statements.rates import Rates
 
 if TYPE_CHECKING:
@@ -151,10 +150,10 @@ def count(
     return int(key[0])
 
 
-def give_back(conn: Connection, table: Table, *, entry: int, starts: int) -> None:
+def give_back(conn: Connection, statements: Statements, *, entry: int, starts: int) -> None:
     """Count ``starts`` fewer starts in the entry ``entry``: starts counted ahead that no
     pick will take (at any time: fewer starts counted only leave more room)."""
-    stmts = statements_for(table, backend_for(conn.dialect)).rates
+    stmts = statements.rates
     conn.execute(stmts.give_back, {"entry": entry, "fewer": starts})
 
 

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Table, func, select
+from sqlalchemy import Connection, Row
 
-from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._execution import Execution
 from sqla_scheduler._result import Result, ResultOutcome, decode_result
-from sqla_scheduler._statements import statements_for
+from sqla_scheduler._statements import Statements
 from sqla_scheduler._statements.finding import NOTHING, Finding
 from sqla_scheduler._statements.finding import seen_task_names as finding_names
+from sqla_scheduler._store._shared import count_rows
 
 __all__ = [
     "Kept",
@@ -30,6 +30,7 @@ __all__ = [
     "list_results",
     "prune",
     "record",
+    "record_cancelled",
     "seen_task_names",
 ]
 
@@ -79,19 +80,41 @@ def kept(
     )
 
 
-def record(conn: Connection, table: Table, kept: Sequence[Kept]) -> None:
+def record(conn: Connection, statements: Statements, kept: Sequence[Kept]) -> None:
     """Write ``kept`` in one statement, and announce each on commit (PostgreSQL)."""
     if not kept:
         return
-    stmts = statements_for(table, backend_for(conn.dialect)).results
+    stmts = statements.results
     record = stmts.record if stmts.record_announced is None else stmts.record_announced
     conn.execute(record, [k.values() for k in kept])
 
 
-def get(conn: Connection, table: Table, task_name: str, instance_id: str) -> Result | None:
+def record_cancelled(
+    conn: Connection,
+    statements: Statements,
+    task_name: str,
+    instance_id: str,
+    now: datetime,
+    group_id: int | None,
+) -> None:
+    """Keep ``cancelled`` (at ``now``, under ``group_id``) as the result of the execution
+    ``task_name``/``instance_id``, which was deleted before it ran."""
+    kept = Kept(
+        task_name=task_name,
+        instance_id=instance_id,
+        outcome="cancelled",
+        finished_at=now,
+        group_id=group_id,
+    )
+    record(conn, statements, [kept])
+
+
+def get(
+    conn: Connection, statements: Statements, task_name: str, instance_id: str
+) -> Result | None:
     """The newest result of ``task_name``/``instance_id``; ``None`` when there is none or
     an execution with that key is scheduled (again) and has not finished."""
-    stmts = statements_for(table, backend_for(conn.dialect)).results
+    stmts = statements.results
     params = {"key_task": task_name, "key_instance": instance_id}
     row = conn.execute(stmts.get, params).first()
     if row is None:
@@ -122,10 +145,24 @@ class Listed:
     #: The first characters of the error text, where there is one.
     error_preview: str | None
 
+    @classmethod
+    def from_row(cls, row: Row[Any]) -> Listed:
+        """The result a row of a previews statement lists (``Results.previews``, and the
+        groups' ``member_previews``)."""
+        return cls(
+            id=row.id,
+            task_name=row.task_name,
+            instance_id=row.task_instance,
+            outcome=row.outcome,
+            finished_at=row.finished_at,
+            value_preview=row.value_preview,
+            error_preview=row.error_preview,
+        )
+
 
 def list_results(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     *,
     task_name: str | None = None,
     instance_id: str | None = None,
@@ -140,7 +177,7 @@ def list_results(
     """The kept results matching what is given, newest first (or as ``finding`` sorts
     them), each with the first ``value_chars`` characters of its value's JSON text and
     ``error_chars`` of its error."""
-    stmts = statements_for(table, backend_for(conn.dialect)).results
+    stmts = statements.results
     query = stmts.previews(
         task_name=task_name,
         instance_id=instance_id,
@@ -152,23 +189,12 @@ def list_results(
         instance_contains=instance_contains,
         finding=finding,
     )
-    return [
-        Listed(
-            id=row.id,
-            task_name=row.task_name,
-            instance_id=row.task_instance,
-            outcome=row.outcome,
-            finished_at=row.finished_at,
-            value_preview=row.value_preview,
-            error_preview=row.error_preview,
-        )
-        for row in conn.execute(query)
-    ]
+    return [Listed.from_row(row) for row in conn.execute(query)]
 
 
 def count_results(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     *,
     task_name: str | None = None,
     instance_id: str | None = None,
@@ -177,7 +203,7 @@ def count_results(
     finding: Finding = NOTHING,
 ) -> int:
     """How many kept results ``list_results`` would list without a limit."""
-    stmts = statements_for(table, backend_for(conn.dialect)).results
+    stmts = statements.results
     query = stmts.listing(
         task_name=task_name,
         instance_id=instance_id,
@@ -185,18 +211,17 @@ def count_results(
         instance_contains=instance_contains,
         finding=finding,
     )
-    found = conn.execute(select(func.count()).select_from(query.order_by(None).subquery()))
-    return int(found.scalar_one())
+    return count_rows(conn, query)
 
 
-def seen_task_names(conn: Connection, table: Table, *, limit: int) -> list[str]:
+def seen_task_names(conn: Connection, statements: Statements, *, limit: int) -> list[str]:
     """Up to ``limit`` task names that have kept results, in order (read on the index of
     task and instance)."""
-    r = statements_for(table, backend_for(conn.dialect)).results.results
+    r = statements.results.results
     return list(conn.execute(finding_names(r.c.task_name, limit)).scalars())
 
 
-def prune(conn: Connection, table: Table, *, threshold: datetime, limit: int) -> int:
+def prune(conn: Connection, statements: Statements, *, threshold: datetime, limit: int) -> int:
     """Delete up to ``limit`` results that finished before ``threshold``; return how many."""
-    stmts = statements_for(table, backend_for(conn.dialect)).results
+    stmts = statements.results
     return conn.execute(stmts.prune, {"threshold": threshold, "limit": limit}).rowcount

@@ -7,7 +7,6 @@ results, groups, what its handler scheduled, NOTIFY) is the recorders' (``comple
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -18,13 +17,12 @@ from sqlalchemy import Connection, Table
 
 from sqla_scheduler._execution import Execution
 from sqla_scheduler._history_entry import HistorySetting
-from sqla_scheduler._statements.shapes import Shapes
+from sqla_scheduler._statements import Statements
 from sqla_scheduler._store import completion
 from sqla_scheduler._store import history as history_store
 from sqla_scheduler._store import rates as rate_store
 from sqla_scheduler._store import results as result_store
 from sqla_scheduler._store._shared import chunks as _chunks
-from sqla_scheduler._store._shared import statements as _statements
 from sqla_scheduler._store.completion import Applied, Completion
 
 if TYPE_CHECKING:
@@ -51,7 +49,7 @@ Key = tuple[str, str]
 
 def pick(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     *,
     names: Sequence[str],
     limit: int,
@@ -61,7 +59,7 @@ def pick(
     """Pick up to ``limit`` due executions of ``names``, highest priority and oldest first."""
     if limit <= 0 or not names:
         return []
-    stmts = _statements(conn, table).running
+    stmts = statements.running
     rows = stmts.pick.run(
         conn, {"names": list(names), "limit": limit, "picker": picker, "now": now}
     )
@@ -93,7 +91,7 @@ class LimitedPick(NamedTuple):
 
 def pick_limited(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     *,
     limits: Sequence[TaskLimits],
     limit: int,
@@ -112,8 +110,7 @@ def pick_limited(
     (default all) can start at once (free workers); the others wait for a worker, so they
     are only picked while the task's window keeps room to spare beyond them.
     """
-    every = _statements(conn, table)
-    stmts = every.running
+    stmts = statements.running
     picked: list[Execution] = []
     drained = True
     rated: dict[str, rate_store.Rated] = {}
@@ -123,7 +120,7 @@ def pick_limited(
         if room <= 0:
             return LimitedPick(picked, False, rated)
         if stmts.lock_task is not None:
-            conn.execute(stmts.lock_task, {"lock_key": _lock_key(table, name)})
+            conn.execute(stmts.lock_task, {"lock_key": _lock_key(statements.table, name)})
         allowed = room
         if most is not None:
             running = int(conn.execute(stmts.count_picked, {"name": name}).scalar_one())
@@ -132,13 +129,13 @@ def pick_limited(
                 drained = False  # full: what is due waits for a place
                 continue
         if rate is None:
-            found = pick(conn, table, names=[name], limit=allowed, picker=picker, now=now)
+            found = pick(conn, statements, names=[name], limit=allowed, picker=picker, now=now)
             drained = drained and len(found) < allowed
             picked += found
             continue
         rated[name] = rate_store.pick(
             conn,
-            every.rates,
+            statements.rates,
             name,
             rate,
             allowed=allowed,
@@ -146,7 +143,7 @@ def pick_limited(
             concurrent=most is not None,
             now=now,
             clock=clock,
-            take=partial(pick, conn, table, names=[name], picker=picker, now=now),
+            take=partial(pick, conn, statements, names=[name], picker=picker, now=now),
         )
         picked += rated[name].found
         drained = drained and rated[name].drained
@@ -160,23 +157,23 @@ def _lock_key(table: Table, task_name: str) -> int:
 
 
 def heartbeat(
-    conn: Connection, table: Table, held: Sequence[tuple[str, str, int]], now: datetime
+    conn: Connection, statements: Statements, held: Sequence[tuple[str, str, int]], now: datetime
 ) -> set[Key]:
     """Refresh the heartbeat of each held (task, instance, version); return those refreshed."""
-    return _stamp(conn, table, held, now, started=False)
+    return _stamp(conn, statements, held, now, started=False)
 
 
 def mark_started(
-    conn: Connection, table: Table, held: Sequence[tuple[str, str, int]], now: datetime
+    conn: Connection, statements: Statements, held: Sequence[tuple[str, str, int]], now: datetime
 ) -> set[Key]:
     """Record that the handlers of held (task, instance, version) start now; return the
     ones still held (the others were taken over and must not run)."""
-    return _stamp(conn, table, held, now, started=True)
+    return _stamp(conn, statements, held, now, started=True)
 
 
 def _stamp(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     held: Sequence[tuple[str, str, int]],
     now: datetime,
     *,
@@ -186,23 +183,10 @@ def _stamp(
     version) to ``now``; return those still held."""
     if not held:
         return set()
-    stmts = _statements(conn, table).running
+    stmts = statements.running
     stmt = stmts.mark_started if started else stmts.heartbeat
-    rows = stmt.run(conn, {**_key_lists(stmts, held), "now": now})
+    rows = stmt.run(conn, {**stmts.backend.bind_held_keys(held), "now": now})
     return {(row.task_name, row.task_instance) for row in rows}
-
-
-def _key_lists(stmts: Shapes, keys: Sequence[tuple[str, str, int]]) -> dict[str, Any]:
-    """Bind (task, instance, version) keys the way ``Shapes.held_keys`` expects."""
-    if stmts.backend.binds_arrays:
-        return {
-            "names": [k[0] for k in keys],
-            "instances": [k[1] for k in keys],
-            "versions": [k[2] for k in keys],
-        }
-    if stmts.backend.json_rows is not None:
-        return {"keys": json.dumps([list(k) for k in keys])}
-    return {"keys": list(keys)}
 
 
 def _key_params(execution: Execution) -> dict[str, Any]:
@@ -213,15 +197,15 @@ def _key_params(execution: Execution) -> dict[str, Any]:
     }
 
 
-def remove(conn: Connection, table: Table, execution: Execution) -> bool:
+def remove(conn: Connection, statements: Statements, execution: Execution) -> bool:
     """Delete a held execution; ``False`` when its version moved (someone else owns it)."""
-    stmts = _statements(conn, table).running
+    stmts = statements.running
     return conn.execute(stmts.remove, _key_params(execution)).rowcount == 1
 
 
 def complete(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     batch: Sequence[Completion],
     history: HistorySetting,
     notify: frozenset[str] = frozenset(),
@@ -236,24 +220,24 @@ def complete(
     ``max_concurrency``) wake the schedulers on commit: a place they may be waiting for
     is free.
     """
-    recorded = _apply(conn, table, batch, history)
+    recorded = _apply(conn, statements, batch, history)
     applied = [c for c, ok in zip(batch, recorded, strict=True) if ok]
     if applied:
-        completion.record(conn, table, Applied(applied, batch[0].now, history, notify))
+        completion.record(conn, statements, Applied(applied, batch[0].now, history, notify))
     return recorded
 
 
 def _apply(
-    conn: Connection, table: Table, batch: Sequence[Completion], history: HistorySetting
+    conn: Connection, statements: Statements, batch: Sequence[Completion], history: HistorySetting
 ) -> list[bool]:
     """Change the row of each outcome in ``batch``; whether each changed (its version had
     not moved)."""
-    stmts = _statements(conn, table).running
+    stmts = statements.running
     removed: set[Key] = set()
     removes = [c.execution for c in batch if c.kind == "remove"]
     if removes:
         keys = [(e.task_name, e.instance_id, e.version) for e in removes]
-        rows = stmts.remove_many.run(conn, _key_lists(stmts, keys))
+        rows = stmts.remove_many.run(conn, stmts.backend.bind_held_keys(keys))
         removed = {(row.task_name, row.task_instance) for row in rows}
     hand_back = {"succeed": stmts.succeed, "fail": stmts.fail, "release": stmts.release}
     recorded: list[bool] = []
@@ -262,7 +246,7 @@ def _apply(
         if c.kind == "remove":
             recorded.append((e.task_name, e.instance_id) in removed)
         elif c.moves:
-            recorded.append(_take_out(conn, table, c, history))
+            recorded.append(_take_out(conn, statements, c, history))
         else:
             # Each statement binds the parameters it names and ignores the others.
             params = {
@@ -280,17 +264,19 @@ def _apply(
     return recorded
 
 
-def _take_out(conn: Connection, table: Table, c: Completion, history: HistorySetting) -> bool:
+def _take_out(
+    conn: Connection, statements: Statements, c: Completion, history: HistorySetting
+) -> bool:
     """Move the row of ``c`` into history with its entry and payload; delete it when
     history is off. ``False`` when its version moved."""
     if history == "none":
-        return remove(conn, table, c.execution)
-    return history_store.move(conn, table, c.entry())
+        return remove(conn, statements, c.execution)
+    return history_store.move(conn, statements, c.entry())
 
 
 def abandon(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     execution: Execution,
     *,
     now: datetime,
@@ -314,13 +300,13 @@ def abandon(
         started_at=execution.started_at,
         result=kept,
     )
-    [removed] = complete(conn, table, [abandoned], history)
+    [removed] = complete(conn, statements, [abandoned], history)
     return removed
 
 
 def revive(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     *,
     threshold: datetime,
     now: datetime,
@@ -330,7 +316,7 @@ def revive(
     as found (who had picked them, their last heartbeat and start). Each is recorded in
     history as ``dead``, as ``history`` allows: its start, where it was recorded, and
     otherwise an error text saying that its handler may have run."""
-    stmts = _statements(conn, table).running
+    stmts = statements.running
     params = {"threshold": threshold, "now": now}
     revived: list[Execution] = []
     if stmts.revive is not None:
@@ -347,7 +333,7 @@ def revive(
         }
         keys = [(name, instance, version) for (name, instance), (version, *_) in found.items()]
         for chunk in _chunks(keys):
-            rows = stmts.revive_found.run(conn, {**params, **_key_lists(stmts, chunk)})
+            rows = stmts.revive_found.run(conn, {**params, **stmts.backend.bind_held_keys(chunk)})
             for row in rows:
                 execution = Execution.from_row(row._mapping)
                 _, picked_by, beat, started_at = found[(execution.task_name, execution.instance_id)]
@@ -362,7 +348,7 @@ def revive(
                 )
     history_store.record(
         conn,
-        table,
+        statements,
         history,
         [
             history_store.Entry(
@@ -405,11 +391,11 @@ def _dead_error(execution: Execution) -> str:
 
 
 def find_unreadable(
-    conn: Connection, table: Table, *, now: datetime, limit: int
+    conn: Connection, statements: Statements, *, now: datetime, limit: int
 ) -> list[tuple[Any, Any, list[str]]]:
     """Rows due or picked that no scheduler can load, at most ``limit``: each one's task
     name, instance id and the columns whose values cannot be read."""
-    stmts = _statements(conn, table).running
+    stmts = statements.running
     rows = conn.execute(stmts.find_unreadable, {"now": now, "limit": limit}).mappings()
     return [
         (row["task_name"], row["task_instance"], [n for n in stmts.readable if not row[f"ok_{n}"]])
@@ -418,12 +404,12 @@ def find_unreadable(
 
 
 def next_due(
-    conn: Connection, table: Table, *, names: Sequence[str], now: datetime
+    conn: Connection, statements: Statements, *, names: Sequence[str], now: datetime
 ) -> datetime | None:
     """The earliest execution time after ``now`` among the unpicked rows of ``names``."""
     if not names:
         return None
-    stmts = _statements(conn, table).running
+    stmts = statements.running
     found: datetime | None = conn.execute(
         stmts.next_due, {"names": list(names), "now": now}
     ).scalar()
@@ -431,9 +417,9 @@ def next_due(
 
 
 def delete_orphans(
-    conn: Connection, table: Table, *, known: Sequence[str], threshold: datetime
+    conn: Connection, statements: Statements, *, known: Sequence[str], threshold: datetime
 ) -> list[tuple[str, str, Any]]:
     """Delete unpicked rows of unknown tasks due before ``threshold``; return what went."""
-    stmts = _statements(conn, table).running
+    stmts = statements.running
     rows = stmts.delete_orphans.run(conn, {"names": list(known), "threshold": threshold})
     return [(row.task_name, row.task_instance, row.task_data) for row in rows]

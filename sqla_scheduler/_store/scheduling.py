@@ -23,7 +23,7 @@ from sqla_scheduler._execution import (
     TaskInstance,
     instance_values,
 )
-from sqla_scheduler._statements import Scheduling
+from sqla_scheduler._statements import Scheduling, Statements
 from sqla_scheduler._store import groups as group_store
 from sqla_scheduler._store import results as result_store
 
@@ -31,7 +31,6 @@ from sqla_scheduler._store import results as result_store
 from sqla_scheduler._store._shared import PER_STATEMENT
 from sqla_scheduler._store._shared import chunks as _chunks
 from sqla_scheduler._store._shared import notify as _notify
-from sqla_scheduler._store._shared import statements as _statements
 from sqla_scheduler._types import dumps_payload
 from sqla_scheduler.exceptions import MissingTableError
 from sqla_scheduler.schedules import parse_schedule
@@ -71,7 +70,7 @@ def check_sqlite_file(url: URL, table: Table) -> None:
 
 def insert_instances(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     instances: Sequence[TaskInstance[Any]],
     now: datetime,
     trace_context: Mapping[str, str] | None = None,
@@ -85,7 +84,7 @@ def insert_instances(
     execution time of each statement that inserted anything. An instance with a schedule of
     its own and no time first runs when its schedule first says, as of ``now``.
     """
-    stmts = _statements(conn, table).scheduling
+    stmts = statements.scheduling
     if any(i.execution_time is None and i.schedule is not None for i in instances):
         instances = [_at_first_run(i, now) for i in instances]
     inserted = 0
@@ -132,14 +131,10 @@ def _insert_chunk(
         )
     # Only SQLite and MariaDB get here (PostgreSQL's statements above send their own
     # NOTIFYs), and they have no NOTIFY to send: ``on_inserted`` is their wake-up.
-    if stmts.backend.inserts_return:
-        times = [execution_time for _, execution_time in result]
-        inserted = len(times)
-    else:  # counted; the wake-up is for the earliest time asked (early is harmless)
-        inserted = result.rowcount
-        times = [i.execution_time or now for i in instances] if inserted else []
-    if times and on_inserted is not None:
-        on_inserted(min(times))
+    asked = [(i.task_name, i.execution_time or now) for i in instances]
+    inserted, found = stmts.backend.inserted(result, asked)
+    if found and on_inserted is not None:
+        on_inserted(min(execution_time for _, execution_time in found))
     return inserted
 
 
@@ -205,7 +200,7 @@ def _key(task_name: str, instance_id: str, shown_version: int | None) -> dict[st
 
 def cancel(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     task_name: str,
     instance_id: str,
     *,
@@ -218,33 +213,26 @@ def cancel(
     results) its result is kept as ``cancelled`` at ``now``; so is a group member's,
     whose group counts it as finished. A link of a chain that has not run takes the
     links after it with it: they waited for it."""
-    stmts = _statements(conn, table).scheduling
-    group_id, awaits = group_store.forget_member(conn, table, task_name, instance_id)
+    stmts = statements.scheduling
+    group_id, awaits = group_store.forget_member(conn, statements, task_name, instance_id)
     stmt = stmts.cancel(shown=shown_version is not None)
     deleted = conn.execute(stmt, _key(task_name, instance_id, shown_version)).rowcount == 1
     if not deleted or (not keep_result and group_id is None):
         return deleted
     now = now if now is not None else datetime.now(timezone.utc)
-    kept = result_store.Kept(
-        task_name=task_name,
-        instance_id=instance_id,
-        outcome="cancelled",
-        finished_at=now,
-        group_id=group_id,
-    )
-    result_store.record(conn, table, [kept])
+    result_store.record_cancelled(conn, statements, task_name, instance_id, now, group_id)
     if group_id is not None and (
-        awaits is not None or group_store.is_chain(conn, table, group_id)
+        awaits is not None or group_store.is_chain(conn, statements, group_id)
     ):  # a link of a chain: the rest with it
-        group_store.cancel_chain(conn, table, group_id, now)
+        group_store.cancel_chain(conn, statements, group_id, now)
     elif group_id is not None:
-        group_store.finished(conn, table, {group_id: 1}, now)
+        group_store.finished(conn, statements, {group_id: 1}, now)
     return deleted
 
 
 def reschedule(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     task_name: str,
     instance_id: str,
     at: datetime,
@@ -261,7 +249,7 @@ def reschedule(
     unless it is KEEP, and the schedule text ``schedule`` unless it is ``None``; return
     whether it moved. Moved, it notifies the schedulers on commit (see ``_notify``) and
     calls ``on_moved`` with ``at``."""
-    stmts = _statements(conn, table).scheduling
+    stmts = statements.scheduling
     params = {**_key(task_name, instance_id, shown_version), "new_time": at}
     if data is not KEEP:
         params["new_data"] = data
@@ -283,7 +271,7 @@ def reschedule(
 
 def cancel_shown(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     *,
     task_name: str,
     instance_id: str,
@@ -297,7 +285,7 @@ def cancel_shown(
     than at their timeout; so is a group member's, at the same ``now``."""
     return cancel(
         conn,
-        table,
+        statements,
         task_name,
         instance_id,
         shown_version=shown_version,
@@ -318,16 +306,16 @@ class Recurring:
 
 
 def register_recurring(
-    conn: Connection, table: Table, tasks: Sequence[Recurring], now: datetime
+    conn: Connection, statements: Statements, tasks: Sequence[Recurring], now: datetime
 ) -> None:
     """Create or refresh each recurring task's row (see ``Scheduling.upsert_recurring``),
     or remove it when its schedule is disabled; in the caller's transaction."""
-    stmts = _statements(conn, table).scheduling
+    stmts = statements.scheduling
     due: set[str] = set()
     for task in tasks:
         instance = task.first
         if instance is None:
-            cancel(conn, table, task.task_name, RECURRING_INSTANCE_ID)
+            cancel(conn, statements, task.task_name, RECURRING_INSTANCE_ID)
             continue
         at = instance.execution_time or now
         conn.execute(

@@ -18,11 +18,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import Connection
 
-from sqla_scheduler._dialects import backend_for
-from sqla_scheduler._statements import statements_for
-from sqla_scheduler._statements.stats import Stats
+from sqla_scheduler._statements import Statements
 from sqla_scheduler.models import STATS_BOUNDS_MS, STATS_BUCKETS, STATS_COLUMNS
 
 __all__ = [
@@ -110,11 +108,9 @@ class Tally:
                     row[i] += value
 
 
-def _statements(conn: Connection, table: Table) -> Stats:
-    return statements_for(table, backend_for(conn.dialect)).stats
-
-
-def add(conn: Connection, table: Table, *, node: str, rows: Mapping[Key, Sequence[int]]) -> None:
+def add(
+    conn: Connection, statements: Statements, *, node: str, rows: Mapping[Key, Sequence[int]]
+) -> None:
     """Add ``rows`` (a ``Tally``'s) to the rows of ``node`` (this process's name), in one
     statement; the caller commits."""
     if not rows:
@@ -129,14 +125,14 @@ def add(conn: Connection, table: Table, *, node: str, rows: Mapping[Key, Sequenc
         }
         for (minute, task_name, outcome), counts in rows.items()
     ]
-    conn.execute(_statements(conn, table).add, values)
+    conn.execute(statements.stats.add, values)
 
 
-def prune(conn: Connection, table: Table, *, threshold: datetime, limit: int) -> int:
+def prune(conn: Connection, statements: Statements, *, threshold: datetime, limit: int) -> int:
     """Delete the rows of about ``limit`` of the oldest minutes' rows before
     ``threshold`` (whole minutes); return how many."""
     found = conn.execute(
-        _statements(conn, table).prune, {"threshold": minute_of(threshold), "limit": limit}
+        statements.stats.prune, {"threshold": minute_of(threshold), "limit": limit}
     )
     return int(found.rowcount)
 
@@ -242,7 +238,7 @@ def _percentiles(values: Sequence[int]) -> tuple[Percentiles, Percentiles]:
 
 def activity(
     conn: Connection,
-    table: Table,
+    statements: Statements,
     *,
     now: datetime,
     step_minutes: int,
@@ -254,7 +250,7 @@ def activity(
     task ``task`` or all of them."""
     until = (minute_of(now) // step_minutes + 1) * step_minutes
     since = until - points * step_minutes
-    query = _statements(conn, table).activity(step_minutes, one_task=task is not None)
+    query = statements.stats.activity(step_minutes, one_task=task is not None)
     params: dict[str, Any] = {"since": since, "until": until}
     if task is not None:
         params["task"] = task

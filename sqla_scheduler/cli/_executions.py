@@ -109,12 +109,14 @@ def _say_which_tasks_have_executions(
     """On stderr, when ``task_name`` has no execution at all (a typo, most often): say so,
     and name the tasks that have some."""
     from sqla_scheduler import _store
+    from sqla_scheduler._statements import statements_on
     from sqla_scheduler.executions import connected
 
     with _database_errors(url), connected(url, scheduler) as (client, conn):
         if client.executions(conn, task_name=task_name, limit=1):
             return  # it has executions, none in the state asked for
-        names = _store.seen_task_names(conn, client.table, limit=_TASK_NAMES_SHOWN + 1)
+        statements = statements_on(conn, client.table)
+        names = _store.seen_task_names(conn, statements, limit=_TASK_NAMES_SHOWN + 1)
     note = f"sqla-scheduler: no execution of task {task_name!r} exists"
     if not names:
         click.echo(f"{note}, nor of any other task", err=True)

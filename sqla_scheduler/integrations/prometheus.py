@@ -45,6 +45,7 @@ import anyio
 
 from sqla_scheduler import _store
 from sqla_scheduler._bridge import Database
+from sqla_scheduler._statements import statements_for
 from sqla_scheduler.clock import Clock, SystemClock
 from sqla_scheduler.context import ExecutionContext
 from sqla_scheduler.interceptors import CallNext, ExecutionInterceptor
@@ -132,10 +133,11 @@ class SchedulerMetrics(ExecutionInterceptor):
 
     async def collect_once(self, scheduler: Scheduler) -> dict[str, int]:
         """Count the executions in each state in one query; set the gauges; return counts."""
-        counts = await Database(scheduler.engine).run(
+        db = Database(scheduler.engine)
+        counts = await db.run(
             partial(
                 _store.state_counts,
-                table=scheduler.table,
+                statements=statements_for(scheduler.table, db.backend),
                 known_tasks=frozenset(scheduler.tasks),
                 now=self.clock.now(),
             ),

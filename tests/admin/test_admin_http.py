@@ -16,6 +16,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from sqla_scheduler import Scheduler, _store
+from sqla_scheduler._statements import statements_on
 from sqla_scheduler.admin import create_app, credentials_from_env, serve
 from sqla_scheduler.admin._security import CONTENT_SECURITY_POLICY
 from sqla_scheduler.exceptions import ConfigurationError
@@ -588,9 +589,11 @@ async def test_the_overview_counts_in_one_pass_what_the_state_counts_count(
     orphaned executions (of the seed's unregistered task) included."""
     now, table, known = scheduler.clock.now(), scheduler.table, frozenset(scheduler.tasks)
     with seeded.sync_engine.connect() as conn:
-        by_task = _store.counts_by_task(conn, table, now=now)
-        header = _store.state_counts(conn, table, known_tasks=known, now=now)
-        per_task = _store.task_counts(conn, table, names=sorted(known), now=now)
+        by_task = _store.counts_by_task(conn, statements_on(conn, table), now=now)
+        header = _store.state_counts(conn, statements_on(conn, table), known_tasks=known, now=now)
+        per_task = _store.task_counts(
+            conn, statements_on(conn, table), names=sorted(known), now=now
+        )
     assert min(header["orphaned"], header["failing"], header["running"]) > 0
     assert _store.state_totals(by_task, known) == header
     assert {name: c for name, c in by_task.items() if name in known} == per_task

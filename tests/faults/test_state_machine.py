@@ -26,6 +26,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 from sqlalchemy import Engine, create_engine, func, select
 
 from sqla_scheduler import _store
+from sqla_scheduler._statements import statements_on
 from sqla_scheduler._store import Completion
 from sqla_scheduler.executions import Execution
 from sqla_scheduler.models import history_table, table_for
@@ -68,7 +69,7 @@ class TableMachine(RuleBasedStateMachine):
 
     def run(self, fn: Any, **kwargs: Any) -> Any:
         with self.engine.begin() as conn:
-            return fn(conn, TABLE, **kwargs)
+            return fn(conn, statements_on(conn, TABLE), **kwargs)
 
     def at(self, minutes: int) -> datetime:
         return self.now + timedelta(minutes=minutes)

@@ -16,6 +16,7 @@ from sqlalchemy import func, insert, select
 from sqla_scheduler import ManualClock, SchedulerConfig, one_time
 from sqla_scheduler._execution import Execution
 from sqla_scheduler._runner import stats as stats_service
+from sqla_scheduler._statements import statements_on
 from sqla_scheduler._store.stats import activity, minute_of
 from sqla_scheduler.models import STATS_BOUNDS_MS, STATS_COLUMNS, stats_table
 from tests.conftest import Harness, services, wait_for
@@ -84,8 +85,17 @@ async def test_a_drain_is_counted_by_task_and_outcome(db: Harness) -> None:
     assert abandoned[f"duration_{bucket_of(300)}"] == 2  # the retry that failed last
     # the chart's read sums them per minute, for one task or all
     with db.sync_engine.connect() as conn:
-        hour = activity(conn, db.table, now=clock.now(), step_minutes=1, points=60)
-        one = activity(conn, db.table, now=clock.now(), step_minutes=1, points=60, task="ok")
+        hour = activity(
+            conn, statements_on(conn, db.table), now=clock.now(), step_minutes=1, points=60
+        )
+        one = activity(
+            conn,
+            statements_on(conn, db.table),
+            now=clock.now(),
+            step_minutes=1,
+            points=60,
+            task="ok",
+        )
     assert len(hour.points) == 60
     assert hour.points[-1].start == datetime(2030, 5, 17, 12, 1, tzinfo=timezone.utc)
     assert hour.counts == {"succeeded": 3, "failed": 2, "abandoned": 2}
@@ -136,7 +146,13 @@ async def test_the_read_sums_processes_and_steps(db: Harness) -> None:
     with db.sync_engine.begin() as conn:
         conn.execute(insert(s), rows)
     with db.sync_engine.connect() as conn:
-        day = activity(conn, db.table, now=NOW + timedelta(minutes=15), step_minutes=15, points=96)
+        day = activity(
+            conn,
+            statements_on(conn, db.table),
+            now=NOW + timedelta(minutes=15),
+            step_minutes=15,
+            points=96,
+        )
     assert len(day.points) == 96
     assert [p.total for p in day.points[-2:]] == [7, 8]
     assert day.points[-2].start.minute % 15 == 0

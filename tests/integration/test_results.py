@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqla_scheduler import ManualClock, NextAt, PayloadError, Result, custom, one_time
 from sqla_scheduler._dialects import result_channel
 from sqla_scheduler._runner.maintenance import PRUNE_BATCH
+from sqla_scheduler._statements import statements_on
 from sqla_scheduler._store.results import Kept, record
 from sqla_scheduler.models import results_table
 from tests.conftest import Harness
@@ -272,7 +273,7 @@ async def test_wait_is_woken_by_the_commit_that_records_the_result(db: Harness) 
         with db.sync_engine.begin() as conn:
             # an instance id beyond ASCII: PostgreSQL writes it as it is in the NOTIFY
             kept = Kept(task_name="job", instance_id="j-é", outcome="succeeded", finished_at=NOW)
-            record(conn, db.table, [kept])
+            record(conn, statements_on(conn, db.table), [kept])
         committed.append(time.monotonic())
 
     async with anyio.create_task_group() as group:
@@ -315,7 +316,7 @@ async def test_the_notify_carries_the_result_unless_it_is_too_long(
         while not reads and time.monotonic() < deadline:
             time.sleep(0.005)
         with db.sync_engine.begin() as conn:
-            record(conn, db.table, [kept])
+            record(conn, statements_on(conn, db.table), [kept])
 
     async with anyio.create_task_group() as group:
         group.start_soon(anyio.to_thread.run_sync, commit_after_the_first_read)
@@ -428,7 +429,7 @@ async def test_every_wait_of_a_process_shares_one_listen_connection(db: Harness)
                 )
                 for key in keys
             ]
-            record(conn, db.table, kept)
+            record(conn, statements_on(conn, db.table), kept)
     assert {key: result.value for key, result in results.items()} == {key: key for key in keys}
     with anyio.fail_after(10), db.sync_engine.connect() as conn:
         while conn.execute(listening).scalar_one():

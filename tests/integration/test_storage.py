@@ -67,6 +67,7 @@ async def test_a_pick_commits_without_waiting_for_the_disk_and_leaves_the_sessio
     db: Harness,
 ):
     from sqla_scheduler import _store
+    from sqla_scheduler._statements import statements_on
 
     task = one_time("job")(lambda ctx: None)
     scheduler = db.scheduler([task])
@@ -77,7 +78,12 @@ async def test_a_pick_commits_without_waiting_for_the_disk_and_leaves_the_sessio
         conn.commit()
         with conn.begin():
             picked = _store.pick(
-                conn, scheduler.table, names=["job"], limit=5, picker="me", now=now
+                conn,
+                statements_on(conn, scheduler.table),
+                names=["job"],
+                limit=5,
+                picker="me",
+                now=now,
             )
             assert [e.instance_id for e in picked] == ["a"]
             # for the pick's own transaction only
