@@ -11,21 +11,26 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from sqla_scheduler._limits import DEFAULT_MAX_RESULT_SIZE
 from sqla_scheduler._payload import normalize_json
 from sqla_scheduler._types import dumps_payload
 from sqla_scheduler.exceptions import PayloadError
 
+if TYPE_CHECKING:
+    from sqla_scheduler._execution import Execution
+
 __all__ = [
     "DEFAULT_MAX_RESULT_SIZE",
     "RESULT_OUTCOMES",
     "RESULT_SORTS",
+    "Kept",
     "Result",
     "ResultOutcome",
     "decode_result",
     "encode_result",
+    "kept",
 ]
 
 
@@ -105,3 +110,48 @@ def encode_result(task_name: str, value: Any, max_size: int = DEFAULT_MAX_RESULT
 def decode_result(text: str | None) -> Any:
     """The value kept as ``text`` (``None`` when nothing was)."""
     return None if text is None else json.loads(text)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Kept:
+    """A final outcome to keep: ``value`` is the JSON text of what the handler returned."""
+
+    task_name: str
+    instance_id: str
+    outcome: ResultOutcome
+    finished_at: datetime
+    value: str | None = None
+    error: str | None = None
+    #: The group the execution was a member of, whose callback sees it.
+    group_id: int | None = None
+
+    def values(self) -> dict[str, Any]:
+        return {
+            "task_name": self.task_name,
+            "task_instance": self.instance_id,
+            "outcome": self.outcome,
+            "value": self.value,
+            "error": self.error,
+            "finished_at": self.finished_at,
+            "group_id": self.group_id,
+        }
+
+
+def kept(
+    execution: Execution,
+    outcome: ResultOutcome,
+    now: datetime,
+    *,
+    value: str | None = None,
+    error: str | None = None,
+) -> Kept:
+    """The final outcome of ``execution`` to keep, under its group if it has one."""
+    return Kept(
+        task_name=execution.task_name,
+        instance_id=execution.instance_id,
+        outcome=outcome,
+        finished_at=now,
+        value=value,
+        error=error,
+        group_id=execution.group_id,
+    )

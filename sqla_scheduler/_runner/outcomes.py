@@ -19,10 +19,9 @@ from typing import Any
 from sqla_scheduler._app_code import calling
 from sqla_scheduler._error_text import MAX_ERROR_TEXT, error_text
 from sqla_scheduler._execution import KEEP, Execution, GroupPlan, NextAt, TaskInstance
-from sqla_scheduler._result import DEFAULT_MAX_RESULT_SIZE, encode_result
+from sqla_scheduler._result import DEFAULT_MAX_RESULT_SIZE, encode_result, kept
 from sqla_scheduler._runner.held import Held
 from sqla_scheduler._store import Completion
-from sqla_scheduler._store.results import kept
 from sqla_scheduler.config import SchedulerConfig, backoff, read_setting
 from sqla_scheduler.context import ExecutionContext
 from sqla_scheduler.exceptions import PayloadError

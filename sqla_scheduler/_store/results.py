@@ -14,8 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row
 
-from sqla_scheduler._execution import Execution
-from sqla_scheduler._result import Result, ResultOutcome, decode_result
+from sqla_scheduler._result import Kept, Result, ResultOutcome, decode_result, kept
 from sqla_scheduler._statements import Statements
 from sqla_scheduler._statements.finding import NOTHING, Finding
 from sqla_scheduler._statements.finding import seen_task_names as finding_names
@@ -33,51 +32,6 @@ __all__ = [
     "record_cancelled",
     "seen_task_names",
 ]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Kept:
-    """A final outcome to keep: ``value`` is the JSON text of what the handler returned."""
-
-    task_name: str
-    instance_id: str
-    outcome: ResultOutcome
-    finished_at: datetime
-    value: str | None = None
-    error: str | None = None
-    #: The group the execution was a member of, whose callback sees it.
-    group_id: int | None = None
-
-    def values(self) -> dict[str, Any]:
-        return {
-            "task_name": self.task_name,
-            "task_instance": self.instance_id,
-            "outcome": self.outcome,
-            "value": self.value,
-            "error": self.error,
-            "finished_at": self.finished_at,
-            "group_id": self.group_id,
-        }
-
-
-def kept(
-    execution: Execution,
-    outcome: ResultOutcome,
-    now: datetime,
-    *,
-    value: str | None = None,
-    error: str | None = None,
-) -> Kept:
-    """The final outcome of ``execution`` to keep, under its group if it has one."""
-    return Kept(
-        task_name=execution.task_name,
-        instance_id=execution.instance_id,
-        outcome=outcome,
-        finished_at=now,
-        value=value,
-        error=error,
-        group_id=execution.group_id,
-    )
 
 
 def record(conn: Connection, statements: Statements, kept: Sequence[Kept]) -> None:
