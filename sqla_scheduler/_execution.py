@@ -264,6 +264,9 @@ class Execution:
     awaits: int | None = None
     """The group this execution is the callback of, if any: it waits (at ``WAITING``)
     until every member of that group has finished."""
+    snoozes: int = 0
+    """How many times its handler snoozed (raised ``Snooze``) since the execution was
+    scheduled or last succeeded; a failure keeps the count."""
 
     @property
     def waiting(self) -> bool:
@@ -295,6 +298,7 @@ class Execution:
             payload_version=row.get("payload_version", 1),
             group_id=row.get("group_id"),
             awaits=row.get("awaits"),
+            snoozes=row.get("snoozes", 0),
         )
 
     def status(self, now: datetime, known_tasks: Collection[str] | None = None) -> ExecutionStatus:

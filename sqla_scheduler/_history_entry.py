@@ -22,11 +22,12 @@ __all__ = [
     "keeps",
 ]
 
-Outcome = Literal["succeeded", "failed", "abandoned", "dead", "undecodable"]
+Outcome = Literal["succeeded", "failed", "abandoned", "dead", "undecodable", "snoozed"]
 """How a finished attempt ended: its handler returned (``succeeded``) or raised
 (``failed``, to be retried); it failed for the last time (``abandoned``: the execution left
-the table); its scheduler died while it ran (``dead``: revived elsewhere); or its payload
-could not be decoded (``undecodable``: the execution left the table)."""
+the table); its scheduler died while it ran (``dead``: revived elsewhere); its payload
+could not be decoded (``undecodable``: the execution left the table); or its handler
+raised ``Snooze`` (``snoozed``: it runs again later, no failure counted)."""
 
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
@@ -44,12 +45,16 @@ HISTORY_SORTS: dict[str, tuple[str, ...]] = {
 
 HistorySetting = Literal["failures", "all", "none"]
 
+#: The outcomes only ``history="all"`` records: neither is a failure.
+_ALL_ONLY: tuple[Outcome, ...] = ("succeeded", "snoozed")
+
 
 def keeps(setting: HistorySetting, outcome: Outcome) -> bool:
-    """Whether the ``history`` setting ``setting`` records an entry for ``outcome``."""
+    """Whether the ``history`` setting ``setting`` records an entry for ``outcome``:
+    ``failures`` keeps every outcome but ``succeeded`` and ``snoozed``."""
     if setting == "none":
         return False
-    return setting == "all" or outcome != "succeeded"
+    return setting == "all" or outcome not in _ALL_ONLY
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -585,6 +585,22 @@ def _chain_marker_down(op: Op, names: Names) -> None:
         batch.drop_column("chain")
 
 
+# 18 (c7e1a9d4f25b): how many times each execution has snoozed.
+
+
+def _snoozes_up(op: Op, names: Names) -> None:
+    op.add_column(
+        names.table,
+        sa.Column("snoozes", sa.Integer(), server_default=sa.text("0"), nullable=False),
+        schema=names.schema,
+    )
+
+
+def _snoozes_down(op: Op, names: Names) -> None:
+    with op.batch_alter_table(names.table, schema=names.schema) as batch:
+        batch.drop_column("snoozes")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Step:
     """One schema change: its number, the branch revision that runs it, and both ways."""
@@ -616,6 +632,7 @@ STEPS: tuple[Step, ...] = tuple(
             ("b5c1d8e3f047", _stats_up, _stats_down),
             ("e8a4c2f6b913", _overview_indexes_up, _overview_indexes_down),
             ("9f4b2d7c1e63", _chain_marker_up, _chain_marker_down),
+            ("c7e1a9d4f25b", _snoozes_up, _snoozes_down),
         ],
         start=1,
     )

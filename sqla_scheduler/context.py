@@ -128,6 +128,10 @@ class ExecutionContext(Generic[P]):
     """The error of the previous attempt when it failed (see ``Execution.last_error``),
     else ``None``. In the ``on_abandon`` hook: the error of the attempt that failed last.
     """
+    snoozes: int = 0
+    """How many times this execution has snoozed (raised ``Snooze``) since it was
+    scheduled or, for a recurring or custom task, since its last success: 0 on its first
+    run. A failure and its retry keep the count."""
     priority: int = 0
     """The execution's priority."""
     shutdown: ShutdownSignal = field(default_factory=ShutdownSignal)

@@ -1,4 +1,4 @@
-"""Errors raised by sqla-scheduler.
+"""Errors raised by sqla-scheduler, and ``Snooze``, which a handler raises.
 
 The hierarchy:
 
@@ -13,6 +13,8 @@ SchedulerError                  base of everything raised here
 ├── UnknownStepError            (LookupError) tables there, but no migration step known for them
 ├── NotAwaitedError             (RuntimeError) a commit without an async call never awaited
 └── TaskTimeoutError            (TimeoutError) an attempt ran past its task's timeout
+
+Snooze                          (Exception) not an error: a handler's "run me again later"
 ```
 
 Every message names the task, the field and the offending value where they exist.
@@ -20,7 +22,7 @@ Every message names the task, the field and the offending value where they exist
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqla_scheduler._durations import format_duration
 
@@ -31,6 +33,7 @@ __all__ = [
     "NotAwaitedError",
     "PayloadError",
     "SchedulerError",
+    "Snooze",
     "TaskDefinitionError",
     "TaskTimeoutError",
     "UnknownStepError",
@@ -89,3 +92,30 @@ class TaskTimeoutError(SchedulerError, TimeoutError):
 
     def __init__(self, task_name: str, limit: timedelta, what: str) -> None:
         super().__init__(f"task {task_name!r} timed out (timeout={format_duration(limit)}): {what}")
+
+
+class Snooze(Exception):
+    """Raised by a handler: run this execution again after ``delay``, with the same payload.
+
+    ``delay`` is a ``timedelta``, a number of seconds, or an aware ``datetime`` to run
+    at. A snooze is not a failure: ``consecutive_failures``, ``last_error`` and the
+    retries left stay as they were, ``ctx.snoozes`` counts it, and history records it as
+    ``snoozed`` when ``history="all"``. A transactional handler's writes are rolled back
+    with it. A recurring task's run moves to then; its schedule is unchanged.
+
+    ``delay`` is read when the handler has raised it: a naive ``datetime``, a negative
+    delay or anything else makes the attempt a failure whose error names the task and
+    the problem.
+
+    ```python
+    @one_time("poll-export")
+    def poll_export(ctx):
+        if not export_ready(ctx.payload["id"]):
+            raise Snooze(timedelta(minutes=5))
+    ```
+    """
+
+    def __init__(self, delay: timedelta | float | datetime) -> None:
+        super().__init__(delay)
+        self.delay = delay
+        """How long to wait, or when to run again, as the handler gave it."""

@@ -107,7 +107,7 @@ and duration in milliseconds, then the histogram buckets ``lag_0`` ... and ``dur
 RECORD_SUFFIX = "_schema"
 """The one-row table recording the migration step the tables are at is named after the
 scheduler's table with this suffix."""
-HISTORY_OUTCOMES = ("succeeded", "failed", "abandoned", "dead", "undecodable")
+HISTORY_OUTCOMES = ("succeeded", "failed", "abandoned", "dead", "undecodable", "snoozed")
 """What a finished attempt can come to, as the history table spells it."""
 DEAD_LETTER_OUTCOMES = ("abandoned", "undecodable")
 """The entries kept with their payload, to be scheduled again: executions that left the
@@ -177,6 +177,7 @@ def scheduled_tasks_table(
         Column("payload_version", SmallInteger(), nullable=False, server_default=text("1")),
         Column("group_id", BigInteger(), nullable=True),
         Column("awaits", BigInteger(), nullable=True),
+        Column("snoozes", Integer(), nullable=False, server_default=text("0")),
         schema=schema,
         postgresql_with=QUEUE_STORAGE,
         **TABLE_OPTIONS,
@@ -534,6 +535,7 @@ class ScheduledTask(Base):
     payload_version: Mapped[int]
     group_id: Mapped[int | None]
     awaits: Mapped[int | None]
+    snoozes: Mapped[int]
 
     def __repr__(self) -> str:
         return f"<ScheduledTask {self.task_name}/{self.task_instance} at {self.execution_time}>"

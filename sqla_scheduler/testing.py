@@ -46,6 +46,7 @@ def build_context(
     execution_time: datetime | None = None,
     consecutive_failures: int = 0,
     last_error: str | None = None,
+    snoozes: int = 0,
     priority: int | None = None,
     group: Group | Sequence[Result] | None = None,
 ) -> ExecutionContext[P]:
@@ -74,6 +75,7 @@ def build_context(
         execution_time=execution_time,
         consecutive_failures=consecutive_failures,
         last_error=last_error,
+        snoozes=snoozes,
         priority=task.priority if priority is None else priority,
         group=group,
     )

@@ -295,11 +295,12 @@ class Completer(Service):
 
 
 def _next_time(completion: Completion) -> datetime | None:
-    """The earliest time recording ``completion`` makes work due: a retry, a next run, or
-    what the handler scheduled (due now without a time); ``None`` when it makes none."""
+    """The earliest time recording ``completion`` makes work due: a retry, a snooze, a next
+    run, or what the handler scheduled (due now without a time); ``None`` when it makes
+    none."""
     times = [i.execution_time or completion.now for i in completion.scheduled]
     if completion.plans or completion.execution.group_id is not None:
         times.append(completion.now)  # members to run, or a callback its finish made due
-    if completion.at is not None and completion.kind in ("succeed", "fail"):
+    if completion.at is not None and completion.kind in ("succeed", "fail", "snooze"):
         times.append(completion.at)
     return min(times, default=None)

@@ -37,7 +37,7 @@ from sqla_scheduler._runner.waker import AHEAD
 from sqla_scheduler._store import Completion
 from sqla_scheduler._threads import HandlerThreads
 from sqla_scheduler.context import ExecutionContext, ShutdownSignal
-from sqla_scheduler.exceptions import InvalidScheduleError
+from sqla_scheduler.exceptions import InvalidScheduleError, Snooze
 from sqla_scheduler.groups import Group
 from sqla_scheduler.interceptors import ExecutionInterceptor
 from sqla_scheduler.listeners import dispatch
@@ -233,13 +233,15 @@ class Executor(Service):
         )
 
     def decide(self, prepared: Prepared, attempted: Attempted) -> Outcome:
-        """What ``attempted`` comes to, by the outcome policy (``outcomes``): a success,
-        or, when the handler failed or its success cannot be recorded, a retry or an
-        abandon, logged and told to the listeners (``on_failure``)."""
+        """What ``attempted`` comes to, by the outcome policy (``outcomes``): a success, a
+        snooze, or, when the handler failed or its success or snooze cannot be recorded, a
+        retry or an abandon, logged and told to the listeners (``on_failure``)."""
         error = attempted.error
-        if error is None:
+        if error is None or isinstance(error, Snooze):
             try:
-                return self._succeeded(prepared, attempted)
+                if error is None:
+                    return self._succeeded(prepared, attempted)
+                return self._snoozed(prepared, attempted, error)
             except Exception as exc:
                 error = exc
         return self._failed(prepared, attempted, error)
@@ -264,6 +266,18 @@ class Executor(Service):
             else None
         )
         return Outcome(held=prepared.held, decision=completion, on_recorded=on_recorded)
+
+    def _snoozed(self, prepared: Prepared, attempted: Attempted, snooze: Snooze) -> Outcome:
+        """The snooze of ``attempted``: raises what the policy raises when its delay is not
+        one (see ``outcomes.snoozed``)."""
+        completion = outcomes.snoozed(
+            prepared.task,
+            prepared.held.execution,
+            snooze,
+            now=attempted.ended_at,
+            started_at=attempted.started_at,
+        )
+        return Outcome(held=prepared.held, decision=completion)
 
     def _failed(self, prepared: Prepared, attempted: Attempted, error: BaseException) -> Outcome:
         """The retry or abandon that ``error``, the attempt's failure, comes to."""
@@ -298,6 +312,7 @@ class Executor(Service):
             execution_time=execution.execution_time,
             consecutive_failures=execution.consecutive_failures,
             last_error=execution.last_error,
+            snoozes=execution.snoozes,
             priority=execution.priority,
             # an execution with a timeout has a signal of its own, also set at its timeout
             shutdown=self.shutdown if task.timeout is None else self.shutdown.child(),

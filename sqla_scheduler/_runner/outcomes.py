@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -17,6 +18,7 @@ from functools import lru_cache, partial
 from typing import Any
 
 from sqla_scheduler._app_code import calling
+from sqla_scheduler._checks import check_aware
 from sqla_scheduler._error_text import MAX_ERROR_TEXT, error_text
 from sqla_scheduler._execution import KEEP, Execution, GroupPlan, NextAt, TaskInstance
 from sqla_scheduler._result import DEFAULT_MAX_RESULT_SIZE, encode_result, kept
@@ -24,7 +26,7 @@ from sqla_scheduler._runner.held import Held
 from sqla_scheduler._store import Completion
 from sqla_scheduler.config import SchedulerConfig, backoff, read_setting
 from sqla_scheduler.context import ExecutionContext
-from sqla_scheduler.exceptions import PayloadError
+from sqla_scheduler.exceptions import PayloadError, Snooze, TaskDefinitionError
 from sqla_scheduler.models import INT_MAX
 from sqla_scheduler.schedules import Disabled, Schedule
 from sqla_scheduler.tasks import OneTimeTask, RecurringTask, Task, as_schedule
@@ -41,6 +43,8 @@ __all__ = [
     "retry_delay",
     "retry_limit",
     "schedule_of",
+    "snooze_until",
+    "snoozed",
     "spent",
     "succeeded",
     "undecodable",
@@ -287,6 +291,69 @@ def failed(
         outcome="failed",
         started_at=started_at,
     )
+
+
+def snoozed(
+    task: Task[Any],
+    execution: Execution,
+    snooze: Snooze,
+    *,
+    now: datetime,
+    started_at: datetime | None = None,
+) -> Completion:
+    """What a handler started at ``started_at`` that raised ``snooze`` at ``now`` comes
+    to: the execution runs again at the time the snooze names, with its payload, one more
+    snooze counted and its failures untouched (a recurring task's run moves; its schedule
+    does not).
+
+    Raises ``TaskDefinitionError`` (a ``ValueError``) naming the task when the snooze's
+    delay is not one (``snooze_until``); the caller records that as a failure.
+    """
+    return Completion(
+        execution=execution,
+        kind="snooze",
+        now=now,
+        at=snooze_until(task.name, snooze.delay, now),
+        snoozes=min(max(execution.snoozes, 0) + 1, INT_MAX),
+        outcome="snoozed",
+        started_at=started_at,
+    )
+
+
+def snooze_until(task_name: str, delay: object, now: datetime) -> datetime:
+    """When a snooze of ``delay`` (a ``timedelta``, seconds, or an aware ``datetime``)
+    raised at ``now`` by ``task_name``'s handler runs the execution again; raises
+    ``TaskDefinitionError`` naming the task and the problem for a naive datetime, a
+    negative delay, a time outside the range the table holds, or anything else."""
+    what = f"task {task_name!r}: Snooze({delay!r})"
+    if isinstance(delay, datetime):
+        if delay.tzinfo is None or delay.utcoffset() is None:
+            raise TaskDefinitionError(
+                f"{what}: a naive datetime; give an aware one (e.g. with tzinfo=timezone.utc)"
+            )
+        at = delay
+    else:
+        try:
+            at = now + _snooze_delay(what, delay)
+        except OverflowError:
+            raise TaskDefinitionError(f"{what}: a delay past the year 9999") from None
+    check_aware(at, f"{what}: the time to run again")
+    return at
+
+
+def _snooze_delay(what: str, delay: object) -> timedelta:
+    """``delay`` as a ``timedelta`` of 0 or more; raises ``TaskDefinitionError`` beginning
+    with ``what`` for anything else, ``OverflowError`` for more than a ``timedelta`` holds."""
+    if isinstance(delay, bool) or not isinstance(delay, (timedelta, int, float)):
+        raise TaskDefinitionError(
+            f"{what}: not a delay; give a timedelta, a number of seconds or an aware datetime"
+        )
+    seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+    if not math.isfinite(seconds):
+        raise TaskDefinitionError(f"{what}: not a delay; give a finite number of seconds")
+    if seconds < 0:
+        raise TaskDefinitionError(f"{what}: a negative delay; give one of 0 or more")
+    return delay if isinstance(delay, timedelta) else timedelta(seconds=seconds)
 
 
 def verdict(

@@ -1,5 +1,6 @@
-"""The runner's statements: pick, start, beat, hand back or remove, revive the dead, and
-delete orphans. Every one that changes a row's state checks and bumps its version."""
+"""The runner's statements: pick, start, beat, hand back (after a success, a failure or a
+snooze) or remove, revive the dead, and delete orphans. Every one that changes a row's
+state checks and bumps its version."""
 
 from __future__ import annotations
 
@@ -72,6 +73,7 @@ class Running(Shapes):
             last_success=now,
             consecutive_failures=0,
             last_error=None,
+            snoozes=0,
         )
         #: Hand back a held execution to retry at ``new_time`` after a failure, keeping
         #: its error text ``new_error``.
@@ -80,6 +82,11 @@ class Running(Shapes):
             last_failure=now,
             consecutive_failures=bindparam("failures"),
             last_error=bindparam("new_error", type_=c.last_error.type),
+        )
+        #: Hand back a held execution to run again at ``new_time`` after a snooze, with
+        #: ``new_snoozes`` counted; its payload, failures and error stay.
+        self.snooze: Update = self._hand_back(
+            execution_time=self.time("new_time"), snoozes=bindparam("new_snoozes")
         )
         #: Hand back a held execution untouched, due as before (a stopping scheduler).
         self.release: Update = self._hand_back()

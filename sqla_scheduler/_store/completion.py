@@ -51,8 +51,9 @@ log = logging.getLogger("sqla_scheduler")
 class Completion:
     """The outcome of one held execution, to commit with others in one transaction.
 
-    ``remove`` deletes the row; ``succeed`` and ``fail`` hand it back to run at ``at``
-    (``fail`` with ``error``, the attempt's error text; ``succeed`` clears it);
+    ``remove`` deletes the row; ``succeed``, ``fail`` and ``snooze`` hand it back to run
+    at ``at`` (``fail`` with ``error``, the attempt's error text; ``succeed`` clears it and
+    the snoozes; ``snooze`` keeps both and the payload, with ``snoozes`` counted);
     ``release`` hands it back untouched; ``quarantine`` takes it out of rotation into
     history as ``undecodable`` with its payload, and ``abandon`` for good as
     ``abandoned`` with its payload after ``failures`` (each deletes it when history is
@@ -63,12 +64,14 @@ class Completion:
     """
 
     execution: Execution
-    kind: Literal["remove", "succeed", "fail", "release", "quarantine", "abandon"]
+    kind: Literal["remove", "succeed", "fail", "snooze", "release", "quarantine", "abandon"]
     now: datetime
     at: datetime | None = None
     data: Any = None
     failures: int = 0
     error: str | None = None
+    #: The snoozes counted with a ``snooze`` (``ctx.snoozes`` of the next run).
+    snoozes: int = 0
     scheduled: Sequence[TaskInstance[Any]] = ()
     outcome: Outcome | None = None
     #: When the handler started, for its history entry.

@@ -239,7 +239,12 @@ def _apply(
         keys = [(e.task_name, e.instance_id, e.version) for e in removes]
         rows = stmts.remove_many.run(conn, stmts.backend.bind_held_keys(keys))
         removed = {(row.task_name, row.task_instance) for row in rows}
-    hand_back = {"succeed": stmts.succeed, "fail": stmts.fail, "release": stmts.release}
+    hand_back = {
+        "succeed": stmts.succeed,
+        "fail": stmts.fail,
+        "snooze": stmts.snooze,
+        "release": stmts.release,
+    }
     recorded: list[bool] = []
     for c in batch:
         e = c.execution
@@ -259,6 +264,7 @@ def _apply(
                 ),
                 "failures": c.failures,
                 "new_error": c.error,
+                "new_snoozes": c.snoozes,
             }
             recorded.append(conn.execute(hand_back[c.kind], params).rowcount == 1)
     return recorded
