@@ -123,7 +123,7 @@ class SchedulerConfig:
     """Rows of unknown tasks older than this are deleted (1ms to 36500d)."""
     history: Literal["failures", "all", "none"] = "failures"
     """Which finished attempts the history table records: ``failures`` (every outcome but
-    ``succeeded``), ``all``, or ``none``."""
+    ``succeeded`` and ``snoozed``), ``all``, or ``none``."""
     history_retention: timedelta = timedelta(days=14)
     """History entries older than this are pruned (1ms to 36500d)."""
     node_heartbeat_interval: timedelta = timedelta(seconds=30)
