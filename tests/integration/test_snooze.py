@@ -68,13 +68,17 @@ async def _history(db: Harness, scheduler: Scheduler, **filters: Any) -> list[Hi
 async def test_a_thousand_snoozes_in_a_row_count_no_failure_and_spend_no_retry(
     db: Harness, clock: ManualClock
 ) -> None:
+    # A thousand on sync PostgreSQL and SQLite; a hundred on the other cases, whose
+    # statements are the same ones through another driver (MariaDB's are its own, and the
+    # hundred run them all): the suite's time budget.
+    snoozes = SNOOZES if not (db.is_async or db.is_mariadb) else SNOOZES // 10
     seen: list[tuple[int, int, dict[str, int]]] = []
 
     def poll(ctx: Any) -> None:
         seen.append((ctx.snoozes, ctx.consecutive_failures, ctx.payload))
-        if ctx.snoozes == SNOOZES // 2 and ctx.consecutive_failures == 0:
+        if ctx.snoozes == snoozes // 2 and ctx.consecutive_failures == 0:
             raise RuntimeError("flaky")
-        if ctx.snoozes < SNOOZES:
+        if ctx.snoozes < snoozes:
             # each form of the delay in turn: seconds, a timedelta, an aware time
             forms = (5, STEP, ctx.execution_time.astimezone(timezone(timedelta(hours=2))) + STEP)
             raise Snooze(forms[ctx.snoozes % 3])
@@ -85,29 +89,29 @@ async def test_a_thousand_snoozes_in_a_row_count_no_failure_and_spend_no_retry(
     row = db.row("poll", "a")
     assert row is not None
     version = row["version"]
-    for n in range(SNOOZES + 1):
+    for n in range(snoozes + 1):
         assert await scheduler.run_due() == 1
         clock.advance(STEP)
         row = db.row("poll", "a")
         assert row is not None
         assert row["version"] == version + 2, "picked, then handed back"
         version = row["version"]
-        failed = n >= SNOOZES // 2
+        failed = n >= snoozes // 2
         assert row["execution_time"] == clock.now()
         assert row["consecutive_failures"] == (1 if failed else 0)
         assert (row["last_error"] or "").startswith("RuntimeError: flaky" if failed else "")
-        # the failed attempt (the handler saw SNOOZES // 2 snoozes) kept the count
-        assert row["snoozes"] == (n + 1 if n < SNOOZES // 2 else max(n, SNOOZES // 2))
+        # the failed attempt (the handler saw snoozes // 2 snoozes) kept the count
+        assert row["snoozes"] == (n + 1 if n < snoozes // 2 else max(n, snoozes // 2))
         assert row["task_data"] == {"n": 7}
     assert await scheduler.run_due() == 1, "the last snooze's run: it returns"
     assert db.row("poll", "a") is None, "done: the one retry was not spent by the snoozes"
 
-    half = SNOOZES // 2
-    assert [s for s, _, _ in seen] == [*range(half + 1), *range(half, SNOOZES + 1)]
-    assert [f for _, f, _ in seen] == [0] * (half + 1) + [1] * (SNOOZES - half + 1)
+    half = snoozes // 2
+    assert [s for s, _, _ in seen] == [*range(half + 1), *range(half, snoozes + 1)]
+    assert [f for _, f, _ in seen] == [0] * (half + 1) + [1] * (snoozes - half + 1)
     assert all(payload == {"n": 7} for _, _, payload in seen)
     entries = await _history(db, scheduler, task_name="poll")
-    assert [e.outcome for e in entries].count("snoozed") == SNOOZES
+    assert [e.outcome for e in entries].count("snoozed") == snoozes
     assert [(e.outcome, e.attempt) for e in entries if e.outcome != "snoozed"] == [
         ("succeeded", 2),
         ("failed", 1),
