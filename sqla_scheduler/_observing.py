@@ -25,6 +25,7 @@ from sqla_scheduler._history_entry import OUTCOMES, HistoryEntry, Outcome
 from sqla_scheduler._node import Node, database_now
 from sqla_scheduler._runner import Runner
 from sqla_scheduler._statements import Statements, with_statements
+from sqla_scheduler._statements.finding import HistoryFilter
 
 __all__ = ["Observing"]
 
@@ -171,10 +172,12 @@ class Observing:
                 self._client.table,
                 partial(
                     _store.history.list_entries,
-                    task_name=task_name,
-                    instance_id=instance_id,
-                    outcomes=None if outcome is None else (outcome,),
-                    since=since,
+                    chosen=HistoryFilter(
+                        task=task_name,
+                        instance=instance_id,
+                        outcomes=None if outcome is None else (outcome,),
+                        since=since,
+                    ),
                     limit=limit,
                 ),
             ),

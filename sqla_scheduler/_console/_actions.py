@@ -29,7 +29,7 @@ def _where(
 ) -> list[ColumnElement[bool]]:
     """``chosen`` as the WHERE clauses of its table."""
     if isinstance(chosen, HistoryFilter):
-        return statements.history.where(**chosen.arguments())
+        return statements.history.where(chosen)
     return statements.listing.where(**chosen.arguments(frozenset(scheduler.tasks)))
 
 

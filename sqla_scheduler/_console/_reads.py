@@ -179,18 +179,18 @@ class Reads:
     ) -> Page[tuple[HistoryEntry, str | None, str | None]]:
         """One page of history entries with the start of their payload's JSON text and
         of their error, newest first unless sorted."""
-        statements, filters = self.statements, chosen.arguments()
+        statements = self.statements
         return await self._page(
             self.clock.now(),
             offset,
-            partial(_store.history.count_entries, statements=statements, **filters),
+            partial(_store.history.count_entries, statements=statements, chosen=chosen),
             partial(
                 _store.history.list_previews,
                 statements=statements,
+                chosen=chosen,
                 limit=limit,
                 offset=offset,
                 preview=self.preview,
-                **filters,
             ),
             partial(_store.history.seen_task_names, statements=statements, limit=SEEN_NAMES),
         )
@@ -210,19 +210,19 @@ class Reads:
 
     async def results(self, chosen: ResultFilter, *, limit: int, offset: int) -> Page[Listed]:
         """One page of kept results (``Listed``), newest first unless sorted."""
-        statements, filters = self.statements, chosen.arguments()
+        statements = self.statements
         return await self._page(
             self.clock.now(),
             offset,
-            partial(_store.results.count_results, statements=statements, **filters),
+            partial(_store.results.count_results, statements=statements, chosen=chosen),
             partial(
                 _store.results.list_results,
                 statements=statements,
+                chosen=chosen,
                 limit=limit,
                 offset=offset,
                 value_chars=self.result_preview,
                 error_chars=self.preview,
-                **filters,
             ),
             partial(_store.results.seen_task_names, statements=statements, limit=SEEN_NAMES),
         )
@@ -262,8 +262,7 @@ class Reads:
                     found = _store.results.list_results(
                         conn,
                         statements,
-                        task_name=name,
-                        instance_id=instance,
+                        ResultFilter(task=name, instance=instance),
                         limit=1,
                         value_chars=values,
                         error_chars=errors,

@@ -9,8 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 from sqla_scheduler._execution import Execution, ExecutionState
-from sqla_scheduler._result import ResultOutcome
-from sqla_scheduler._statements.finding import Finding
+from sqla_scheduler._statements.finding import Finding, HistoryFilter, ResultFilter
 from sqla_scheduler._store.results import Listed
 from sqla_scheduler.groups import Group
 from sqla_scheduler.nodes import Node
@@ -21,7 +20,6 @@ __all__ = [
     "SEEN_NAMES",
     "AlreadyPaused",
     "ExecutionFilter",
-    "FinishedFilter",
     "GroupPage",
     "Header",
     "HistoryFilter",
@@ -67,49 +65,6 @@ class ExecutionFilter:
             "known_tasks": known,
             "finding": self.finding,
         }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FinishedFilter:
-    """Which rows of a table of finished executions: of ``task``, of the instance
-    ``instance`` exactly or those containing ``instance_contains``, and what ``finding``
-    finds (and orders by)."""
-
-    task: str | None
-    instance: str | None
-    instance_contains: str | None
-    finding: Finding
-
-    def arguments(self) -> dict[str, Any]:
-        """The filter as the store takes it."""
-        return {
-            "task_name": self.task,
-            "instance_id": self.instance,
-            "instance_contains": self.instance_contains,
-            "finding": self.finding,
-        }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HistoryFilter(FinishedFilter):
-    """Which history entries: with one of ``outcomes`` (``None``: any)."""
-
-    outcomes: tuple[str, ...] | None
-
-    def arguments(self) -> dict[str, Any]:
-        """The filter as the store takes it."""
-        return {**FinishedFilter.arguments(self), "outcomes": self.outcomes}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ResultFilter(FinishedFilter):
-    """Which kept results: with one ``outcome`` (``None``: any)."""
-
-    outcome: ResultOutcome | None
-
-    def arguments(self) -> dict[str, Any]:
-        """The filter as the store takes it."""
-        return {**FinishedFilter.arguments(self), "outcome": self.outcome}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

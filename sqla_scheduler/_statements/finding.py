@@ -1,6 +1,7 @@
 """What the listings share to find rows beyond their task and instance: a substring of
 the error, a time range, an order chosen from a whitelist, and the task names seen in a
-table. Core expressions only; no I/O here."""
+table; and the filters of the two tables of finished executions (history and kept
+results), which carry one of these. Core expressions only; no I/O here."""
 
 from __future__ import annotations
 
@@ -11,7 +12,17 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Select, case, select
 
-__all__ = ["Finding", "order_by", "seen_task_names", "where_found"]
+from sqla_scheduler._result import ResultOutcome
+
+__all__ = [
+    "Finding",
+    "FinishedFilter",
+    "HistoryFilter",
+    "ResultFilter",
+    "order_by",
+    "seen_task_names",
+    "where_found",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,6 +44,34 @@ class Finding:
 
 #: No filter beyond task and instance, the default order.
 NOTHING = Finding()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FinishedFilter:
+    """Which rows of a table of finished executions: of ``task``, of the instance
+    ``instance`` exactly or those containing ``instance_contains``, and what ``finding``
+    finds (and orders by); ``None`` for any."""
+
+    task: str | None = None
+    instance: str | None = None
+    instance_contains: str | None = None
+    finding: Finding = NOTHING
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryFilter(FinishedFilter):
+    """Which history entries: with one of ``outcomes`` (``None``: any), finished at or
+    after ``since`` (``None``: whenever)."""
+
+    outcomes: tuple[str, ...] | None = None
+    since: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResultFilter(FinishedFilter):
+    """Which kept results: with one ``outcome`` (``None``: any)."""
+
+    outcome: ResultOutcome | None = None
 
 
 def where_found(

@@ -27,7 +27,7 @@ from sqlalchemy import (
 
 from sqla_scheduler._dialects import Backend, Move
 from sqla_scheduler._history_entry import HISTORY_SORTS, REQUEUEABLE
-from sqla_scheduler._statements.finding import NOTHING, Finding, order_by, where_found
+from sqla_scheduler._statements.finding import Finding, HistoryFilter, order_by, where_found
 from sqla_scheduler._statements.shapes import Shapes, count_where
 from sqla_scheduler.models import history_table
 
@@ -166,92 +166,49 @@ class History(Shapes):
             Move(table, h, list(values), where=bad, taken=taken)
         )
 
-    def listing(
-        self,
-        *,
-        task_name: str | None,
-        instance_id: str | None,
-        outcomes: tuple[str, ...] | None,
-        since: Any,
-        history_id: int | None = None,
-        instance_contains: str | None = None,
-        finding: Finding = NOTHING,
-    ) -> Select[Any]:
-        """Entries matching what is given, newest first or in the order ``finding`` sorts
-        by (no limit; the caller adds one). ``instance_contains`` keeps the entries whose
-        instance id contains that text; ``finding`` those whose error contains its text
-        and that finished in its range."""
+    def listing(self, chosen: HistoryFilter, *, history_id: int | None = None) -> Select[Any]:
+        """The entries ``chosen`` selects (or the one numbered ``history_id``), newest first
+        or in the order its ``finding`` sorts by (no limit; the caller adds one)."""
         h = self.history
-        where = self.where(
-            task_name=task_name,
-            instance_id=instance_id,
-            outcomes=outcomes,
-            since=since,
-            history_id=history_id,
-            instance_contains=instance_contains,
-            finding=finding,
-        )
-        return select(h).where(*where).order_by(*_history_order(h.c, finding))
+        where = self.where(chosen, history_id=history_id)
+        return select(h).where(*where).order_by(*_history_order(h.c, chosen.finding))
 
     def where(
-        self,
-        *,
-        task_name: str | None,
-        instance_id: str | None,
-        outcomes: tuple[str, ...] | None,
-        since: Any = None,
-        history_id: int | None = None,
-        instance_contains: str | None = None,
-        finding: Finding = NOTHING,
+        self, chosen: HistoryFilter, *, history_id: int | None = None
     ) -> list[ColumnElement[bool]]:
-        """The WHERE clauses of ``listing`` (and of a bulk action on what it selects)."""
+        """The WHERE clauses of ``listing`` (and of a bulk action on what it selects):
+        ``instance_contains`` keeps the entries whose instance id contains that text,
+        ``finding`` those whose error contains its text and that finished in its range."""
         h = self.history
         where: list[ColumnElement[bool]] = []
         if history_id is not None:
             where.append(h.c.id == history_id)
-        if task_name is not None:
-            where.append(h.c.task_name == task_name)
-        if instance_id is not None:
-            where.append(h.c.task_instance == instance_id)
-        if outcomes is not None:
-            where.append(h.c.outcome.in_(outcomes))
-        if since is not None:
-            where.append(h.c.finished_at >= since)
-        if instance_contains:
-            where.append(h.c.task_instance.contains(instance_contains, autoescape=True))
-        return where + where_found(finding, error=h.c.error, time=h.c.finished_at)
+        if chosen.task is not None:
+            where.append(h.c.task_name == chosen.task)
+        if chosen.instance is not None:
+            where.append(h.c.task_instance == chosen.instance)
+        if chosen.outcomes is not None:
+            where.append(h.c.outcome.in_(chosen.outcomes))
+        if chosen.since is not None:
+            where.append(h.c.finished_at >= chosen.since)
+        if chosen.instance_contains:
+            where.append(h.c.task_instance.contains(chosen.instance_contains, autoescape=True))
+        return where + where_found(chosen.finding, error=h.c.error, time=h.c.finished_at)
 
     def previews(
-        self,
-        *,
-        task_name: str | None,
-        instance_id: str | None,
-        outcomes: tuple[str, ...] | None,
-        limit: int,
-        offset: int,
-        preview: int,
-        instance_contains: str | None = None,
-        finding: Finding = NOTHING,
+        self, chosen: HistoryFilter, *, limit: int, offset: int, preview: int
     ) -> Select[Any]:
         """One page of ``listing`` without the payloads and errors: ``task_data`` and
         ``error`` are ``NULL``, and ``task_data_preview`` and ``error_preview`` hold the
         first ``preview`` characters of each, so a page costs the same whatever they weigh.
         """
-        query = self.listing(
-            task_name=task_name,
-            instance_id=instance_id,
-            outcomes=outcomes,
-            since=None,
-            instance_contains=instance_contains,
-            finding=finding,
-        )
         # Cut from the page's rows only, not from every row the OFFSET skips.
-        page = query.limit(limit).offset(offset or None).subquery("page")
+        page = self.listing(chosen).limit(limit).offset(offset or None).subquery("page")
         cut = ("task_data", "error")
         return select(
             *(null().label(col.name) if col.name in cut else col for col in page.c),
             *(func.substr(page.c[name], 1, preview).label(f"{name}_preview") for name in cut),
-        ).order_by(*_history_order(page.c, finding))
+        ).order_by(*_history_order(page.c, chosen.finding))
 
 
 def _history_order(c: Any, finding: Finding) -> list[Any]:

@@ -21,7 +21,7 @@ from sqlalchemy import (
 
 from sqla_scheduler._dialects import Backend, result_channel, sql_notice_of_result
 from sqla_scheduler._result import RESULT_SORTS
-from sqla_scheduler._statements.finding import NOTHING, Finding, order_by, where_found
+from sqla_scheduler._statements.finding import Finding, ResultFilter, order_by, where_found
 from sqla_scheduler._statements.shapes import Shapes
 from sqla_scheduler.models import results_table
 
@@ -73,61 +73,37 @@ class Results(Shapes):
         ids = select(oldest.subquery("oldest").c.id)
         self.prune: Delete = delete(r).where(r.c.id.in_(ids.scalar_subquery()))
 
-    def listing(
-        self,
-        *,
-        task_name: str | None,
-        instance_id: str | None,
-        outcome: str | None,
-        instance_contains: str | None = None,
-        finding: Finding = NOTHING,
-    ) -> Select[Any]:
-        """The results matching what is given, newest first or in the order ``finding``
+    def listing(self, chosen: ResultFilter) -> Select[Any]:
+        """The results ``chosen`` selects, newest first or in the order its ``finding``
         sorts by, without their values and errors (no limit; the caller adds one or
         counts them). ``instance_contains`` keeps those whose instance id contains that
         text; ``finding`` those whose error contains its text and that finished in its
         range."""
         r = self.results
         query = select(r.c.id, r.c.task_name, r.c.task_instance, r.c.outcome, r.c.finished_at)
-        if instance_contains:
-            query = query.where(r.c.task_instance.contains(instance_contains, autoescape=True))
-        query = query.where(*where_found(finding, error=r.c.error, time=r.c.finished_at))
-        if task_name is not None:
-            query = query.where(r.c.task_name == task_name)
-        if instance_id is not None:
-            query = query.where(r.c.task_instance == instance_id)
-        if outcome is not None:
-            query = query.where(r.c.outcome == outcome)
-        return query.order_by(*_result_order(r.c, finding))
+        if chosen.instance_contains:
+            contains = r.c.task_instance.contains(chosen.instance_contains, autoescape=True)
+            query = query.where(contains)
+        query = query.where(*where_found(chosen.finding, error=r.c.error, time=r.c.finished_at))
+        if chosen.task is not None:
+            query = query.where(r.c.task_name == chosen.task)
+        if chosen.instance is not None:
+            query = query.where(r.c.task_instance == chosen.instance)
+        if chosen.outcome is not None:
+            query = query.where(r.c.outcome == chosen.outcome)
+        return query.order_by(*_result_order(r.c, chosen.finding))
 
     def previews(
-        self,
-        *,
-        task_name: str | None,
-        instance_id: str | None,
-        outcome: str | None,
-        limit: int,
-        offset: int,
-        value_chars: int,
-        error_chars: int,
-        instance_contains: str | None = None,
-        finding: Finding = NOTHING,
+        self, chosen: ResultFilter, *, limit: int, offset: int, value_chars: int, error_chars: int
     ) -> Select[Any]:
         """One page of ``listing`` with ``value_preview`` and ``error_preview``, the first
         ``value_chars`` characters of each value's JSON text and ``error_chars`` of each
         error: a page costs the same whatever the results weigh (up to
         ``max_result_size`` each)."""
         r = self.results
-        listed = self.listing(
-            task_name=task_name,
-            instance_id=instance_id,
-            outcome=outcome,
-            instance_contains=instance_contains,
-            finding=finding,
-        )
         # The page's ids first, then its rows: values and errors are cut from the page's
         # rows only, not from every row the OFFSET skips.
-        page = listed.limit(limit).offset(offset or None).subquery("page")
+        page = self.listing(chosen).limit(limit).offset(offset or None).subquery("page")
         return (
             select(
                 *page.c,
@@ -135,7 +111,7 @@ class Results(Shapes):
                 func.substr(r.c.error, 1, error_chars).label("error_preview"),
             )
             .join_from(page, r, r.c.id == page.c.id)
-            .order_by(*_result_order(page.c, finding))
+            .order_by(*_result_order(page.c, chosen.finding))
         )
 
 

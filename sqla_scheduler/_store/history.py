@@ -16,7 +16,7 @@ from sqlalchemy import Connection
 from sqla_scheduler._execution import Execution
 from sqla_scheduler._history_entry import HistoryEntry, HistorySetting, Outcome, keeps
 from sqla_scheduler._statements import Statements
-from sqla_scheduler._statements.finding import NOTHING, Finding
+from sqla_scheduler._statements.finding import HistoryFilter
 from sqla_scheduler._statements.finding import seen_task_names as finding_names
 from sqla_scheduler._store._shared import count_rows
 from sqla_scheduler.models import INT_MAX
@@ -140,49 +140,29 @@ def _into_history(
 def list_entries(
     conn: Connection,
     statements: Statements,
+    chosen: HistoryFilter,
     *,
-    task_name: str | None = None,
-    instance_id: str | None = None,
-    outcomes: tuple[str, ...] | None = None,
-    since: datetime | None = None,
     limit: int | None = 100,
     offset: int = 0,
 ) -> list[HistoryEntry]:
-    """Entries matching what is given, newest first."""
-    query = statements.history.listing(
-        task_name=task_name, instance_id=instance_id, outcomes=outcomes, since=since
-    )
-    query = query.limit(limit).offset(offset or None)
+    """The entries ``chosen`` selects, newest first."""
+    query = statements.history.listing(chosen).limit(limit).offset(offset or None)
     return [HistoryEntry.from_row(row) for row in conn.execute(query).mappings()]
 
 
 def list_previews(
     conn: Connection,
     statements: Statements,
+    chosen: HistoryFilter,
     *,
-    task_name: str | None = None,
-    instance_id: str | None = None,
-    outcomes: tuple[str, ...] | None = None,
     limit: int,
     offset: int = 0,
     preview: int,
-    instance_contains: str | None = None,
-    finding: Finding = NOTHING,
 ) -> list[tuple[HistoryEntry, str | None, str | None]]:
     """``list_entries`` without the payloads and errors: each entry (its ``data`` and
     ``error`` ``None``) with the first ``preview`` characters of its payload's JSON text
-    and of its error; ``instance_contains`` and ``finding`` filter and order them
-    further (``History.listing``)."""
-    query = statements.history.previews(
-        task_name=task_name,
-        instance_id=instance_id,
-        outcomes=outcomes,
-        limit=limit,
-        offset=offset,
-        preview=preview,
-        instance_contains=instance_contains,
-        finding=finding,
-    )
+    and of its error, ordered as ``chosen`` sorts them (``History.listing``)."""
+    query = statements.history.previews(chosen, limit=limit, offset=offset, preview=preview)
     return [
         (HistoryEntry.from_row(row), row["task_data_preview"], row["error_preview"])
         for row in conn.execute(query).mappings()
@@ -205,35 +185,15 @@ def dead_letter_counts(conn: Connection, statements: Statements) -> dict[str, in
     return {name: int(count) for name, count in rows}
 
 
-def count_entries(
-    conn: Connection,
-    statements: Statements,
-    *,
-    task_name: str | None = None,
-    instance_id: str | None = None,
-    outcomes: tuple[str, ...] | None = None,
-    since: datetime | None = None,
-    instance_contains: str | None = None,
-    finding: Finding = NOTHING,
-) -> int:
+def count_entries(conn: Connection, statements: Statements, chosen: HistoryFilter) -> int:
     """How many entries ``list_entries`` (or ``list_previews``) would list without a
     limit."""
-    query = statements.history.listing(
-        task_name=task_name,
-        instance_id=instance_id,
-        outcomes=outcomes,
-        since=since,
-        instance_contains=instance_contains,
-        finding=finding,
-    )
-    return count_rows(conn, query)
+    return count_rows(conn, statements.history.listing(chosen))
 
 
 def get(conn: Connection, statements: Statements, history_id: int) -> HistoryEntry | None:
     """The entry numbered ``history_id``, or ``None``."""
-    query = statements.history.listing(
-        task_name=None, instance_id=None, outcomes=None, since=None, history_id=history_id
-    )
+    query = statements.history.listing(HistoryFilter(), history_id=history_id)
     row = conn.execute(query).mappings().one_or_none()
     return None if row is None else HistoryEntry.from_row(row)
 

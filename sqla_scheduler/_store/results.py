@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Row
 
 from sqla_scheduler._result import Kept, Result, ResultOutcome, decode_result, kept
 from sqla_scheduler._statements import Statements
-from sqla_scheduler._statements.finding import NOTHING, Finding
+from sqla_scheduler._statements.finding import ResultFilter
 from sqla_scheduler._statements.finding import seen_task_names as finding_names
 from sqla_scheduler._store._shared import count_rows
 
@@ -117,55 +117,25 @@ class Listed:
 def list_results(
     conn: Connection,
     statements: Statements,
+    chosen: ResultFilter,
     *,
-    task_name: str | None = None,
-    instance_id: str | None = None,
-    outcome: ResultOutcome | None = None,
     limit: int,
     offset: int = 0,
     value_chars: int,
     error_chars: int,
-    instance_contains: str | None = None,
-    finding: Finding = NOTHING,
 ) -> list[Listed]:
-    """The kept results matching what is given, newest first (or as ``finding`` sorts
+    """The kept results ``chosen`` selects, newest first (or as its ``finding`` sorts
     them), each with the first ``value_chars`` characters of its value's JSON text and
     ``error_chars`` of its error."""
-    stmts = statements.results
-    query = stmts.previews(
-        task_name=task_name,
-        instance_id=instance_id,
-        outcome=outcome,
-        limit=limit,
-        offset=offset,
-        value_chars=value_chars,
-        error_chars=error_chars,
-        instance_contains=instance_contains,
-        finding=finding,
+    query = statements.results.previews(
+        chosen, limit=limit, offset=offset, value_chars=value_chars, error_chars=error_chars
     )
     return [Listed.from_row(row) for row in conn.execute(query)]
 
 
-def count_results(
-    conn: Connection,
-    statements: Statements,
-    *,
-    task_name: str | None = None,
-    instance_id: str | None = None,
-    outcome: ResultOutcome | None = None,
-    instance_contains: str | None = None,
-    finding: Finding = NOTHING,
-) -> int:
+def count_results(conn: Connection, statements: Statements, chosen: ResultFilter) -> int:
     """How many kept results ``list_results`` would list without a limit."""
-    stmts = statements.results
-    query = stmts.listing(
-        task_name=task_name,
-        instance_id=instance_id,
-        outcome=outcome,
-        instance_contains=instance_contains,
-        finding=finding,
-    )
-    return count_rows(conn, query)
+    return count_rows(conn, statements.results.listing(chosen))
 
 
 def seen_task_names(conn: Connection, statements: Statements, *, limit: int) -> list[str]:

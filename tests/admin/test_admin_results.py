@@ -18,6 +18,7 @@ from starlette.routing import Mount
 
 from sqla_scheduler import ManualClock, Scheduler, SchedulerConfig, _store, custom, one_time
 from sqla_scheduler._statements import statements_on
+from sqla_scheduler._statements.finding import ResultFilter
 from sqla_scheduler.admin import create_app
 from sqla_scheduler.models import results_table, table_for
 from tests.admin.conftest import (
@@ -170,8 +171,9 @@ async def test_listings_read_bounded_previews_of_values_and_errors(
     assert len(page.content) < 40_000
     # cut in the database: the rows it returns hold the previews' characters alone
     with db.sync_engine.connect() as conn:
+        statements = statements_on(conn, table_for())
         read = _store.results.list_results(
-            conn, statements_on(conn, table_for()), limit=30, value_chars=201, error_chars=81
+            conn, statements, ResultFilter(), limit=30, value_chars=201, error_chars=81
         )
     assert sorted({len(r.value_preview or "") for r in read}) == [0, 201]
     assert sorted({len(r.error_preview or "") for r in read}) == [0, 81]
