@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from sqlalchemy import Connection
 
@@ -29,7 +29,7 @@ from sqla_scheduler._console._values import (
 from sqla_scheduler._dialects import replica_lag
 from sqla_scheduler._execution import RECURRING_INSTANCE_ID, Execution
 from sqla_scheduler._history_entry import HistoryEntry
-from sqla_scheduler._statements import statements_for
+from sqla_scheduler._statements import Statements, statements_for
 from sqla_scheduler._store.results import Listed
 from sqla_scheduler._store.stats import Activity
 from sqla_scheduler.groups import Group
@@ -38,6 +38,12 @@ from sqla_scheduler.scheduler import Scheduler
 __all__ = ["Reads"]
 
 T = TypeVar("T")
+
+
+class SeenNames(Protocol):
+    """A store's ``seen_task_names``: up to ``limit`` task names its table has, in order."""
+
+    def __call__(self, conn: Connection, statements: Statements, *, limit: int) -> list[str]: ...
 
 
 class Reads:
@@ -93,18 +99,24 @@ class Reads:
         self,
         now: datetime,
         offset: int,
-        count: Callable[[Connection], int],
-        rows: Callable[[Connection], list[T]],
-        names: Callable[[Connection], list[str]] | None = None,
+        count: Callable[[Connection, Statements], int],
+        rows: Callable[[Connection, Statements], list[T]],
+        names: SeenNames | None = None,
     ) -> Page[T]:
+        """One page, as of ``now``, of the listing whose stores ``count`` its rows and
+        read its ``rows`` (from ``offset`` on), with up to ``SEEN_NAMES`` task names it
+        has seen (``names``, a store's ``seen_task_names``), each handed a connection on
+        ``read_db`` and the statements."""
+        statements = self.statements
+
         def read(conn: Connection) -> Page[T]:
-            total = count(conn)
+            total = count(conn, statements)
             return Page(
                 now=now,
                 header=self._header(conn, now, None),
                 total=total,
-                seen=[] if names is None else names(conn),
-                rows=rows(conn) if offset < total else [],
+                seen=[] if names is None else names(conn, statements, limit=SEEN_NAMES),
+                rows=rows(conn, statements) if offset < total else [],
             )
 
         return await self.read_db.run(read, read_only=True)
@@ -150,21 +162,16 @@ class Reads:
         self, chosen: ExecutionFilter, *, limit: int, offset: int
     ) -> Page[Previewed]:
         """One page of executions (``Previewed``), in their key's order unless sorted."""
-        now, statements = self.clock.now(), self.statements
+        now = self.clock.now()
         filters = {**chosen.arguments(self.known), "now": now}
         return await self._page(
             now,
             offset,
-            partial(_store.count_executions, statements=statements, **filters),
+            partial(_store.count_executions, **filters),
             partial(
-                _store.list_previews,
-                statements=statements,
-                limit=limit,
-                offset=offset,
-                preview=self.preview,
-                **filters,
+                _store.list_previews, limit=limit, offset=offset, preview=self.preview, **filters
             ),
-            partial(_store.seen_task_names, statements=statements, limit=SEEN_NAMES),
+            _store.seen_task_names,
         )
 
     async def execution(self, task: str, instance: str) -> Shown[Execution | None]:
@@ -179,20 +186,18 @@ class Reads:
     ) -> Page[tuple[HistoryEntry, str | None, str | None]]:
         """One page of history entries with the start of their payload's JSON text and
         of their error, newest first unless sorted."""
-        statements = self.statements
         return await self._page(
             self.clock.now(),
             offset,
-            partial(_store.history.count_entries, statements=statements, chosen=chosen),
+            partial(_store.history.count_entries, chosen=chosen),
             partial(
                 _store.history.list_previews,
-                statements=statements,
                 chosen=chosen,
                 limit=limit,
                 offset=offset,
                 preview=self.preview,
             ),
-            partial(_store.history.seen_task_names, statements=statements, limit=SEEN_NAMES),
+            _store.history.seen_task_names,
         )
 
     async def entry(self, history_id: int) -> Shown[tuple[HistoryEntry | None, Execution | None]]:
@@ -210,38 +215,29 @@ class Reads:
 
     async def results(self, chosen: ResultFilter, *, limit: int, offset: int) -> Page[Listed]:
         """One page of kept results (``Listed``), newest first unless sorted."""
-        statements = self.statements
         return await self._page(
             self.clock.now(),
             offset,
-            partial(_store.results.count_results, statements=statements, chosen=chosen),
+            partial(_store.results.count_results, chosen=chosen),
             partial(
                 _store.results.list_results,
-                statements=statements,
                 chosen=chosen,
                 limit=limit,
                 offset=offset,
                 value_chars=self.result_preview,
                 error_chars=self.preview,
             ),
-            partial(_store.results.seen_task_names, statements=statements, limit=SEEN_NAMES),
+            _store.results.seen_task_names,
         )
 
     async def groups(self, task: str | None, *, limit: int, offset: int) -> Page[Group]:
         """One page of groups (of ``task``'s callbacks; ``None``: all), newest first, each
         with its finished members counted by outcome."""
-        statements = self.statements
         return await self._page(
             self.clock.now(),
             offset,
-            partial(_store.groups.count_groups, statements=statements, task_name=task),
-            partial(
-                _store.groups.list_groups,
-                statements=statements,
-                task_name=task,
-                limit=limit,
-                offset=offset,
-            ),
+            partial(_store.groups.count_groups, task_name=task),
+            partial(_store.groups.list_groups, task_name=task, limit=limit, offset=offset),
         )
 
     async def group(self, group_id: int, *, limit: int, offset: int) -> Shown[GroupPage]:
