@@ -601,6 +601,26 @@ def _snoozes_down(op: Op, names: Names) -> None:
         batch.drop_column("snoozes")
 
 
+# 19 (2d8b6f0e4a17): the latest progress a running execution's handler reported.
+
+_PROGRESS_COLUMNS = ("progress", "progress_message", "progress_at")
+
+
+def _progress_up(op: Op, names: Names) -> None:
+    for column in (
+        sa.Column("progress", sa.Double(), nullable=True),
+        sa.Column("progress_message", TEXT, nullable=True),
+        sa.Column("progress_at", TIMESTAMP, nullable=True),
+    ):
+        op.add_column(names.table, column, schema=names.schema)
+
+
+def _progress_down(op: Op, names: Names) -> None:
+    with op.batch_alter_table(names.table, schema=names.schema) as batch:
+        for name in _PROGRESS_COLUMNS:
+            batch.drop_column(name)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Step:
     """One schema change: its number, the branch revision that runs it, and both ways."""
@@ -633,6 +653,7 @@ STEPS: tuple[Step, ...] = tuple(
             ("e8a4c2f6b913", _overview_indexes_up, _overview_indexes_down),
             ("9f4b2d7c1e63", _chain_marker_up, _chain_marker_down),
             ("c7e1a9d4f25b", _snoozes_up, _snoozes_down),
+            ("2d8b6f0e4a17", _progress_up, _progress_down),
         ],
         start=1,
     )

@@ -20,6 +20,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Double,
     Index,
     Integer,
     MetaData,
@@ -178,6 +179,9 @@ def scheduled_tasks_table(
         Column("group_id", BigInteger(), nullable=True),
         Column("awaits", BigInteger(), nullable=True),
         Column("snoozes", Integer(), nullable=False, server_default=text("0")),
+        Column("progress", Double(), nullable=True),
+        Column("progress_message", TEXT, nullable=True),
+        Column("progress_at", UTCDateTime(), nullable=True),
         schema=schema,
         postgresql_with=QUEUE_STORAGE,
         **TABLE_OPTIONS,
@@ -536,6 +540,9 @@ class ScheduledTask(Base):
     group_id: Mapped[int | None]
     awaits: Mapped[int | None]
     snoozes: Mapped[int]
+    progress: Mapped[float | None]
+    progress_message: Mapped[str | None]
+    progress_at: Mapped[datetime | None]
 
     def __repr__(self) -> str:
         return f"<ScheduledTask {self.task_name}/{self.task_instance} at {self.execution_time}>"
