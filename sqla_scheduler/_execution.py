@@ -25,6 +25,7 @@ from sqla_scheduler._checks import (
     check_task_name,
 )
 from sqla_scheduler._payload import normalize_json
+from sqla_scheduler._progress import Progress
 from sqla_scheduler._types import load_json
 from sqla_scheduler.exceptions import TaskDefinitionError
 
@@ -267,6 +268,10 @@ class Execution:
     snoozes: int = 0
     """How many times its handler snoozed (raised ``Snooze``) since the execution was
     scheduled or last succeeded; a failure keeps the count."""
+    progress: Progress | None = None
+    """The latest progress its running handler reported (``ctx.report_progress``), as
+    written to the row at most once a second; ``None`` when none was, and once the
+    execution finishes."""
 
     @property
     def waiting(self) -> bool:
@@ -299,6 +304,7 @@ class Execution:
             group_id=row.get("group_id"),
             awaits=row.get("awaits"),
             snoozes=row.get("snoozes", 0),
+            progress=_progress_of(row),
         )
 
     def status(self, now: datetime, known_tasks: Collection[str] | None = None) -> ExecutionStatus:
@@ -324,6 +330,14 @@ class Execution:
     def to_json(self) -> dict[str, Any]:
         """Every field in a JSON-ready dict: timestamps in ISO 8601 UTC, the payload as stored."""
         return {f.name: _json_value(getattr(self, f.name)) for f in dataclasses.fields(Execution)}
+
+
+def _progress_of(row: RowMapping) -> Progress | None:
+    """The progress a row holds, or ``None`` when its handler has reported none."""
+    at = row.get("progress_at")
+    if at is None:
+        return None
+    return Progress(row.get("progress"), row.get("progress_message"), at)
 
 
 def _json_value(value: Any) -> Any:

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sqla_scheduler._execution import GroupPlan, TaskInstance, group_plan
+from sqla_scheduler._progress import checked_report
 
 if TYPE_CHECKING:
     from sqla_scheduler.groups import Group
 
-__all__ = ["ExecutionContext", "ShutdownSignal", "SignalState"]
+__all__ = ["ExecutionContext", "ProgressReported", "ShutdownSignal", "SignalState"]
 
 P = TypeVar("P")
 
@@ -101,6 +102,23 @@ _SET = SignalState(True)
 _CLEAR = SignalState(False)
 
 
+class ProgressReported:
+    """What ``ExecutionContext.report_progress`` returns: the report is already taken, so
+    a sync handler ignores it and an async one may ``await`` it, which returns at once."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[None, None, None]:
+        return
+        yield  # a generator that ends at once: nothing to wait for
+
+    def __repr__(self) -> str:
+        return "ProgressReported()"
+
+
+_REPORTED = ProgressReported()
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExecutionContext(Generic[P]):
     """Everything a handler knows about the execution it is running.
@@ -149,6 +167,7 @@ class ExecutionContext(Generic[P]):
     group: Group | None = None
     """For a group's callback: the group, with each member's outcome and result in
     ``members``. ``None`` for other executions."""
+    _report: Callable[[float | None, str | None], None] | None = field(default=None, repr=False)
     _scheduled: list[TaskInstance[Any]] = field(default_factory=list, repr=False)
     _plans: list[GroupPlan] = field(default_factory=list, repr=False)
 
@@ -156,6 +175,25 @@ class ExecutionContext(Generic[P]):
     def shutting_down(self) -> bool:
         """The same as ``shutdown.is_set()``."""
         return self.shutdown.is_set()
+
+    def report_progress(
+        self, fraction: float | None = None, message: str | None = None
+    ) -> ProgressReported:
+        """Report how far this execution has come: ``fraction`` from 0 to 1, a
+        ``message`` of what it is doing, or both. Call it as often as you like, from a
+        sync handler as it is and from an async one with ``await``: it costs no statement
+        and no wait. The latest report is written to the row at most once a second and
+        read as ``Execution.progress``; a report made just before the handler ends may
+        never be written, and the progress is cleared when the execution finishes.
+
+        A message longer than ``MAX_PROGRESS_MESSAGE`` (1,024) characters is cut to it. A
+        fraction that is not a number from 0 to 1, or a message that is not a ``str`` a
+        database can store (a NUL character, a lone surrogate), raises a ``ValueError``
+        or ``TypeError`` naming the execution and the value."""
+        checked = checked_report(f"{self.task_name}/{self.instance_id}", fraction, message)
+        if self._report is not None:
+            self._report(*checked)
+        return _REPORTED
 
     def schedule(
         self,

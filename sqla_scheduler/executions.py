@@ -25,11 +25,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqla_scheduler._checks import check_filters, check_number
 from sqla_scheduler._dialects import borrowed_engine
 from sqla_scheduler._execution import Execution, ExecutionState, ExecutionStatus
+from sqla_scheduler._progress import Progress
 
 if TYPE_CHECKING:
     from sqla_scheduler.scheduler import Scheduler
 
-__all__ = ["Execution", "ExecutionState", "ExecutionStatus", "list_executions"]
+__all__ = ["Execution", "ExecutionState", "ExecutionStatus", "Progress", "list_executions"]
 
 
 def list_executions(

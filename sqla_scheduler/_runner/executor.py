@@ -32,6 +32,7 @@ from sqla_scheduler._runner.calls import HandlerCalls
 from sqla_scheduler._runner.failures import first_line
 from sqla_scheduler._runner.held import Held, RowWrites, log_lost, versioned_keys
 from sqla_scheduler._runner.outcomes import Outcome
+from sqla_scheduler._runner.progress import ProgressReports
 from sqla_scheduler._runner.service import Parts, Service
 from sqla_scheduler._runner.waker import AHEAD
 from sqla_scheduler._store import Completion
@@ -89,6 +90,7 @@ class Executor(Service):
         sessions: SessionFactory | None = None,
         limited: frozenset[str] = frozenset(),
         on_handed_back: Callable[[], None] | None = None,
+        progress: ProgressReports | None = None,
     ) -> None:
         super().__init__(parts)
         self.tasks = tasks
@@ -106,6 +108,8 @@ class Executor(Service):
         #: Called once a rate-limited execution handed back for starting late is due again
         #: (the picker's wake-up: it was picked by this process, no other hears of it).
         self._on_handed_back = on_handed_back
+        #: Where the handlers' progress reports go (none without a writer).
+        self._progress = progress
 
     async def run_once(self, held: Held) -> Outcome:
         """Run ``held``'s handler (when it may run) and return what it came to, in three
@@ -154,7 +158,7 @@ class Executor(Service):
                 on_recorded=partial(_log_undecodable, execution, exc),
             )
         group = None if execution.awaits is None else await self._group(execution.awaits)
-        context = self._context(task, execution, payload, group)
+        context = _context(task, held, payload, group, self.shutdown, self._progress)
         spent = outcomes.spent(task, execution, self.config)
         if spent is not None:
             return Outcome(held=held, decision=spent, context=context, on_abandon=task.on_abandon)
@@ -301,25 +305,6 @@ class Executor(Service):
         dispatch(self.listeners, "on_failure", context, error, attempted.duration)
         return Outcome(held=held, decision=decision, context=context, on_abandon=task.on_abandon)
 
-    def _context(
-        self, task: Task[Any], execution: Execution, payload: Any, group: Group | None
-    ) -> ExecutionContext[Any]:
-        """The context ``execution``'s handler gets."""
-        return ExecutionContext(
-            payload=payload,
-            task_name=execution.task_name,
-            instance_id=execution.instance_id,
-            execution_time=execution.execution_time,
-            consecutive_failures=execution.consecutive_failures,
-            last_error=execution.last_error,
-            snoozes=execution.snoozes,
-            priority=execution.priority,
-            # an execution with a timeout has a signal of its own, also set at its timeout
-            shutdown=self.shutdown if task.timeout is None else self.shutdown.child(),
-            trace_context=execution.trace_context,
-            group=group,
-        )
-
     async def _group(self, group_id: int) -> Group | None:
         """The group a callback waited for, with its members' outcomes and results."""
         read = partial(
@@ -373,6 +358,34 @@ class Executor(Service):
             log_lost(completion.execution, completion.kind)
             return Outcome(held=success.held, decision=None)
         return replace(success, committed=True)
+
+
+def _context(
+    task: Task[Any],
+    held: Held,
+    payload: Any,
+    group: Group | None,
+    shutdown: ShutdownSignal,
+    progress: ProgressReports | None,
+) -> ExecutionContext[Any]:
+    """The context ``held``'s handler gets: it stops on ``shutdown`` and reports its
+    progress to ``progress``."""
+    execution = held.execution
+    return ExecutionContext(
+        payload=payload,
+        task_name=execution.task_name,
+        instance_id=execution.instance_id,
+        execution_time=execution.execution_time,
+        consecutive_failures=execution.consecutive_failures,
+        last_error=execution.last_error,
+        snoozes=execution.snoozes,
+        priority=execution.priority,
+        # an execution with a timeout has a signal of its own, also set at its timeout
+        shutdown=shutdown if task.timeout is None else shutdown.child(),
+        trace_context=execution.trace_context,
+        group=group,
+        _report=None if progress is None else progress.reporter(held),
+    )
 
 
 def _log_undecodable(execution: Execution, error: Exception) -> None:

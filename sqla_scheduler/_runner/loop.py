@@ -3,8 +3,9 @@
 ``Runner`` builds the services from plain parts (engine, table, tasks, config, clock,
 listeners, interceptors) and runs them: the picker feeds a queue, ``concurrency``
 workers take from it and hand each execution's outcome to the completer, the
-heartbeater, maintenance, the node heartbeater, the stats writer (the charts' counts) and
-the listener (PostgreSQL) or the due-time prober (the other databases) run beside them.
+heartbeater, the progress writer (what handlers report), maintenance, the node
+heartbeater, the stats writer (the charts' counts) and the listener (PostgreSQL) or the
+due-time prober (the other databases) run beside them.
 ``run_due`` runs the same per-execution code without the loop, for tests.
 
 Stopping: no new picks; running handlers get ``shutdown_max_wait``; whatever is still
@@ -42,6 +43,7 @@ from sqla_scheduler._runner.maintenance import Maintenance
 from sqla_scheduler._runner.nodes import NodeHeartbeater
 from sqla_scheduler._runner.picker import Picker
 from sqla_scheduler._runner.prober import Prober
+from sqla_scheduler._runner.progress import ProgressWriter
 from sqla_scheduler._runner.service import Parts
 from sqla_scheduler._runner.stats import StatsWriter
 from sqla_scheduler._runner.waker import Waker
@@ -99,7 +101,9 @@ class Runner:
             waker=self.waker,
         )
         self.picker = _picker(parts, on_paused=self._hand_back)
-        self.executor = _executor(parts, self._threads, list(interceptors))
+        #: Writes the handlers' progress reports, at most once a second each.
+        self.progress = ProgressWriter(parts, held=self.held)
+        self.executor = _executor(parts, self._threads, list(interceptors), self.progress)
         #: Adds the counts of finished executions to the stats table (none with ``stats`` off).
         self.stats = StatsWriter(parts)
         self.completer = _completer(parts, self.stats if config.stats else None)
@@ -192,6 +196,7 @@ class Runner:
                 services.start_soon(self.completer.run)
                 services.start_soon(self.picker.run, self.workers.deliver, self._stopping)
                 services.start_soon(self.heartbeater.run)
+                services.start_soon(self.progress.run)
                 services.start_soon(self.maintenance.run)
                 services.start_soon(self.node.run)
                 services.start_soon(self.stats.run)
@@ -320,7 +325,10 @@ def _picker(parts: _Parts, *, on_paused: Callable[[str], None]) -> Picker:
 
 
 def _executor(
-    parts: _Parts, threads: HandlerThreads, interceptors: Sequence[ExecutionInterceptor]
+    parts: _Parts,
+    threads: HandlerThreads,
+    interceptors: Sequence[ExecutionInterceptor],
+    progress: ProgressWriter,
 ) -> Executor:
     return Executor(
         parts,
@@ -332,6 +340,7 @@ def _executor(
         limited=frozenset(parts.limits),
         on_handed_back=parts.waker.news,
         writes=parts.held.writes,
+        progress=progress.reports,
     )
 
 

@@ -1,6 +1,7 @@
-"""The runner's statements: pick, start, beat, hand back (after a success, a failure or a
-snooze) or remove, revive the dead, and delete orphans. Every one that changes a row's
-state checks and bumps its version."""
+"""The runner's statements: pick, start, beat, write a handler's progress, hand back
+(after a success, a failure or a snooze) or remove, revive the dead, and delete orphans.
+Every one that changes a row's state checks and bumps its version; a hand-back and a
+revival clear the progress."""
 
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ from sqla_scheduler.models import record_table
 
 __all__ = ["Running"]
 
+#: What a hand-back and a revival set: the next run starts with no progress reported.
+_NO_PROGRESS: dict[str, Any] = {"progress": None, "progress_message": None, "progress_at": None}
+
 
 class Running(Shapes):
     """What a runner's services run against the table; ``now`` is always bound."""
@@ -58,6 +62,18 @@ class Running(Shapes):
         self.mark_started: Marking = self._stamp("started_at")
         #: Refresh the heartbeat of held executions (see ``_stamp``).
         self.heartbeat: Marking = self._stamp("last_heartbeat")
+        #: Write the latest progress its handler reported (``new_progress``,
+        #: ``new_message``) to a held execution still at the version seen, with ``now`` as
+        #: its time. Like a heartbeat, it checks the version and does not bump it.
+        self.report_progress: Update = (
+            update(table)
+            .where(self.at_key, seen, self.picked)
+            .values(
+                progress=bindparam("new_progress", type_=c.progress.type),
+                progress_message=bindparam("new_message", type_=c.progress_message.type),
+                progress_at=now,
+            )
+        )
 
         #: Remove a held execution (success of a one-time task, abandon, undecodable row).
         self.remove: Delete = delete(table).where(self.at_key, seen)
@@ -111,6 +127,7 @@ class Running(Shapes):
                 else_=c.consecutive_failures,
             ),
             "started_at": None,
+            **_NO_PROGRESS,
             "version": self.next_version(),
         }
         #: Return dead executions to due now, counting a started one's lost attempt as a
@@ -178,6 +195,7 @@ class Running(Shapes):
             "picked_by": bindparam("picker"),
             "last_heartbeat": now,
             "started_at": None,
+            **_NO_PROGRESS,
             "version": self.next_version(),
         }
         return self.backend.mark_found(
@@ -257,6 +275,7 @@ class Running(Shapes):
                 last_heartbeat=None,
                 started_at=None,
                 version=self.next_version(),
+                **_NO_PROGRESS,
                 **values,
             )
         )

@@ -51,6 +51,7 @@ from sqla_scheduler._store.running import (
     pick,
     pick_limited,
     remove,
+    report_progress,
     revive,
 )
 from sqla_scheduler._store.scheduling import (
@@ -102,6 +103,7 @@ __all__ = [
     "recurring_executions",
     "register_recurring",
     "remove",
+    "report_progress",
     "reschedule",
     "results",
     "revive",

@@ -41,6 +41,7 @@ __all__ = [
     "pick",
     "pick_limited",
     "remove",
+    "report_progress",
     "revive",
 ]
 
@@ -187,6 +188,24 @@ def _stamp(
     stmt = stmts.mark_started if started else stmts.heartbeat
     rows = stmt.run(conn, {**stmts.backend.bind_held_keys(held), "now": now})
     return {(row.task_name, row.task_instance) for row in rows}
+
+
+def report_progress(
+    conn: Connection,
+    statements: Statements,
+    reports: Sequence[tuple[Execution, float | None, str | None]],
+    now: datetime,
+) -> None:
+    """Write each held execution's latest progress (fraction, message), at ``now``, in
+    one statement; an execution whose version moved (another process holds it now) is
+    left as it is."""
+    if not reports:
+        return
+    params = [
+        {**_key_params(execution), "new_progress": fraction, "new_message": message, "now": now}
+        for execution, fraction, message in reports
+    ]
+    conn.execute(statements.running.report_progress, params)
 
 
 def _key_params(execution: Execution) -> dict[str, Any]:
