@@ -343,4 +343,6 @@ def _progress_of(row: RowMapping) -> Progress | None:
 def _json_value(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.astimezone(timezone.utc).isoformat()
+    if isinstance(value, Progress):
+        return {"fraction": value.fraction, "message": value.message, "at": _json_value(value.at)}
     return value

@@ -3,7 +3,9 @@ errors naming the execution and the value of what it refuses."""
 
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import replace
 from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any
@@ -12,6 +14,7 @@ import pytest
 
 from sqla_scheduler import ExecutionContext
 from sqla_scheduler._progress import MAX_PROGRESS_MESSAGE
+from sqla_scheduler.executions import Execution, Progress
 
 NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 
@@ -78,3 +81,28 @@ async def test_an_async_handler_awaits_a_report() -> None:
     reports: list[tuple[float | None, str | None]] = []
     assert await _context(reports).report_progress(0.5) is None
     assert reports == [(0.5, None)]
+
+
+def test_an_executions_progress_in_json() -> None:
+    execution = Execution(
+        task_name="import",
+        instance_id="file-7",
+        data=None,
+        execution_time=NOW,
+        picked=True,
+        picked_by="worker-1",
+        last_heartbeat=NOW,
+        last_success=None,
+        last_failure=None,
+        consecutive_failures=0,
+        version=2,
+        priority=0,
+        schedule=None,
+        progress=Progress(0.5, "half", NOW),
+    )
+    assert json.loads(json.dumps(execution.to_json()))["progress"] == {
+        "fraction": 0.5,
+        "message": "half",
+        "at": "2030-05-17T12:00:00+00:00",
+    }
+    assert replace(execution, progress=None).to_json()["progress"] is None
