@@ -130,12 +130,19 @@ async def test_the_latest_report_is_read_elsewhere_while_it_runs_and_cleared_aft
     assert (await db.resolve(scheduler.get_execution(db.engine, "halfway", "a"))).progress is None
     async with scheduler:
         await wait_for(writes.committed.is_set)
-        # another engine, the way another process reads it
+        # another engine, the way another process reads it; the writer may have taken the
+        # first report alone, a write before the second: the latest comes a second later
         reader = Scheduler(db.sync_engine, [task])
+
+        def latest_report() -> tuple[float | None, str | None] | None:
+            seen = reader.get_execution(db.sync_engine, "halfway", "a")
+            progress = None if seen is None else seen.progress
+            return None if progress is None else (progress.fraction, progress.message)
+
+        await wait_for(lambda: latest_report() == (0.5, "half of the rows"))
         seen = reader.get_execution(db.sync_engine, "halfway", "a")
         assert seen is not None
         assert seen.progress is not None
-        assert (seen.progress.fraction, seen.progress.message) == (0.5, "half of the rows")
         assert seen.progress.at is not None
         release.set()
         await wait_for(lambda: (db.row("halfway", "a") or {}).get("consecutive_failures") == 1)
