@@ -26,10 +26,10 @@ from psycopg.types.json import Jsonb
 
 from bench.results import ScenarioError, TableStats
 from sqla_scheduler import migrate
-from tests._mariadb import MariaDBServer
-from tests._mariadb_databases import DatabasePool
-from tests._pgbouncer import PgBouncer
-from tests._postgres import PostgresCluster
+from tests.support.servers.mariadb import MariaDBServer
+from tests.support.servers.mariadb_databases import DatabasePool
+from tests.support.servers.pgbouncer import PgBouncer
+from tests.support.servers.postgres import PostgresCluster
 
 __all__ = ["DATABASES", "Database", "MariaDB", "PostgreSQL", "RawConnection", "database"]
 

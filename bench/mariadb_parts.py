@@ -40,7 +40,7 @@ from sqla_scheduler._dialects import backend_for  # noqa: E402
 from sqla_scheduler._statements import statements_for  # noqa: E402
 from sqla_scheduler.models import table_for  # noqa: E402
 from sqla_scheduler.tasks import one_time  # noqa: E402
-from tests._mariadb import MariaDBServer  # noqa: E402
+from tests.support.servers.mariadb import MariaDBServer  # noqa: E402
 
 ROUNDS, PER_ROUND = 6, 2000
 _RAW_INSERT = (

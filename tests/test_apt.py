@@ -1,11 +1,11 @@
-"""The test processes' apt-get runs take turns (``tests._apt``)."""
+"""The test processes' apt-get runs take turns (``tests.support.servers.apt``)."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from tests._apt import apt_lock
+from tests.support.servers.apt import apt_lock
 
 
 def test_a_second_holder_waits_for_the_first() -> None:

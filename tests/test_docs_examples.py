@@ -77,8 +77,8 @@ from sqlalchemy import make_url
 
 from sqla_scheduler import migrate
 from sqla_scheduler.cli import cli
-from tests import _cli
-from tests._cli import ROOT, cli_env
+from tests.support import cli as _cli
+from tests.support.cli import ROOT, cli_env
 
 DOCS = ROOT / "docs"
 FIXTURES = ROOT / "tests" / "docs_fixtures"

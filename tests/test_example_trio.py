@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests._cli import ROOT, cli_env
+from tests.support.cli import ROOT, cli_env
 
 
 def test_trio_script_runs_until_its_work_is_done(tmp_path: Path) -> None:

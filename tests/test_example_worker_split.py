@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, inspect, text
 
-from tests._cli import ROOT, cli_env
+from tests.support.cli import ROOT, cli_env
 
 
 def test_the_worker_runs_what_the_web_side_schedules(pg_url: str, tmp_path: Path) -> None:

@@ -22,9 +22,9 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests import _mariadb
-from tests._mariadb import DIR_PREFIX, MariaDBServer, cleanup_stale_servers, quote
-from tests._mariadb_databases import RECORD_TABLE, VERSION_TABLE, DatabasePool
+from tests.support.servers import mariadb as _mariadb
+from tests.support.servers.mariadb import DIR_PREFIX, MariaDBServer, cleanup_stale_servers, quote
+from tests.support.servers.mariadb_databases import RECORD_TABLE, VERSION_TABLE, DatabasePool
 
 # In one pytest-xdist worker: the servers of the module's own.
 pytestmark = pytest.mark.xdist_group("own-mariadb")
@@ -244,7 +244,7 @@ def run_child(body: str) -> tuple[subprocess.CompletedProcess[str], Path, int]:
         f"""
         import os, signal, sys
         sys.path.insert(0, {str(REPO_ROOT)!r})
-        from tests._mariadb import MariaDBServer
+        from tests.support.servers.mariadb import MariaDBServer
         server = MariaDBServer().start()
         print(server.root, server.server_pid, flush=True)
         """

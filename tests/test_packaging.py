@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import sqla_scheduler
-from tests._cli import ROOT
+from tests.support.cli import ROOT
 
 
 def run(*args: str | Path, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:

@@ -12,8 +12,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests._pg_databases import RECORD_TABLE, VERSION_TABLE, DatabasePool
-from tests._postgres import PostgresCluster
+from tests.support.servers.pg_databases import RECORD_TABLE, VERSION_TABLE, DatabasePool
+from tests.support.servers.postgres import PostgresCluster
 
 
 @pytest.fixture

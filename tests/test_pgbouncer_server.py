@@ -18,10 +18,15 @@ import pytest
 from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests import _pgbouncer
-from tests._pg_databases import DatabasePool
-from tests._pgbouncer import DIR_PREFIX, PgBouncer, PgBouncerError, cleanup_stale_bouncers
-from tests._postgres import PostgresCluster, cleanup_stale_clusters
+from tests.support.servers import pgbouncer as _pgbouncer
+from tests.support.servers.pg_databases import DatabasePool
+from tests.support.servers.pgbouncer import (
+    DIR_PREFIX,
+    PgBouncer,
+    PgBouncerError,
+    cleanup_stale_bouncers,
+)
+from tests.support.servers.postgres import PostgresCluster, cleanup_stale_clusters
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -240,8 +245,8 @@ def run_child(body: str) -> tuple[subprocess.CompletedProcess[str], Path, int, P
         f"""
         import os, signal, sys
         sys.path.insert(0, {str(REPO_ROOT)!r})
-        from tests._pgbouncer import PgBouncer
-        from tests._postgres import PostgresCluster
+        from tests.support.servers.pgbouncer import PgBouncer
+        from tests.support.servers.postgres import PostgresCluster
         pg = PostgresCluster().start()
         bouncer = PgBouncer(pg).start()
         print(bouncer.root, bouncer.pid, pg.root, flush=True)

@@ -17,8 +17,8 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests import _postgres
-from tests._postgres import (
+from tests.support.servers import postgres as _postgres
+from tests.support.servers.postgres import (
     DIR_PREFIX,
     PostgresCluster,
     cleanup_stale_clusters,
@@ -275,7 +275,7 @@ def _run_child(body: str) -> tuple[subprocess.CompletedProcess[str], Path]:
         f"""
         import os, signal, sys
         sys.path.insert(0, {str(REPO_ROOT)!r})
-        from tests._postgres import PostgresCluster
+        from tests.support.servers.postgres import PostgresCluster
         pg = PostgresCluster().start()
         print(pg.root, flush=True)
         """

@@ -14,9 +14,9 @@ import psycopg
 import pytest
 from sqlalchemy import create_engine, make_url, text
 
-from tests._pg_databases import DatabasePool
-from tests._postgres import PostgresCluster, cleanup_stale_clusters
-from tests._replica import DIR_PREFIX, PostgresReplica, PostgresReplicaError
+from tests.support.servers.pg_databases import DatabasePool
+from tests.support.servers.postgres import PostgresCluster, cleanup_stale_clusters
+from tests.support.servers.replica import DIR_PREFIX, PostgresReplica, PostgresReplicaError
 from tests.test_postgres_cluster import _live_processes_mentioning
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -173,8 +173,8 @@ def run_child(body: str) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
         f"""
         import os, signal, sys
         sys.path.insert(0, {str(REPO_ROOT)!r})
-        from tests._postgres import PostgresCluster
-        from tests._replica import PostgresReplica
+        from tests.support.servers.postgres import PostgresCluster
+        from tests.support.servers.replica import PostgresReplica
         pg = PostgresCluster().start()
         replica = PostgresReplica(pg).start()
         print(replica.root, pg.root, flush=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from html.parser import HTMLParser
 from typing import Any
 
@@ -20,9 +20,8 @@ from sqla_scheduler.admin import create_app
 from sqla_scheduler.admin._security import csrf_token
 from sqla_scheduler.models import history_table, nodes_table, results_table, table_for
 from tests.admin._browser import browser, chromium  # noqa: F401  (the browser tests' fixtures)
-from tests.conftest import Harness
+from tests.support import NOW, Harness
 
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 USER, PASSWORD = "ops", "correct horse battery staple"
 #: Text that runs script if a page ever puts it into HTML unescaped.
 XSS = "<img src=x onerror=alert(1)>"

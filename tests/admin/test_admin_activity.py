@@ -18,7 +18,7 @@ from markupsafe import escape
 from sqla_scheduler import ManualClock, Scheduler, SchedulerConfig, one_time
 from sqla_scheduler.admin import create_app
 from tests.admin.conftest import NOW, PASSWORD, USER, XSS_TASK, client_for, start_tags
-from tests.conftest import Harness
+from tests.support import Harness
 
 pytestmark = pytest.mark.anyio
 

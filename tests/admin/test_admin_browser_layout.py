@@ -25,8 +25,6 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from sqla_scheduler.admin import create_app
-from tests._pg_databases import DatabasePool
-from tests._postgres import PostgresCluster
 from tests.admin._browser import MOUNT, Watch, live, mid_word_breaks, narrow_wraps, overflowing
 from tests.admin.conftest import (
     PASSWORD,
@@ -37,6 +35,8 @@ from tests.admin.conftest import (
     seed_nodes,
     send_email,
 )
+from tests.support.servers.pg_databases import DatabasePool
+from tests.support.servers.postgres import PostgresCluster
 
 pytestmark = pytest.mark.xdist_group("browser")
 

@@ -24,7 +24,7 @@ from tests.admin.conftest import (
     foreign_tags,
     seed_history,
 )
-from tests.conftest import Harness
+from tests.support import Harness
 
 pytestmark = pytest.mark.anyio
 

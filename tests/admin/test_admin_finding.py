@@ -26,7 +26,7 @@ from tests.admin.conftest import (
     seed_many,
     seed_results,
 )
-from tests.conftest import Harness
+from tests.support import Harness
 
 pytestmark = pytest.mark.anyio
 

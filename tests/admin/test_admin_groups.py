@@ -32,7 +32,7 @@ from tests.admin.conftest import (
     client_for,
     foreign_tags,
 )
-from tests.conftest import Harness
+from tests.support import Harness
 
 pytestmark = pytest.mark.anyio
 

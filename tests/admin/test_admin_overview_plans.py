@@ -16,7 +16,7 @@ from sqlalchemy import Connection, event
 from sqla_scheduler import ManualClock, Scheduler
 from sqla_scheduler.admin import create_app
 from tests.admin.conftest import NOW, PASSWORD, TASKS, USER, client_for, seed, seed_history
-from tests.conftest import Harness
+from tests.support import Harness
 
 pytestmark = pytest.mark.anyio
 

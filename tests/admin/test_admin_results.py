@@ -34,7 +34,7 @@ from tests.admin.conftest import (
     result_row,
     seed_results,
 )
-from tests.conftest import Harness
+from tests.support import Harness
 
 pytestmark = pytest.mark.anyio
 

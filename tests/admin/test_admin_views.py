@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import inspect
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import pytest
 
 import sqla_scheduler.admin as admin
 from sqla_scheduler import SchedulerConfig
 from sqla_scheduler.admin._views import describe_schedule, heartbeat_health, relative
-
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
+from tests.support import NOW
 
 
 @pytest.mark.parametrize(

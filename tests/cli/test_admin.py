@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from sqla_scheduler.cli import _admin, cli
-from tests._cli import cli_env, one_error_line, run, start
+from tests.support.cli import cli_env, one_error_line, run, start
 
 APP = "tests.cli.app:scheduler"
 

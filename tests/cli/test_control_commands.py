@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import create_engine
 
 from sqla_scheduler import Scheduler, migrate, one_time, recurring
-from tests._cli import cli_env, invoke, one_error_line
+from tests.support.cli import cli_env, invoke, one_error_line
 
 LATER = datetime.now(timezone.utc) + timedelta(days=1)
 

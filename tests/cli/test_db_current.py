@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sqla_scheduler import migrate
 from sqla_scheduler._migration_steps import LATEST, STEPS
-from tests._cli import invoke
+from tests.support.cli import invoke
 
 
 def test_db_current_json_is_one_object(tmp_path: Path) -> None:

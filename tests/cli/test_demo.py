@@ -16,7 +16,7 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests._cli import INVOCATIONS, ROOT, cli_env, run, start
+from tests.support.cli import INVOCATIONS, ROOT, cli_env, run, start
 
 SUMMARY = re.compile(
     r"Summary after [\d.]+s: (?P<orders>\d+) orders? placed, (?P<rolled>.*?); "

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from sqla_scheduler import migrate
 from sqla_scheduler._migration_steps import STEPS
-from tests._cli import ROOT, cli_env, invoke, one_error_line
 from tests.cli.test_nodes_and_health import seed
+from tests.support.cli import ROOT, cli_env, invoke, one_error_line
 
 DOCS = ROOT / "docs"
 

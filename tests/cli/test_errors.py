@@ -14,8 +14,8 @@ import pytest
 
 from sqla_scheduler import migrate
 from sqla_scheduler._migration_steps import LATEST, STEPS
-from tests._cli import cli_env, invoke, invoke_all, one_error_line, run, start
-from tests._postgres import PostgresCluster
+from tests.support.cli import cli_env, invoke, invoke_all, one_error_line, run, start
+from tests.support.servers.postgres import PostgresCluster
 
 UNREACHABLE = "postgresql+psycopg://nobody@127.0.0.1:1/none"
 APP = "tests.cli.app:scheduler"

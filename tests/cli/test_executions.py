@@ -14,7 +14,7 @@ from sqlalchemy import Engine, create_engine, text, update
 
 from sqla_scheduler import Execution, MissingTableError, Scheduler, migrate, one_time
 from sqla_scheduler.executions import list_executions
-from tests._cli import INVOCATIONS, cli_env, invoke, one_error_line, run
+from tests.support.cli import INVOCATIONS, cli_env, invoke, one_error_line, run
 
 NOW = datetime.now(timezone.utc).replace(microsecond=0)
 LATER = NOW + timedelta(days=1)  # still ahead however long the test session runs

@@ -13,8 +13,8 @@ from sqlalchemy import Engine, column, create_engine, table, update
 from sqla_scheduler import MissingTableError, metadata, migrate
 from sqla_scheduler._migration_steps import STEP_OF_REVISION
 from sqla_scheduler.health import Health, check
-from tests._cli import INVOCATIONS, cli_env, invoke, one_error_line, run
-from tests.conftest import empty_databases
+from tests.support import empty_databases
+from tests.support.cli import INVOCATIONS, cli_env, invoke, one_error_line, run
 
 HEAD = migrate.heads()[0]
 #: The revision before the head: a schema one migration behind.

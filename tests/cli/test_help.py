@@ -9,7 +9,7 @@ import pytest
 
 import sqla_scheduler
 from sqla_scheduler.cli import cli
-from tests._cli import INVOCATIONS, invoke_all, run
+from tests.support.cli import INVOCATIONS, invoke_all, run
 
 HELP = {
     (): [

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import create_engine
 
 from sqla_scheduler import ManualClock, Scheduler, SchedulerConfig, migrate, one_time
-from tests._cli import cli_env, invoke, one_error_line
+from tests.support.cli import cli_env, invoke, one_error_line
 
 NOW = datetime.now(timezone.utc).replace(microsecond=0)
 

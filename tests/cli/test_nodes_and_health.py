@@ -15,7 +15,7 @@ from sqla_scheduler import MissingTableError, Node, migrate
 from sqla_scheduler.health import check
 from sqla_scheduler.models import nodes_table, table_for
 from sqla_scheduler.nodes import list_nodes
-from tests._cli import cli_env, invoke, invoke_all, one_error_line
+from tests.support.cli import cli_env, invoke, invoke_all, one_error_line
 
 #: The revision before the one that made the nodes table.
 BEFORE_NODES = "626b08d7d8ec"

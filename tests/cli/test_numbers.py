@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests._cli import cli_env, invoke, one_error_line
+from tests.support.cli import cli_env, invoke, one_error_line
 
 UNREACHABLE = "postgresql+psycopg://nobody@127.0.0.1:1/none"
 BIGINT_MAX = 2**63 - 1

@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 
 from sqla_scheduler import ManualClock, Scheduler, SchedulerConfig, migrate, one_time
-from tests._cli import cli_env, invoke, invoke_all, one_error_line, start
-from tests.conftest import wait_for
+from tests.support import wait_for
+from tests.support.cli import cli_env, invoke, invoke_all, one_error_line, start
 
 NOW = datetime(2030, 5, 17, 12, 0, 3, 250000, tzinfo=timezone.utc)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from sqla_scheduler._dialects import sync_url
-from tests._cli import invoke, one_error_line
+from tests.support.cli import invoke, one_error_line
 
 #: Every command that reads --url (or --database-url), with its other arguments.
 URL_COMMANDS = [

@@ -8,7 +8,7 @@ precedence itself (flags > environment > module) is in
 
 from __future__ import annotations
 
-from tests._cli import cli_env, one_error_line, start
+from tests.support.cli import cli_env, one_error_line, start
 
 UNREACHABLE = "postgresql+psycopg://nobody@127.0.0.1:1/none"
 APP = "tests.cli.app:scheduler"

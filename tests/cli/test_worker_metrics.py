@@ -14,10 +14,10 @@ from pathlib import Path
 from sqlalchemy import create_engine
 
 from sqla_scheduler import Scheduler, configure_sqlite, one_time
-from tests._cli import cli_env, one_error_line, run, start
-from tests._postgres import _free_port
 from tests.concurrency.conftest import wait_until
-from tests.conftest import sqlite_file_url
+from tests.support import sqlite_file_url
+from tests.support.cli import cli_env, one_error_line, run, start
+from tests.support.servers.postgres import _free_port
 
 
 def _gauge(port: int, name: str) -> float | None:

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 
 from tests.concurrency.app import metadata
-from tests.conftest import sqlite_file_url
+from tests.support import sqlite_file_url
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.concurrency.app:scheduler"

@@ -15,9 +15,9 @@ import pytest
 from sqlalchemy import Engine, column, create_engine, table, update
 
 from sqla_scheduler import migrate
-from tests._postgres import PostgresCluster, _free_port
 from tests.concurrency.app import metadata
 from tests.concurrency.conftest import Workers, wait_until
+from tests.support.servers.postgres import PostgresCluster, _free_port
 
 
 def _get(port: int, path: str) -> tuple[int, str]:

@@ -20,7 +20,6 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from sqla_scheduler import Scheduler, one_time
 from sqla_scheduler.worker import FORCED_STOP_WITHIN, WorkerError, load_scheduler, run_worker
-from tests._postgres import PostgresCluster
 from tests.concurrency.app import build_scheduler, engine_of, one_time_task
 from tests.concurrency.conftest import (
     ROOT,
@@ -31,7 +30,8 @@ from tests.concurrency.conftest import (
     wait_until,
     worker_command,
 )
-from tests.conftest import wait_for
+from tests.support import wait_for
+from tests.support.servers.postgres import PostgresCluster
 
 # --- load_scheduler ---------------------------------------------------------------------
 

@@ -44,8 +44,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine
 
-from tests.conftest import sqlite_file_url
 from tests.contract._database import DATABASES, Database
+from tests.support import sqlite_file_url
 
 #: The fixture that gives a fresh migrated database's URL, for each database on a server.
 _URLS = {"postgresql": "pg_url", "mariadb": "mariadb_url"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -30,11 +30,9 @@ from sqla_scheduler import (
     recurring,
 )
 from sqla_scheduler.interceptors import CallNext
-from tests.conftest import Harness
+from tests.support import NOW, Harness
 
 pytestmark = pytest.mark.anyio
-
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 
 
 class Odd(BaseException):

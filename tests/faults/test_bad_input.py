@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -30,11 +30,9 @@ from sqla_scheduler import (
     one_time,
     recurring,
 )
-from tests.conftest import Harness, services, wait_for
+from tests.support import NOW, Harness, services, wait_for
 
 pytestmark = pytest.mark.anyio
-
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 
 
 async def test_a_corrupt_schedule_column_is_only_text(db: Harness) -> None:
@@ -116,11 +114,6 @@ class Flaky:
             self.left -= 1
             raise ConnectionError("simulated: connection lost")
         return self.fn(*args, **kwargs)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
 
 
 async def test_failed_heartbeats_are_retried_and_the_execution_stays_ours(

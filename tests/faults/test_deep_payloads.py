@@ -6,7 +6,6 @@ its execution was revived forever)."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -14,11 +13,9 @@ from sqlalchemy import text
 
 from sqla_scheduler import ManualClock, NextAt, PayloadError, Scheduler, custom, one_time
 from sqla_scheduler._payload import MAX_PAYLOAD_DEPTH
-from tests.conftest import Harness
+from tests.support import NOW, Harness
 
 pytestmark = pytest.mark.anyio
-
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 
 
 def nested(depth: int) -> Any:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -16,11 +16,9 @@ from hypothesis import strategies as st
 from sqlalchemy import delete
 
 from sqla_scheduler import ManualClock, NextAt, Scheduler, SchedulerConfig, custom, one_time
-from tests.conftest import Harness
+from tests.support import NOW, Harness
 
 pytestmark = pytest.mark.anyio
-
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 
 
 class Odd(BaseException):

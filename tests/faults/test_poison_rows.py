@@ -11,7 +11,7 @@ any value, anything SQLite stores: integers, reals, text, blobs and NULLs.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -20,12 +20,11 @@ from hypothesis import strategies as st
 from sqlalchemy import delete, text
 
 from sqla_scheduler import ManualClock, one_time
-from tests._strategies import json_values, storable_text
-from tests.conftest import Harness, services
+from tests.support import NOW, Harness, services
+from tests.support.strategies import json_values, storable_text
 
 pytestmark = pytest.mark.anyio
 
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 GOOD = [f"ok-{i}" for i in range(10)]
 
 #: The columns a poison row may spoil (not its key), with their PostgreSQL types.

@@ -13,11 +13,9 @@ from sqlalchemy import event, insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler import ManualClock, PayloadError, Scheduler, TaskDefinitionError, one_time
-from tests.conftest import Harness
+from tests.support import NOW, Harness
 
 pytestmark = pytest.mark.anyio
-
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 
 
 async def test_the_callers_transaction_survives_a_refused_value(db: Harness) -> None:

@@ -5,7 +5,7 @@ and the row itself is run, recorded and revived like any other (issue 13, defect
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -13,16 +13,9 @@ from sqlalchemy import update
 
 from sqla_scheduler import FixedDelay, ManualClock, one_time, recurring
 from sqla_scheduler.models import BIGINT_MAX, INT_MAX
-from tests.conftest import Harness
+from tests.support import NOW, Harness
 
 pytestmark = pytest.mark.anyio
-
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
 
 
 def set_row(db: Harness, task: str, instance: str, **values: Any) -> None:

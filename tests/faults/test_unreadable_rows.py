@@ -7,7 +7,7 @@ row is taken out of rotation, and the log names its task, instance and what was 
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -16,11 +16,10 @@ from sqlalchemy import text, update
 
 from sqla_scheduler import ManualClock, one_time
 from sqla_scheduler.models import INT_MAX
-from tests.conftest import Harness, services, wait_for
+from tests.support import NOW, Harness, services, wait_for
 
 pytestmark = pytest.mark.anyio
 
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 
 #: (column, raw SQL value) that no scheduler can read back, per database.
 SQLITE_BAD = [
@@ -70,11 +69,6 @@ def spoil(db: Harness, instance: str, column: str, value: str) -> None:
             text(f"update scheduled_tasks set {column} = {value} where task_instance = :i"),
             {"i": instance},
         )
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
 
 
 async def schedule_with_bad_rows(

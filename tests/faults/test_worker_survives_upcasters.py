@@ -14,7 +14,7 @@ from sqlalchemy import create_engine
 
 from sqla_scheduler import Scheduler, configure_sqlite, one_time
 from tests.concurrency.conftest import ROOT, wait_until, worker_command
-from tests.conftest import sqlite_file_url
+from tests.support import sqlite_file_url
 
 
 def test_an_upcasters_system_exit_does_not_end_the_worker(

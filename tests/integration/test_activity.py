@@ -19,9 +19,15 @@ from sqla_scheduler._runner import stats as stats_service
 from sqla_scheduler._statements import statements_on
 from sqla_scheduler._store.stats import activity, minute_of
 from sqla_scheduler.models import STATS_BOUNDS_MS, STATS_COLUMNS, stats_table
-from tests.conftest import Harness, services, wait_for
+from tests.support import Harness, services, wait_for
 
-pytestmark = pytest.mark.anyio
+pytestmark = [
+    pytest.mark.anyio,
+    # what this module tests runs in the scheduler's own units of work, the same statements
+    # through run_sync as with a sync engine, and every async driver is run by the other
+    # modules: on SQLite and MariaDB the sync cases carry the database's differences
+    pytest.mark.databases(async_on=["postgresql"]),
+]
 
 NOW = datetime(2030, 5, 17, 12, 0, 30, tzinfo=timezone.utc)
 

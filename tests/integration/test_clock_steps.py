@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import update
 
 from sqla_scheduler import SystemClock, one_time
-from tests.conftest import Harness, services
+from tests.support import Harness, services
 
 pytestmark = pytest.mark.anyio
 

@@ -21,7 +21,7 @@ from sqlalchemy import create_engine, delete
 
 from sqla_scheduler import ConfigurationError, Scheduler, SchedulerConfig, one_time
 from sqla_scheduler.models import table_for
-from tests.conftest import sqlite_file_url
+from tests.support import sqlite_file_url
 
 MS, DAY, LONGEST = timedelta(milliseconds=1), timedelta(days=1), timedelta(days=36500)
 

@@ -3,7 +3,7 @@ every database; the pause across real processes is in tests/concurrency."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -16,16 +16,14 @@ from sqla_scheduler import (
     one_time,
     recurring,
 )
-from tests.conftest import Harness
+from tests.support import NOW, Harness
 
-pytestmark = pytest.mark.anyio
-
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
+pytestmark = [
+    pytest.mark.anyio,
+    # the core of scheduling and running also runs through PgBouncer in transaction mode
+    # (the sync-pgbouncer case, given nothing but the bouncer's URL), not every module again
+    pytest.mark.databases(pgbouncer=True),
+]
 
 
 def _tasks(ran: list[str]) -> list[Any]:

@@ -6,7 +6,7 @@ what has not started."""
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -14,16 +14,15 @@ import pytest
 from sqla_scheduler import Group, ManualClock, custom, one_time, recurring
 from sqla_scheduler._execution import WAITING
 from sqla_scheduler.testing import build_context
-from tests.conftest import Harness
+from tests.support import NOW, Harness
 
-pytestmark = pytest.mark.anyio
-
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
+pytestmark = [
+    pytest.mark.anyio,
+    # what this module tests runs in the scheduler's own units of work, the same statements
+    # through run_sync as with a sync engine, and every async driver is run by the other
+    # modules: on SQLite and MariaDB the sync cases carry the database's differences
+    pytest.mark.databases(async_on=["postgresql"]),
+]
 
 
 class Seen:

@@ -5,7 +5,7 @@ abandoned or undecodable execution with its payload, pruning keeps the table bou
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -15,16 +15,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqla_scheduler import FixedDelay, HistoryEntry, ManualClock, one_time, recurring
 from sqla_scheduler._runner.maintenance import PRUNE_BATCH
 from sqla_scheduler.models import history_table
-from tests.conftest import Harness
+from tests.support import NOW, Harness
 
-pytestmark = pytest.mark.anyio
-
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
+pytestmark = [
+    pytest.mark.anyio,
+    # the core of scheduling and running also runs through PgBouncer in transaction mode
+    # (the sync-pgbouncer case, given nothing but the bouncer's URL), not every module again
+    pytest.mark.databases(pgbouncer=True),
+]
 
 
 class Declined(Exception):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -18,11 +17,9 @@ from sqla_scheduler import (
 )
 from sqla_scheduler.interceptors import CallNext
 from sqla_scheduler.listeners import SchedulerListener
-from tests.conftest import Harness
+from tests.support import NOW, Harness
 
 pytestmark = pytest.mark.anyio
-
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 
 
 class Recording(ExecutionInterceptor):

@@ -3,7 +3,7 @@ handed to the next attempt as ``ctx.last_error`` and to ``on_abandon``; a succes
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -17,22 +17,16 @@ from sqla_scheduler import (
     recurring,
 )
 from sqla_scheduler.listeners import SchedulerListener
-from tests.conftest import Harness
+from tests.support import Harness
 
 pytestmark = pytest.mark.anyio
 
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 #: The most characters of error text a row keeps.
 CAP = 4096
 
 
 class CardDeclined(Exception):
     """A handler's own exception type."""
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
 
 
 def _charge(ctx: Any) -> None:

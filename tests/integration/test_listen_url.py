@@ -15,9 +15,9 @@ import pytest
 from sqlalchemy import make_url, text
 
 from sqla_scheduler import Scheduler, SchedulerConfig, one_time
-from tests._pg_databases import DatabasePool
-from tests._postgres import PostgresCluster
-from tests.conftest import Harness, wait_for
+from tests.support import Harness, wait_for
+from tests.support.servers.pg_databases import DatabasePool
+from tests.support.servers.postgres import PostgresCluster
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres_only("LISTEN is PostgreSQL's")]
 

@@ -20,7 +20,7 @@ import pytest
 from sqla_scheduler import Scheduler, one_time
 from sqla_scheduler._probes import Probes
 from sqla_scheduler.worker import _stalled_for
-from tests.conftest import Harness, wait_for
+from tests.support import Harness, wait_for
 
 pytestmark = pytest.mark.anyio
 

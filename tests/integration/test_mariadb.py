@@ -16,7 +16,7 @@ from sqlalchemy.exc import OperationalError
 from sqla_scheduler import DatabaseClock, Scheduler, SchedulerConfig, one_time
 from sqla_scheduler._bridge import CONFLICT_ATTEMPTS, Database
 from sqla_scheduler._dialects import backend_for
-from tests.conftest import wait_for
+from tests.support import wait_for
 
 pytestmark = pytest.mark.anyio
 

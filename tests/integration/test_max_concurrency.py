@@ -11,7 +11,7 @@ import pytest
 
 from sqla_scheduler import TaskDefinitionError, one_time, recurring
 from sqla_scheduler._runner import picker
-from tests.conftest import Harness, wait_for
+from tests.support import Harness, wait_for
 
 pytestmark = pytest.mark.anyio
 

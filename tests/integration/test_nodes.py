@@ -8,7 +8,7 @@ import importlib.metadata
 import logging
 import os
 import socket
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -24,19 +24,13 @@ from sqla_scheduler import (
     one_time,
 )
 from tests.concurrency.app import SkewedClock
-from tests.conftest import Harness, services, wait_for
+from tests.support import NOW, Harness, services, wait_for
 
 pytestmark = pytest.mark.anyio
 
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 #: Short enough for a beat to come within a test, in real time; the manual clock decides
 #: what each beat writes and whether a node is alive.
 BEAT = timedelta(milliseconds=50)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
 
 
 def observer(db: Harness, clock: ManualClock, interval: timedelta = BEAT) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import AsyncIterator, Callable, Coroutine
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +19,10 @@ from sqlalchemy import Column, Integer, MetaData, Table, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 
 from sqla_scheduler import FixedDelay, ManualClock, NotAwaitedError, Scheduler, one_time, recurring
-from tests.conftest import async_mariadb_url, sqlite_file_url
+from tests.support import NOW, async_mariadb_url, sqlite_file_url
 
 pytestmark = pytest.mark.anyio
 
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 FORGOT = "did you forget await"
 
 orders = Table("orders", MetaData(), Column("id", Integer, primary_key=True))

@@ -20,16 +20,9 @@ from sqla_scheduler import (
     recurring,
 )
 from sqla_scheduler.history import HistoryEntry
-from tests.conftest import Harness
+from tests.support import NOW, Harness
 
 pytestmark = pytest.mark.anyio
-
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
 
 
 def report_task(runs: list[tuple[str, Any, datetime]]) -> Any:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from sqla_scheduler import one_time
-from tests.conftest import Harness, wait_for
+from tests.support import Harness, wait_for
 
 pytestmark = pytest.mark.anyio
 

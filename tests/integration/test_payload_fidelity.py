@@ -8,17 +8,16 @@ and wrote ``1e20`` back as an integer.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from sqla_scheduler import ManualClock, RecurringTask, one_time, recurring
-from tests.conftest import Harness
+from tests.support import NOW, Harness
 
 pytestmark = pytest.mark.anyio
 
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 
 PAYLOADS: list[Any] = [
     1.0,
@@ -53,11 +52,6 @@ def same(a: Any, b: Any) -> bool:
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     return bool(a == b)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
 
 
 def keeper() -> tuple[Any, dict[str, Any]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -23,17 +23,11 @@ from sqla_scheduler import (
     one_time,
     recurring,
 )
-from tests.conftest import Harness
+from tests.support import NOW, Harness
 
 pytestmark = pytest.mark.anyio
 
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 MINUTE = timedelta(minutes=1)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
 
 
 @dataclasses.dataclass

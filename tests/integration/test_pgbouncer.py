@@ -16,11 +16,11 @@ import pytest
 from sqlalchemy import create_engine, make_url, text
 
 from sqla_scheduler import Scheduler, SchedulerConfig, one_time
-from tests._cli import invoke
-from tests._pg_databases import DatabasePool
-from tests._pgbouncer import PgBouncer
-from tests._postgres import PostgresCluster
-from tests.conftest import wait_for
+from tests.support import wait_for
+from tests.support.cli import invoke
+from tests.support.servers.pg_databases import DatabasePool
+from tests.support.servers.pgbouncer import PgBouncer
+from tests.support.servers.postgres import PostgresCluster
 
 pytestmark = pytest.mark.anyio
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from sqla_scheduler._probes import HANDLERS, READ_TIMEOUT, Probes
-from tests._postgres import _free_port
+from tests.support.servers.postgres import _free_port
 
 
 def get(port: int, path: str) -> tuple[int, str]:

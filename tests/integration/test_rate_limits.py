@@ -7,7 +7,7 @@ tests/concurrency/test_rate_limit_across_processes.py."""
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -24,22 +24,22 @@ from sqla_scheduler import (
 )
 from sqla_scheduler._runner.waker import AHEAD
 from sqla_scheduler.models import rates_table
-from tests.conftest import Harness, services, wait_for
+from tests.support import NOW, Harness, services, wait_for
 
-pytestmark = pytest.mark.anyio
+pytestmark = [
+    pytest.mark.anyio,
+    # what this module tests runs in the scheduler's own units of work, the same statements
+    # through run_sync as with a sync engine, and every async driver is run by the other
+    # modules: on SQLite and MariaDB the sync cases carry the database's differences
+    pytest.mark.databases(async_on=["postgresql"]),
+]
 
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 #: How long after its pick an execution that starts at once may start (``_store.rates.slack``:
 #: 5% of ``per``, at most 50 ms): what it counts as.
 SLACK = timedelta(milliseconds=50)
 #: How long after ``per`` a window has room again for picks of executions that start at
 #: once: their slack and the window's margin (``_store.rates.margin``: 5%, at most 50 ms).
 MARGIN = SLACK + timedelta(milliseconds=50)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
 
 
 def counted(db: Harness, task_name: str) -> list[tuple[datetime, int]]:

@@ -16,9 +16,9 @@ from sqlalchemy import Engine, create_engine
 
 from sqla_scheduler import Scheduler, one_time
 from sqla_scheduler.admin import create_app
-from tests._cli import cli_env, invoke
-from tests._replica import PostgresReplica
 from tests.admin.conftest import PASSWORD, SECRET, TOKEN, USER, client_for
+from tests.support.cli import cli_env, invoke
+from tests.support.servers.replica import PostgresReplica
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ import functools
 import json
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -23,16 +23,9 @@ from sqla_scheduler._runner.maintenance import PRUNE_BATCH
 from sqla_scheduler._statements import statements_on
 from sqla_scheduler._store.results import Kept, record
 from sqla_scheduler.models import results_table
-from tests.conftest import Harness
+from tests.support import NOW, Harness
 
 pytestmark = pytest.mark.anyio
-
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
 
 
 @dataclasses.dataclass

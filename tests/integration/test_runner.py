@@ -24,9 +24,14 @@ from sqla_scheduler import (
     recurring,
 )
 from sqla_scheduler.listeners import SchedulerListener
-from tests.conftest import Harness, wait_for
+from tests.support import NOW, Harness, wait_for
 
-pytestmark = pytest.mark.anyio
+pytestmark = [
+    pytest.mark.anyio,
+    # the core of scheduling and running also runs through PgBouncer in transaction mode
+    # (the sync-pgbouncer case, given nothing but the bouncer's URL), not every module again
+    pytest.mark.databases(pgbouncer=True),
+]
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -35,18 +40,12 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 dead_letters = Table(
     "dead_letters",
     MetaData(),
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("instance", String(255)),
 )
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
 
 
 def dead_letter_count(db: Harness) -> int:

@@ -6,7 +6,7 @@ import dataclasses
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -19,11 +19,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqla_scheduler import ManualClock, Scheduler, one_time
 from sqla_scheduler._dialects import read_notice
 from sqla_scheduler.exceptions import PayloadError, TaskDefinitionError
-from tests.conftest import Harness
+from tests.support import NOW, Harness
 
-pytestmark = pytest.mark.anyio
-
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
+pytestmark = [
+    pytest.mark.anyio,
+    # the core of scheduling and running also runs through PgBouncer in transaction mode
+    # (the sync-pgbouncer case, given nothing but the bouncer's URL), not every module again
+    pytest.mark.databases(pgbouncer=True),
+]
 
 
 @one_time("send-email")
@@ -50,11 +53,6 @@ def invoice(ctx: Any) -> None:
 @one_time("refund", payload_type=Refund)
 def refund(ctx: Any) -> None:
     pass
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
 
 
 @pytest.fixture

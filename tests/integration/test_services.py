@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterable
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -18,17 +18,10 @@ from sqlalchemy import event, insert, update
 from sqla_scheduler import ManualClock, Scheduler, one_time
 from sqla_scheduler._runner.held import Held, HeldSet
 from sqla_scheduler._runner.outcomes import Outcome
-from tests.conftest import Harness, services
-from tests.unit._builders import execution_at
+from tests.support import NOW, Harness, services
+from tests.support.builders import execution_at
 
 pytestmark = pytest.mark.anyio
-
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
 
 
 @contextlib.contextmanager

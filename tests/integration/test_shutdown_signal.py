@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from sqla_scheduler import ExecutionContext, ShutdownSignal, one_time
-from tests.conftest import Harness, wait_for
+from tests.support import Harness, wait_for
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import AsyncIterator
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +20,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from sqla_scheduler import ManualClock, Scheduler, SchedulerConfig, configure_sqlite, one_time
-from tests.conftest import sqlite_file_url, wait_for
+from tests.support import NOW, sqlite_file_url, wait_for
 
 pytestmark = pytest.mark.anyio
-
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 
 
 @pytest.fixture

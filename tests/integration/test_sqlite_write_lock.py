@@ -17,7 +17,7 @@ from sqlalchemy import create_engine
 
 from sqla_scheduler import ExecutionContext, ManualClock, Scheduler, one_time
 from sqla_scheduler.testing import run_due
-from tests.conftest import sqlite_file_url
+from tests.support import sqlite_file_url
 
 DEADLINE = 20  # seconds, for what happens at once unless broken
 

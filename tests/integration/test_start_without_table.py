@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._cli import ROOT, cli_env
+from tests.support.cli import ROOT, cli_env
 
 MESSAGE = "sqla_scheduler.exceptions.MissingTableError: the table 'scheduled_tasks' does not exist"
 ADVICE = "run `sqla-scheduler db upgrade`"

@@ -25,7 +25,7 @@ from sqla_scheduler import (
     SchedulerListener,
     one_time,
 )
-from tests.conftest import sqlite_file_url
+from tests.support import sqlite_file_url
 
 SHUTDOWN_MAX_WAIT = timedelta(milliseconds=500)
 #: The grace a stop gives cancelled handlers (``STOP_GRACE``, documented in docs/loop.md).

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 
 from sqla_scheduler import ManualClock, Scheduler, SchedulerConfig, one_time
-from tests.conftest import Harness, services, wait_for
+from tests.support import Harness, services, wait_for
 
 pytestmark = pytest.mark.anyio
 

@@ -5,24 +5,18 @@ held until then. Either way the error says it timed out and the retry policy app
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import anyio
 import pytest
 
 from sqla_scheduler import ManualClock, TaskDefinitionError, custom, one_time, recurring
-from tests.conftest import Harness, wait_for
+from tests.support import Harness, wait_for
 
 pytestmark = pytest.mark.anyio
 
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 TIMED_OUT = "sqla_scheduler.exceptions.TaskTimeoutError: task 'slow' timed out (timeout=50ms)"
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
 
 
 async def test_an_async_handler_is_cancelled_at_its_timeout(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -25,11 +25,9 @@ from sqla_scheduler import (
     one_time,
 )
 from sqla_scheduler.tasks import NextAt
-from tests.conftest import Harness, services, wait_for
+from tests.support import NOW, Harness, services, wait_for
 
 pytestmark = pytest.mark.anyio
-
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 
 
 class Base(DeclarativeBase):
@@ -42,11 +40,6 @@ class Effect(Base):
     __tablename__ = "effects"
     key: Mapped[str] = mapped_column(String(100), primary_key=True)
     note: Mapped[str] = mapped_column(String(100), default="")
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
 
 
 @pytest.fixture

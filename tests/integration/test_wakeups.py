@@ -12,7 +12,7 @@ from sqlalchemy import MetaData, func, select, text
 
 from sqla_scheduler import Scheduler, SchedulerConfig, one_time
 from sqla_scheduler.models import scheduled_tasks_table
-from tests.conftest import Harness, wait_for
+from tests.support import Harness, wait_for
 
 pytestmark = pytest.mark.anyio
 

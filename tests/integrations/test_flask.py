@@ -29,7 +29,7 @@ from sqlalchemy import create_engine, text
 
 from sqla_scheduler import Scheduler, migrate, one_time
 from sqla_scheduler.integrations.flask import EXTENSION_KEY, RUN_CONFIG_KEY, init_app
-from tests._cli import ROOT, cli_env
+from tests.support.cli import ROOT, cli_env
 
 APP = "tests.integrations.flask_served:create_app"
 STARTED = re.compile(r"^pid=(\d+) sqla_scheduler: scheduler '.*' started", re.MULTILINE)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -15,11 +14,9 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from sqla_scheduler import ManualClock, Scheduler, one_time
 from sqla_scheduler.integrations.opentelemetry import OpenTelemetryInterceptor
-from tests.conftest import Harness
+from tests.support import NOW, Harness
 
 pytestmark = pytest.mark.anyio
-
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -14,11 +14,9 @@ from prometheus_client import CollectorRegistry
 from sqla_scheduler import ManualClock, Scheduler, SchedulerConfig, one_time
 from sqla_scheduler.integrations.prometheus import SchedulerMetrics
 from sqla_scheduler.listeners import SchedulerListener
-from tests.conftest import Harness, wait_for
+from tests.support import NOW, Harness, wait_for
 
 pytestmark = pytest.mark.anyio
-
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 
 
 def value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:

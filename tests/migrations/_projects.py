@@ -1,6 +1,6 @@
 """Real Alembic projects on disk, as an application has them, for the end-to-end tests.
 
-Plain module, like ``tests._cli``. [`template`][] runs ``alembic init migrations`` once,
+Plain module, like ``tests.support.cli``. [`template`][] runs ``alembic init migrations`` once,
 points the generated ``env.py`` at an application module, ``app_models.py``, and lets
 ``alembic revision --autogenerate -m app`` write the application's first revision (its
 ``orders`` table alone, as an application has before it adds the scheduler). Each test
@@ -27,7 +27,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests._cli import INVOCATIONS, cli_env
+from tests.support.cli import INVOCATIONS, cli_env
 
 #: The ``alembic`` console script of the environment running the tests.
 ALEMBIC = str(Path(sys.executable).with_name("alembic"))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, create_engine
 
-from tests.conftest import empty_databases
+from tests.support import empty_databases
 
 
 @pytest.fixture(params=["postgresql", "sqlite", "mariadb"])

@@ -25,9 +25,9 @@ from sqlalchemy import (
 
 from sqla_scheduler.alembic import LATEST, current_step
 from sqla_scheduler.models import scheduled_tasks_table, table_for
-from tests._postgres import PostgresCluster
 from tests.migrations._projects import Project, models, template
 from tests.migrations.test_steps import apply_sql, proposed
+from tests.support.servers.postgres import PostgresCluster
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pytest
 
 import alembic
 from sqla_scheduler._app_history import HistoryError, history_step
-from tests._cli import invoke, one_error_line
+from tests.support.cli import invoke, one_error_line
 
 MAKO = Path(alembic.__file__).parent / "templates" / "generic" / "script.py.mako"
 

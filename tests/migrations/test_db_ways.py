@@ -15,7 +15,7 @@ from sqlalchemy import Engine, insert, inspect, text
 import sqla_scheduler.alembic as steps
 from sqla_scheduler import metadata, migrate
 from sqla_scheduler.models import table_for
-from tests._cli import invoke
+from tests.support.cli import invoke
 
 #: The time of the row a move must keep.
 KEPT_AT = datetime(2030, 1, 1, tzinfo=timezone.utc)

@@ -19,7 +19,7 @@ from sqlalchemy import Engine, MetaData, create_engine, inspect, select, text
 
 from alembic import command
 from sqla_scheduler import _migration_steps, metadata, migrate
-from tests._cli import INVOCATIONS, cli_env, invoke, one_error_line, run
+from tests.support.cli import INVOCATIONS, cli_env, invoke, one_error_line, run
 
 ROOT = Path(__file__).resolve().parents[2]
 

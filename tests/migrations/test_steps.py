@@ -23,7 +23,7 @@ import sqla_scheduler.alembic as steps
 from sqla_scheduler import _migration_steps, metadata, migrate
 from sqla_scheduler.exceptions import UnknownStepError
 from sqla_scheduler.models import QUEUE_STORAGE, metadata_for
-from tests._postgres import PostgresCluster
+from tests.support.servers.postgres import PostgresCluster
 
 TABLES = (
     "",

@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 from sqla_scheduler import Execution
-from tests.unit._builders import execution_at
+from tests.support.builders import execution_at
 
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=timezone.utc)
 BASE = execution_at(

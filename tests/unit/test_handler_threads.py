@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from sqla_scheduler._threads import HandlerThreads
-from tests.conftest import wait_for
+from tests.support import wait_for
 
 pytestmark = pytest.mark.anyio
 

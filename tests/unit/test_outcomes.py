@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -23,9 +23,9 @@ from sqla_scheduler._runner import outcomes
 from sqla_scheduler._runner.outcomes import Abandon
 from sqla_scheduler.exceptions import PayloadError
 from sqla_scheduler.models import INT_MAX
-from tests.unit._builders import execution_at
+from tests.support import NOW
+from tests.support.builders import execution_at
 
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 CONFIG = SchedulerConfig(
     retry_base_delay=timedelta(seconds=30),
     retry_backoff_rate=2.0,

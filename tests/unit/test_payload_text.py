@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import given
 
 from sqla_scheduler._types import dumps_payload
-from tests._strategies import json_values
 from tests.integration.test_payload_fidelity import same
+from tests.support.strategies import json_values
 
 
 @given(json_values(max_leaves=20))

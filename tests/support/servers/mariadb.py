@@ -37,9 +37,15 @@ from typing import Any, Final
 
 import pymysql
 
-from tests import _live_servers
-from tests._apt import apt_install
-from tests._postgres import _free_port, _pid_alive, _proc_cmdline, _proc_start_time, _tail
+from tests.support.servers import live
+from tests.support.servers.apt import apt_install
+from tests.support.servers.postgres import (
+    _free_port,
+    _pid_alive,
+    _proc_cmdline,
+    _proc_start_time,
+    _tail,
+)
 
 __all__ = [
     "DIR_PREFIX",
@@ -280,7 +286,7 @@ class MariaDBServer:
         install_db = _binary("mariadb-install-db") or "mariadb-install-db"
         self._owner_pid = os.getpid()
         self._root = root = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=self._base_dir))
-        _live_servers.register(self)
+        live.register(self)
         try:
             (root / _OWNER_FILE).write_text(
                 f"{os.getpid()} {_proc_start_time(os.getpid()) or ''}\n"
@@ -321,7 +327,7 @@ class MariaDBServer:
         finally:
             shutil.rmtree(root, ignore_errors=True)
             self._root = self._port = None
-            _live_servers.unregister(self)
+            live.unregister(self)
 
     def _run(self, argv: Sequence[str]) -> None:
         try:

@@ -13,7 +13,7 @@ streams from the primary through a physical replication slot. Being a physical c
 has every database of the primary, and those created later once it has replayed them.
 
 It is a :class:`PostgresCluster` in all but how its data directory is made, so it is
-stopped, hooked (``_live_servers``) and reaped (``cleanup_stale_clusters``) as the
+stopped, hooked (``live``) and reaped (``cleanup_stale_clusters``) as the
 clusters are; :meth:`PostgresReplica.stop` also drops its slot on the primary, which
 would keep the primary's WAL for it forever otherwise.
 """
@@ -30,7 +30,7 @@ from typing import ClassVar, Final
 
 import psycopg
 
-from tests._postgres import DIR_PREFIX, PostgresCluster, PostgresClusterError, _tail
+from tests.support.servers.postgres import DIR_PREFIX, PostgresCluster, PostgresClusterError, _tail
 
 __all__ = ["DIR_PREFIX", "PostgresReplica", "PostgresReplicaError"]
 

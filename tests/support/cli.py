@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from sqla_scheduler.cli import cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 #: The two ways to run the command line.
 INVOCATIONS = {

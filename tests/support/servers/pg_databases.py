@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from tests._postgres import PostgresCluster
+from tests.support.servers.postgres import PostgresCluster
 
 __all__ = ["DatabasePool"]
 

@@ -42,8 +42,8 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from tests import _live_servers
-from tests._apt import apt_install
+from tests.support.servers import live
+from tests.support.servers.apt import apt_install
 
 __all__ = [
     "DIR_PREFIX",
@@ -516,7 +516,7 @@ class PostgresCluster:
         self._owner_pid = os.getpid()
         root = Path(tempfile.mkdtemp(prefix=self.dir_prefix, dir=self._base_dir))
         self._root = root
-        _live_servers.register(self)
+        live.register(self)
         try:
             (root / _OWNER_FILE).write_text(
                 f"{os.getpid()} {_proc_start_time(os.getpid()) or ''}\n"
@@ -626,7 +626,7 @@ class PostgresCluster:
             shutil.rmtree(root, ignore_errors=True)
             self._root = None
             self._port = None
-            _live_servers.unregister(self)
+            live.unregister(self)
 
     def __enter__(self) -> PostgresCluster:
         return self.start()

@@ -17,7 +17,7 @@ from typing import Any
 
 import pymysql
 
-from tests._mariadb import MariaDBServer, quote
+from tests.support.servers.mariadb import MariaDBServer, quote
 
 __all__ = ["DatabasePool"]
 

@@ -13,7 +13,7 @@ pooling is what makes it worth testing against: a client's server connection is 
 for one transaction only, so session state (prepared statements, ``LISTEN``, ``SET``,
 advisory locks) does not follow the client from one transaction to the next.
 
-:meth:`PgBouncer.stop` stops it and removes its directory; the hooks of ``_live_servers``
+:meth:`PgBouncer.stop` stops it and removes its directory; the hooks of ``live``
 stop a bouncer left running, and the next :meth:`PgBouncer.start` reaps the bouncers of a
 run that was killed outright. As root, it runs as the ``postgres`` OS user (PgBouncer
 refuses to run as root).
@@ -36,10 +36,10 @@ from typing import Any, Final
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from tests import _live_servers
-from tests._apt import apt_install
-from tests._mariadb import _binary, _kill_server
-from tests._postgres import (
+from tests.support.servers import live
+from tests.support.servers.apt import apt_install
+from tests.support.servers.mariadb import _binary, _kill_server
+from tests.support.servers.postgres import (
     PostgresCluster,
     _free_port,
     _pid_alive,
@@ -274,7 +274,7 @@ class PgBouncer:
         binary = ensure_pgbouncer_installed()
         self._owner_pid = os.getpid()
         self._root = root = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=self._base_dir))
-        _live_servers.register(self)
+        live.register(self)
         try:
             (root / _OWNER_FILE).write_text(
                 f"{os.getpid()} {_proc_start_time(os.getpid()) or ''}\n"
@@ -298,7 +298,7 @@ class PgBouncer:
         finally:
             shutil.rmtree(root, ignore_errors=True)
             self._root = self._port = None
-            _live_servers.unregister(self)
+            live.unregister(self)
 
     def _start_server(self, binary: Path) -> None:
         """Start pgbouncer in the foreground, on another free port while the port proves taken."""
