@@ -22,6 +22,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from tests.support.ports import a_taken_port_first
 from tests.support.servers import mariadb as _mariadb
 from tests.support.servers.mariadb import DIR_PREFIX, MariaDBServer, cleanup_stale_servers, quote
 from tests.support.servers.mariadb_databases import RECORD_TABLE, VERSION_TABLE, DatabasePool
@@ -124,8 +125,8 @@ def test_settings_for_a_test_server(server: MariaDBServer) -> None:
 
 
 def test_runs_as_the_mysql_user_when_root(server: MariaDBServer) -> None:
-    assert server.server_pid is not None
-    status = Path(f"/proc/{server.server_pid}/status").read_text()
+    assert server.pid is not None
+    status = Path(f"/proc/{server.pid}/status").read_text()
     uid = int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
     expected = "mysql" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
     assert pwd.getpwuid(uid).pw_name == expected
@@ -185,7 +186,7 @@ def test_drop_database_ends_its_sessions(server: MariaDBServer) -> None:
 
 
 def test_restart(server: MariaDBServer) -> None:
-    port, pid = server.port, server.server_pid
+    port, pid = server.port, server.pid
     old = server.connect(TEMPLATE)
     try:
         server.restart()
@@ -196,7 +197,7 @@ def test_restart(server: MariaDBServer) -> None:
     assert server.port == port
     assert pid is not None
     assert gone(pid)
-    assert server.server_pid not in (None, pid)
+    assert server.pid not in (None, pid)
     assert scalar(server, f"SELECT version_num FROM {VERSION_TABLE}", TEMPLATE) == "5d7c3a1f0b42"
 
 
@@ -204,7 +205,7 @@ def test_settings_durable_and_stop_cleans_up() -> None:
     server = MariaDBServer({"default_time_zone": "+05:00"}, durable=True)
     try:
         server.start()
-        root, pid = server.root, server.server_pid
+        root, pid = server.root, server.pid
         assert pid is not None
         (settings,) = rows(
             server, "SELECT @@time_zone, @@innodb_flush_log_at_trx_commit, @@innodb_doublewrite"
@@ -219,23 +220,14 @@ def test_settings_durable_and_stop_cleans_up() -> None:
 
 
 def test_start_retries_when_the_port_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
-    real_free_port = _mariadb._free_port
-    with socket.socket() as squatter:
-        squatter.bind(("127.0.0.1", 0))
-        squatter.listen()
-        taken = squatter.getsockname()[1]
-        offered: list[int] = []
-
-        def a_taken_port_first(host: str = "127.0.0.1") -> int:
-            offered.append(real_free_port(host) if offered else taken)
-            return offered[-1]
-
-        monkeypatch.setattr(_mariadb, "_free_port", a_taken_port_first)
-        with MariaDBServer() as server:
-            assert offered[0] == taken
-            assert server.port == offered[-1] != taken
-            assert "Address already in use" in server.log_file.read_text()
-            assert scalar(server, "SELECT 1") == 1
+    with (
+        a_taken_port_first(monkeypatch, _mariadb) as (taken, offered),
+        MariaDBServer() as server,
+    ):
+        assert offered[0] == taken
+        assert server.port == offered[-1] != taken
+        assert "Address already in use" in server.log_file.read_text()
+        assert scalar(server, "SELECT 1") == 1
 
 
 def run_child(body: str) -> tuple[subprocess.CompletedProcess[str], Path, int]:
@@ -246,7 +238,7 @@ def run_child(body: str) -> tuple[subprocess.CompletedProcess[str], Path, int]:
         sys.path.insert(0, {str(REPO_ROOT)!r})
         from tests.support.servers.mariadb import MariaDBServer
         server = MariaDBServer().start()
-        print(server.root, server.server_pid, flush=True)
+        print(server.root, server.pid, flush=True)
         """
     ) + textwrap.dedent(body)
     proc = subprocess.run(

@@ -6,7 +6,6 @@ import os
 import pwd
 import re
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -18,6 +17,7 @@ import pytest
 from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from tests.support.ports import a_taken_port_first
 from tests.support.servers import pgbouncer as _pgbouncer
 from tests.support.servers.pg_databases import DatabasePool
 from tests.support.servers.pgbouncer import (
@@ -202,24 +202,15 @@ def test_start_retries_when_the_port_is_taken(
     monkeypatch: pytest.MonkeyPatch, pg_cluster: PostgresCluster
 ) -> None:
     """PgBouncer only warns when it cannot bind its port, and serves its socket alone."""
-    real_free_port = _pgbouncer._free_port
-    with socket.socket() as squatter:
-        squatter.bind(("127.0.0.1", 0))
-        squatter.listen()
-        taken = squatter.getsockname()[1]
-        offered: list[int] = []
-
-        def a_taken_port_first(host: str = "127.0.0.1") -> int:
-            offered.append(real_free_port(host) if offered else taken)
-            return offered[-1]
-
-        monkeypatch.setattr(_pgbouncer, "_free_port", a_taken_port_first)
-        with PgBouncer(pg_cluster) as bouncer:
-            assert offered[0] == taken
-            assert bouncer.port == offered[-1] != taken
-            assert "Address already in use" in bouncer.log_file.read_text()
-            with psycopg.connect(bouncer.dsn(), connect_timeout=10) as conn:
-                assert conn.execute("SELECT 1").fetchone() == (1,)
+    with (
+        a_taken_port_first(monkeypatch, _pgbouncer) as (taken, offered),
+        PgBouncer(pg_cluster) as bouncer,
+    ):
+        assert offered[0] == taken
+        assert bouncer.port == offered[-1] != taken
+        assert "Address already in use" in bouncer.log_file.read_text()
+        with psycopg.connect(bouncer.dsn(), connect_timeout=10) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
 
 
 def test_settings_and_stop_cleans_up(pg_cluster: PostgresCluster) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -17,6 +16,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from tests.support.ports import a_taken_port_first
 from tests.support.servers import postgres as _postgres
 from tests.support.servers.postgres import (
     DIR_PREFIX,
@@ -245,19 +245,7 @@ def test_durable_settings_and_stop_cleans_up() -> None:
 
 
 def test_start_retries_when_port_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
-    real_free_port = _postgres._free_port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
-        squatter.bind(("127.0.0.1", 0))
-        squatter.listen()
-        taken = squatter.getsockname()[1]
-        offered: list[int] = []
-
-        def first_a_taken_port(host: str = "127.0.0.1") -> int:
-            port = taken if not offered else real_free_port(host)
-            offered.append(port)
-            return port
-
-        monkeypatch.setattr(_postgres, "_free_port", first_a_taken_port)
+    with a_taken_port_first(monkeypatch, _postgres) as (taken, offered):
         pg = PostgresCluster()
         try:
             pg.start()

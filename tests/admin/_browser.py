@@ -13,7 +13,6 @@ import contextlib
 import fcntl
 import os
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -23,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from starlette.types import ASGIApp
+
+from tests.support.servers.base import free_port
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -118,19 +119,12 @@ def browser(chromium: Path) -> Iterator[Browser]:
             launched.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @contextlib.contextmanager
 def live(app: ASGIApp) -> Iterator[str]:
     """Serve ``app`` with uvicorn on 127.0.0.1 in a thread; yield its base URL."""
     import uvicorn
 
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
     )

@@ -22,12 +22,9 @@ from sqla_scheduler.models import table_for
 from tests.admin.conftest import NOW, PASSWORD, SECRET, TOKEN, USER, XSS, AppFactory, client_for
 from tests.support import Harness, wait_for
 
-pytestmark = [
-    pytest.mark.anyio,
-    # the admin reads and acts through the same bridge with either engine; its SQL
-    # (previews, counts, pages) is the same for a database's two drivers
-    pytest.mark.databases(async_on=["postgresql"]),
-]
+# the admin reads and acts through the same bridge with either engine; its SQL
+# (previews, counts, pages) is the same for a database's two drivers
+pytestmark = [pytest.mark.anyio, pytest.mark.databases(async_on=["postgresql"])]
 
 
 def row(db: Harness, task: str, instance: str) -> dict[str, Any] | None:

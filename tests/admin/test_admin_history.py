@@ -42,12 +42,9 @@ from tests.admin.conftest import (
 )
 from tests.support import Harness
 
-pytestmark = [
-    pytest.mark.anyio,
-    # the admin reads and acts through the same bridge with either engine; its SQL
-    # (previews, counts, pages) is the same for a database's two drivers
-    pytest.mark.databases(async_on=["postgresql"]),
-]
+# the admin reads and acts through the same bridge with either engine; its SQL
+# (previews, counts, pages) is the same for a database's two drivers
+pytestmark = [pytest.mark.anyio, pytest.mark.databases(async_on=["postgresql"])]
 
 SECRET = b"fedcba9876543210fedcba9876543210"
 TOKEN = csrf_token(SECRET, USER)

@@ -32,12 +32,9 @@ from tests.admin.conftest import (
 )
 from tests.support import Harness
 
-pytestmark = [
-    pytest.mark.anyio,
-    # the admin reads and acts through the same bridge with either engine; its SQL
-    # (previews, counts, pages) is the same for a database's two drivers
-    pytest.mark.databases(async_on=["postgresql"]),
-]
+# the admin reads and acts through the same bridge with either engine; its SQL
+# (previews, counts, pages) is the same for a database's two drivers
+pytestmark = [pytest.mark.anyio, pytest.mark.databases(async_on=["postgresql"])]
 
 
 def section(html: str, name: str) -> str:

@@ -17,7 +17,7 @@ from sqla_scheduler import Scheduler, configure_sqlite, one_time
 from tests.concurrency.conftest import wait_until
 from tests.support import sqlite_file_url
 from tests.support.cli import cli_env, one_error_line, run, start
-from tests.support.servers.postgres import _free_port
+from tests.support.servers.base import free_port
 
 
 def _gauge(port: int, name: str) -> float | None:
@@ -38,7 +38,7 @@ def test_the_worker_keeps_the_gauges_current(sqlite_template: Path, tmp_path: Pa
     client = Scheduler(engine)
     report = one_time("report")(lambda ctx: None)
     client.schedule_batch(engine, [report.instance(f"r{i}", at=later) for i in range(3)])
-    port = _free_port()
+    port = free_port()
     worker = start(
         "worker",
         "tests.cli.metrics_app:scheduler",

@@ -17,7 +17,8 @@ from sqlalchemy import Engine, column, create_engine, table, update
 from sqla_scheduler import migrate
 from tests.concurrency.app import metadata
 from tests.concurrency.conftest import Workers, wait_until
-from tests.support.servers.postgres import PostgresCluster, _free_port
+from tests.support.servers.base import free_port
+from tests.support.servers.postgres import PostgresCluster
 
 
 def _get(port: int, path: str) -> tuple[int, str]:
@@ -59,7 +60,7 @@ def test_probes_of_a_worker_through_an_outage_and_a_newer_schema(
     engine: Engine = create_engine(url)
     metadata.create_all(engine)
     engine.dispose()
-    port = _free_port()
+    port = free_port()
     workers = Workers(url, tmp_path)
     try:
         worker = workers.start("probed", "--health-port", str(port), POLL_MS=200)

@@ -25,12 +25,9 @@ from sqla_scheduler import ConfigurationError, Scheduler, one_time
 from sqla_scheduler._pool import SERVICE_CONNECTIONS
 from tests.support import Harness, wait_for
 
-pytestmark = [
-    pytest.mark.anyio,
-    # the bursts: how the pool and the threads are shared is the bridge's own, one path for
-    # both kinds of engine; the async drivers' units run everywhere else
-    pytest.mark.databases(async_on=["postgresql"]),
-]
+# the bursts: how the pool and the threads are shared is the bridge's own, one path for
+# both kinds of engine; the async drivers' units run everywhere else
+pytestmark = [pytest.mark.anyio, pytest.mark.databases(async_on=["postgresql"])]
 
 #: How many executions of each kind the burst has: 200 abandons with and without an
 #: ``on_abandon`` hook, the burst users met; 50 of each other kind beside them.

@@ -13,13 +13,10 @@ import pytest
 from sqla_scheduler import ExecutionContext, SchedulerListener, one_time
 from tests.support import Harness, wait_for
 
-pytestmark = [
-    pytest.mark.anyio,
-    # what this module tests is the runner's handling of what a handler or listener raises,
-    # which no database takes part in (the outcome each records is written by the
-    # statements every other module runs everywhere)
-    pytest.mark.databases("postgresql"),
-]
+# what this module tests is the runner's handling of what a handler or listener raises,
+# which no database takes part in (the outcome each records is written by the
+# statements every other module runs everywhere)
+pytestmark = [pytest.mark.anyio, pytest.mark.databases("postgresql")]
 
 
 @pytest.fixture(params=["asyncio", "trio"])

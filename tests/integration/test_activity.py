@@ -20,14 +20,12 @@ from sqla_scheduler._statements import statements_on
 from sqla_scheduler._store.stats import activity, minute_of
 from sqla_scheduler.models import STATS_BOUNDS_MS, STATS_COLUMNS, stats_table
 from tests.support import Harness, services, wait_for
+from tests.support.builders import execution_at
 
-pytestmark = [
-    pytest.mark.anyio,
-    # what this module tests runs in the scheduler's own units of work, the same statements
-    # through run_sync as with a sync engine, and every async driver is run by the other
-    # modules: on SQLite and MariaDB the sync cases carry the database's differences
-    pytest.mark.databases(async_on=["postgresql"]),
-]
+# what this module tests runs in the scheduler's own units of work, the same statements
+# through run_sync as with a sync engine, and every async driver is run by the other
+# modules: on SQLite and MariaDB the sync cases carry the database's differences
+pytestmark = [pytest.mark.anyio, pytest.mark.databases(async_on=["postgresql"])]
 
 NOW = datetime(2030, 5, 17, 12, 0, 30, tzinfo=timezone.utc)
 
@@ -208,21 +206,7 @@ async def test_a_failed_flush_keeps_its_counts(sqlite: Harness) -> None:
 
 
 def _execution(task: str, due: datetime) -> Execution:
-    return Execution(
-        task_name=task,
-        instance_id="x",
-        data=None,
-        execution_time=due,
-        picked=True,
-        picked_by="test-worker",
-        last_heartbeat=None,
-        last_success=None,
-        last_failure=None,
-        consecutive_failures=0,
-        version=1,
-        priority=0,
-        schedule=None,
-    )
+    return execution_at(due, task_name=task, instance_id="x", picked=True, picked_by="test-worker")
 
 
 def test_the_setting_is_on_by_default() -> None:

@@ -16,13 +16,10 @@ from sqla_scheduler._execution import WAITING
 from sqla_scheduler.testing import build_context
 from tests.support import NOW, Harness
 
-pytestmark = [
-    pytest.mark.anyio,
-    # what this module tests runs in the scheduler's own units of work, the same statements
-    # through run_sync as with a sync engine, and every async driver is run by the other
-    # modules: on SQLite and MariaDB the sync cases carry the database's differences
-    pytest.mark.databases(async_on=["postgresql"]),
-]
+# what this module tests runs in the scheduler's own units of work, the same statements
+# through run_sync as with a sync engine, and every async driver is run by the other
+# modules: on SQLite and MariaDB the sync cases carry the database's differences
+pytestmark = [pytest.mark.anyio, pytest.mark.databases(async_on=["postgresql"])]
 
 
 class Seen:

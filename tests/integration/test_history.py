@@ -17,12 +17,9 @@ from sqla_scheduler._runner.maintenance import PRUNE_BATCH
 from sqla_scheduler.models import history_table
 from tests.support import NOW, Harness
 
-pytestmark = [
-    pytest.mark.anyio,
-    # the core of scheduling and running also runs through PgBouncer in transaction mode
-    # (the sync-pgbouncer case, given nothing but the bouncer's URL), not every module again
-    pytest.mark.databases(pgbouncer=True),
-]
+# the core of scheduling and running also runs through PgBouncer in transaction mode
+# (the sync-pgbouncer case, given nothing but the bouncer's URL), not every module again
+pytestmark = [pytest.mark.anyio, pytest.mark.databases(pgbouncer=True)]
 
 
 class Declined(Exception):

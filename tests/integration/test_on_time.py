@@ -24,12 +24,9 @@ from sqla_scheduler import Scheduler, SchedulerConfig, one_time, recurring
 from sqla_scheduler._runner.prober import PROBE_INTERVAL
 from tests.support import Harness, wait_for
 
-pytestmark = [
-    pytest.mark.anyio,
-    # starts at their times: the timer, the probe and the wake-ups are the runner's own,
-    # whichever engine; test_wakeups keeps every async case (commit hooks)
-    pytest.mark.databases(async_on=["postgresql"]),
-]
+# starts at their times: the timer, the probe and the wake-ups are the runner's own,
+# whichever engine; test_wakeups keeps every async case (commit hooks)
+pytestmark = [pytest.mark.anyio, pytest.mark.databases(async_on=["postgresql"])]
 
 AHEAD = timedelta(milliseconds=600)
 #: How late a start may be: far less than the 10 s poll, with room for a loaded CI box.

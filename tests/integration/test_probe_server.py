@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from sqla_scheduler._probes import HANDLERS, READ_TIMEOUT, Probes
-from tests.support.servers.postgres import _free_port
+from tests.support.servers.base import free_port
 
 
 def get(port: int, path: str) -> tuple[int, str]:
@@ -30,7 +30,7 @@ def get(port: int, path: str) -> tuple[int, str]:
 @pytest.fixture
 def probes() -> Iterator[Probes]:
     """Probes on a free port, for a database that is not there."""
-    url = f"postgresql+psycopg://secret_user:pw@127.0.0.1:{_free_port()}/secret_db"
+    url = f"postgresql+psycopg://secret_user:pw@127.0.0.1:{free_port()}/secret_db"
     served = Probes(url, port=0, host="127.0.0.1")
     served.start()
     try:

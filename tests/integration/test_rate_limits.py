@@ -26,13 +26,10 @@ from sqla_scheduler._runner.waker import AHEAD
 from sqla_scheduler.models import rates_table
 from tests.support import NOW, Harness, services, wait_for
 
-pytestmark = [
-    pytest.mark.anyio,
-    # what this module tests runs in the scheduler's own units of work, the same statements
-    # through run_sync as with a sync engine, and every async driver is run by the other
-    # modules: on SQLite and MariaDB the sync cases carry the database's differences
-    pytest.mark.databases(async_on=["postgresql"]),
-]
+# what this module tests runs in the scheduler's own units of work, the same statements
+# through run_sync as with a sync engine, and every async driver is run by the other
+# modules: on SQLite and MariaDB the sync cases carry the database's differences
+pytestmark = [pytest.mark.anyio, pytest.mark.databases(async_on=["postgresql"])]
 
 #: How long after its pick an execution that starts at once may start (``_store.rates.slack``:
 #: 5% of ``per``, at most 50 ms): what it counts as.

@@ -18,11 +18,8 @@ from sqla_scheduler import Scheduler, one_time
 from sqla_scheduler.models import groups_table
 from tests.support import Harness
 
-pytestmark = [
-    pytest.mark.anyio,
-    # a refused group's statements are the same for a database's two drivers
-    pytest.mark.databases(async_on=["postgresql"]),
-]
+# a refused group's statements are the same for a database's two drivers
+pytestmark = [pytest.mark.anyio, pytest.mark.databases(async_on=["postgresql"])]
 
 KEYS = [f"k{i}" for i in range(5)]
 keys = st.sampled_from(KEYS)

@@ -8,7 +8,6 @@ its message says to run the migrations.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import textwrap
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import ROOT, cli_env
+from tests.support.servers.base import free_port
 
 MESSAGE = "sqla_scheduler.exceptions.MissingTableError: the table 'scheduled_tasks' does not exist"
 ADVICE = "run `sqla-scheduler db upgrade`"
@@ -74,19 +74,12 @@ else:
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _run(tmp_path: Path, kind: str) -> subprocess.CompletedProcess[str]:
     url = f"sqlite:///{tmp_path / 'not-migrated.db'}"
     module = tmp_path / "lifespan_app.py"
     module.write_text(textwrap.dedent(APP.format(url=url)) + textwrap.dedent(SCRIPTS[kind]))
     if kind == "fastapi-lifespan":
-        args = [sys.executable, "-m", "uvicorn", "lifespan_app:app", "--port", str(_free_port())]
+        args = [sys.executable, "-m", "uvicorn", "lifespan_app:app", "--port", str(free_port())]
     else:
         args = [sys.executable, str(module)]
     return subprocess.run(

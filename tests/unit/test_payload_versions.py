@@ -21,6 +21,7 @@ from sqla_scheduler import (
 from sqla_scheduler._runner import outcomes
 from sqla_scheduler.exceptions import PayloadError, TaskDefinitionError
 from sqla_scheduler.testing import build_context
+from tests.support.builders import execution_at
 
 NOW = datetime(2030, 1, 1, tzinfo=timezone.utc)
 
@@ -232,20 +233,14 @@ def test_build_context_decodes_at_the_tasks_own_version() -> None:
 
 
 def _execution(payload_version: int) -> Execution:
-    return Execution(
+    return execution_at(
+        NOW,
         task_name="t",
         instance_id="i",
         data={"path": "a.png"},
-        execution_time=NOW,
         picked=True,
         picked_by="me",
         last_heartbeat=NOW,
-        last_success=None,
-        last_failure=None,
-        consecutive_failures=0,
-        version=1,
-        priority=0,
-        schedule=None,
         payload_version=payload_version,
     )
 

@@ -7,13 +7,14 @@ from __future__ import annotations
 import fcntl
 import os
 import shlex
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["apt_install", "apt_lock"]
+__all__ = ["apt_install", "apt_lock", "installed_as_root"]
 
 _LOCK = Path(tempfile.gettempdir()) / "sqla-scheduler-apt.lock"
 
@@ -64,3 +65,29 @@ def apt_install(
             if proc.returncode != 0:
                 tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
                 raise error(f"{shlex.join(cmd)} exited with {proc.returncode}.\n{tail}\n{hint}")
+
+
+def installed_as_root(
+    package: str,
+    find: Callable[[], Path | None],
+    *,
+    what: str,
+    hint: str,
+    error: Callable[[str], Exception],
+) -> Path:
+    """What ``find`` finds (``what``: the program), installing the apt ``package`` first
+    when it finds nothing. Installing takes root and ``apt-get``; without them ``error``
+    says what to install (``hint``)."""
+    found = find()
+    if found is not None:
+        return found
+    apt_get = shutil.which("apt-get")
+    if os.geteuid() != 0 or apt_get is None:
+        raise error(
+            f"{what} not found, and it cannot be installed here (it takes root and apt-get). {hint}"
+        )
+    apt_install(apt_get, package, installed=lambda: find() is not None, hint=hint, error=error)
+    found = find()
+    if found is None:
+        raise error(f"{package} was installed but {what} is not found. {hint}")
+    return found

@@ -24,27 +24,23 @@ import contextlib
 import os
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
-import tempfile
 import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Final
+from typing import ClassVar, Final
 
 import pymysql
 
-from tests.support.servers import live
-from tests.support.servers.apt import apt_install
-from tests.support.servers.postgres import (
-    _free_port,
-    _pid_alive,
-    _proc_cmdline,
-    _proc_start_time,
-    _tail,
+from tests.support.servers.apt import installed_as_root
+from tests.support.servers.base import (
+    ChildServer,
+    free_port,
+    kill_by_pid_file,
+    reap_stale,
+    tail,
 )
 
 __all__ = [
@@ -59,15 +55,12 @@ DIR_PREFIX: Final = "sqla-scheduler-mariadb-"
 """Prefix of the temporary directories holding the servers."""
 
 _SERVER_USER: Final = "mysql"
-_OWNER_FILE: Final = "owner"
 _PID_FILE: Final = "mariadbd.pid"
 # root is not on a non-root user's PATH, but that is where Debian puts it.
 _SEARCH_PATH: Final = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"])
 _START_TIMEOUT: Final = 60.0
 _STOP_TIMEOUT: Final = 30.0
 _PORT_ATTEMPTS: Final = 5
-# A directory without an owner file may belong to a run between mkdtemp() and writing it.
-_ORPHAN_GRACE_SECONDS: Final = 600.0
 
 
 class MariaDBServerError(RuntimeError):
@@ -79,77 +72,33 @@ def _binary(name: str) -> str | None:
 
 
 def ensure_mariadb_installed() -> Path:
-    """The path of ``mariadbd``, installing the ``mariadb-server`` apt package if absent.
+    """The path of ``mariadbd``, installing the ``mariadb-server`` apt package if absent
+    (or if ``mariadb-install-db`` is).
 
     Installing needs root and ``apt-get``; otherwise the error says what to install.
     """
-    found = _binary("mariadbd")
-    if found is not None and _binary("mariadb-install-db") is not None:
-        return Path(found)
-    hint = "Install the MariaDB server (apt-get install mariadb-server) and run again."
-    apt_get = shutil.which("apt-get")
-    if os.geteuid() != 0 or apt_get is None:
-        raise MariaDBServerError(
-            f"mariadbd or mariadb-install-db not found, and they cannot be installed "
-            f"here (it takes root and apt-get). {hint}"
-        )
-    apt_install(
-        apt_get,
+    return installed_as_root(
         "mariadb-server",
-        installed=lambda: (
-            _binary("mariadbd") is not None and _binary("mariadb-install-db") is not None
-        ),
-        hint=hint,
+        _find_mariadbd,
+        what="mariadbd or mariadb-install-db",
+        hint="Install the MariaDB server (apt-get install mariadb-server) and run again.",
         error=MariaDBServerError,
     )
+
+
+def _find_mariadbd() -> Path | None:
     found = _binary("mariadbd")
-    if found is None:
-        raise MariaDBServerError(f"mariadb-server was installed but mariadbd is not found. {hint}")
-    return Path(found)
-
-
-def _read_pid(root: Path) -> int | None:
-    try:
-        return int((root / _PID_FILE).read_text().strip())
-    except (OSError, ValueError):
+    if found is None or _binary("mariadb-install-db") is None:
         return None
-
-
-def _kill_server(pid: int, root: Path) -> None:
-    """SIGKILL a mariadbd of ours (its directory in argv), and wait until it is gone."""
-    cmdline = _proc_cmdline(pid)
-    if cmdline is None or str(root) not in cmdline:
-        return  # gone, or the pid was reused by something else
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and _pid_alive(pid) and _proc_cmdline(pid):
-        time.sleep(0.05)
+    return Path(found)
 
 
 def cleanup_stale_servers(base_dir: str | os.PathLike[str] | None = None) -> list[Path]:
     """Kill and delete the servers of runs whose process (in the ``owner`` file) is gone."""
-    removed = []
-    for root in Path(base_dir or tempfile.gettempdir()).glob(f"{DIR_PREFIX}*"):
-        try:
-            pid_s, _, start_s = (root / _OWNER_FILE).read_text().strip().partition(" ")
-            owner = int(pid_s)
-        except (OSError, ValueError):
-            with contextlib.suppress(OSError):
-                if time.time() - root.stat().st_mtime < _ORPHAN_GRACE_SECONDS:
-                    continue
-        else:
-            if _pid_alive(owner) and _proc_start_time(owner) in (start_s, None):
-                continue
-        pid = _read_pid(root)
-        if pid is not None:
-            _kill_server(pid, root)
-        shutil.rmtree(root, ignore_errors=True)
-        removed.append(root)
-    return removed
+    return reap_stale(DIR_PREFIX, base_dir, kill_by_pid_file(_PID_FILE))
 
 
-class MariaDBServer:
+class MariaDBServer(ChildServer):
     """A disposable MariaDB server in a temporary directory.
 
     :param settings: extra server options, e.g. ``{"default-time-zone": "+05:00"}``
@@ -160,8 +109,11 @@ class MariaDBServer:
         dir. As root it must be traversable by the ``mysql`` user.
     """
 
-    host: Final = "127.0.0.1"
     user: Final = "root"
+    dir_prefix: ClassVar[str] = DIR_PREFIX
+    noun: ClassVar[str] = "server"
+    error: ClassVar[type[Exception]] = MariaDBServerError
+    stop_timeout: ClassVar[float] = _STOP_TIMEOUT
 
     def __init__(
         self,
@@ -170,33 +122,9 @@ class MariaDBServer:
         durable: bool = False,
         base_dir: str | os.PathLike[str] | None = None,
     ) -> None:
+        super().__init__(base_dir, as_user=_SERVER_USER)
         self.settings = {_option(key): value for key, value in (settings or {}).items()}
         self.durable = durable
-        self._base_dir = base_dir
-        self._root: Path | None = None
-        self._port: int | None = None
-        self._process: subprocess.Popen[bytes] | None = None
-        self._owner_pid = os.getpid()
-        # Popen(user=) rather than runuser: the child is mariadbd itself, with our limits
-        # (runuser's PAM session cuts the open files to 1024, and the table cache with them).
-        self._as_user = _SERVER_USER if os.geteuid() == 0 else None
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None
-
-    @property
-    def port(self) -> int:
-        if self._port is None:
-            raise MariaDBServerError("server is not started")
-        return self._port
-
-    @property
-    def root(self) -> Path:
-        """The temporary directory: data dir, socket, pid file and error log."""
-        if self._root is None:
-            raise MariaDBServerError("server is not started")
-        return self._root
 
     @property
     def data_dir(self) -> Path:
@@ -209,10 +137,6 @@ class MariaDBServer:
     @property
     def log_file(self) -> Path:
         return self.root / "error.log"
-
-    @property
-    def server_pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
 
     def url(self, dbname: str = "", driver: str = "pymysql") -> str:
         """SQLAlchemy URL, e.g. ``mysql+pymysql://root@127.0.0.1:3306/t1?ssl_disabled=true``.
@@ -276,58 +200,36 @@ class MariaDBServer:
         options |= self.settings
         return [f"--{key}={_value(value)}" for key, value in options.items()]
 
-    def start(self) -> MariaDBServer:
-        """Initialize a data dir in a new temp dir and start a server on it. Returns self."""
-        if self._root is not None:
-            raise MariaDBServerError("server already started")
-        with contextlib.suppress(Exception):
-            cleanup_stale_servers(self._base_dir)
+    def _reap_stale(self) -> None:
+        cleanup_stale_servers(self._base_dir)
+
+    def _prepare(self) -> None:
+        ensure_mariadb_installed()
+
+    def _launch(self) -> None:
+        """Initialize a data dir in the directory and start a server on it."""
         mariadbd = ensure_mariadb_installed()
         install_db = _binary("mariadb-install-db") or "mariadb-install-db"
-        self._owner_pid = os.getpid()
-        self._root = root = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=self._base_dir))
-        live.register(self)
-        try:
-            (root / _OWNER_FILE).write_text(
-                f"{os.getpid()} {_proc_start_time(os.getpid()) or ''}\n"
-            )
-            if self._as_user is not None:
-                shutil.chown(root, user=self._as_user, group=self._as_user)
-            self._run(
-                [
-                    install_db,
-                    "--no-defaults",
-                    "--auth-root-authentication-method=normal",
-                    "--skip-test-db",
-                    "--skip-name-resolve",
-                    f"--datadir={self.data_dir}",
-                    "--innodb-log-file-size=16M",
-                    # its own: concurrent installs in one /tmp clash on temporary tables
-                    f"--tmpdir={root}",
-                ]
-            )
-            self._start_server(mariadbd, new_port=True)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        self._own_root()
+        self._run(
+            [
+                install_db,
+                "--no-defaults",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+                "--skip-name-resolve",
+                f"--datadir={self.data_dir}",
+                "--innodb-log-file-size=16M",
+                # its own: concurrent installs in one /tmp clash on temporary tables
+                f"--tmpdir={self.root}",
+            ]
+        )
+        self._start_server(mariadbd, new_port=True)
 
     def restart(self) -> None:
         """Stop the server (drops all sessions) and start it again on the same port."""
         self._terminate()
         self._start_server(ensure_mariadb_installed(), new_port=False)
-
-    def stop(self) -> None:
-        """Stop the server and delete its directory. Idempotent."""
-        root = self._root
-        if root is None:
-            return
-        try:
-            self._terminate()
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
-            self._root = self._port = None
-            live.unregister(self)
 
     def _run(self, argv: Sequence[str]) -> None:
         try:
@@ -347,17 +249,12 @@ class MariaDBServer:
                 f"{shlex.join(argv)} exited with {proc.returncode}\n{proc.stdout}{proc.stderr}"
             )
 
-    def _user_args(self) -> dict[str, Any]:
-        if self._as_user is None:
-            return {}
-        return {"user": self._as_user, "group": self._as_user, "extra_groups": []}
-
     def _start_server(self, mariadbd: Path, *, new_port: bool) -> None:
         """Start mariadbd, on another free port while the port proves taken."""
         log = ""
         for _attempt in range(_PORT_ATTEMPTS if new_port else 1):
             if new_port:
-                self._port = _free_port(self.host)
+                self._port = free_port(self.host)
             offset = self.log_file.stat().st_size if self.log_file.exists() else 0
             self._process = subprocess.Popen(
                 [str(mariadbd), "--no-defaults", *self.server_options()],
@@ -370,7 +267,7 @@ class MariaDBServer:
             if self._wait_until_ready():
                 return
             self._terminate()
-            log = _tail(self.log_file, offset=offset)
+            log = tail(self.log_file, offset=offset)
             if "Address already in use" not in log:
                 break
         raise MariaDBServerError(
@@ -406,33 +303,6 @@ class MariaDBServer:
             conn.close()
             return True
         return False
-
-    def _terminate(self) -> None:
-        """SIGTERM the server (a clean shutdown), SIGKILL it after a deadline."""
-        process, self._process = self._process, None
-        if process is None:
-            return
-        process.terminate()
-        try:
-            process.wait(_STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-    def __enter__(self) -> MariaDBServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    def __repr__(self) -> str:
-        state = f"port={self._port} root={self._root}" if self.running else "stopped"
-        return f"<MariaDBServer {state}>"
 
 
 def quote(name: str) -> str:

@@ -21,31 +21,26 @@ refuses to run as root).
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
 import subprocess
-import tempfile
 import time
-import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from tests.support.servers import live
-from tests.support.servers.apt import apt_install
-from tests.support.servers.mariadb import _binary, _kill_server
-from tests.support.servers.postgres import (
-    PostgresCluster,
-    _free_port,
-    _pid_alive,
-    _proc_start_time,
-    _tail,
+from tests.support.servers.apt import installed_as_root
+from tests.support.servers.base import (
+    ChildServer,
+    free_port,
+    kill_by_pid_file,
+    reap_stale,
+    tail,
 )
+from tests.support.servers.mariadb import _binary
+from tests.support.servers.postgres import PostgresCluster, PostgresEndpoint
 
 __all__ = [
     "DIR_PREFIX",
@@ -59,14 +54,11 @@ DIR_PREFIX: Final = "sqla-scheduler-pgbouncer-"
 """Prefix of the temporary directories holding the bouncers."""
 
 _SERVER_USER: Final = "postgres"
-_OWNER_FILE: Final = "owner"
 _PID_FILE: Final = "pgbouncer.pid"
 _ADMIN_DB: Final = "pgbouncer"
 _START_TIMEOUT: Final = 30.0
 _STOP_TIMEOUT: Final = 10.0
 _PORT_ATTEMPTS: Final = 5
-# A directory without an owner file may belong to a run between mkdtemp() and writing it.
-_ORPHAN_GRACE_SECONDS: Final = 600.0
 
 
 class PgBouncerError(RuntimeError):
@@ -78,59 +70,25 @@ def ensure_pgbouncer_installed() -> Path:
 
     Installing needs root and ``apt-get``; otherwise the error says what to install.
     """
-    found = _binary("pgbouncer")
-    if found is not None:
-        return Path(found)
-    hint = "Install PgBouncer (apt-get install pgbouncer) and run again."
-    apt_get = shutil.which("apt-get")
-    if os.geteuid() != 0 or apt_get is None:
-        raise PgBouncerError(
-            f"pgbouncer not found, and it cannot be installed here (it takes root and "
-            f"apt-get). {hint}"
-        )
-    apt_install(
-        apt_get,
+    return installed_as_root(
         "pgbouncer",
-        installed=lambda: _binary("pgbouncer") is not None,
-        hint=hint,
+        lambda: _found(_binary("pgbouncer")),
+        what="pgbouncer",
+        hint="Install PgBouncer (apt-get install pgbouncer) and run again.",
         error=PgBouncerError,
     )
-    found = _binary("pgbouncer")
-    if found is None:
-        raise PgBouncerError(f"pgbouncer was installed but is not found. {hint}")
-    return Path(found)
 
 
-def _read_pid(root: Path) -> int | None:
-    try:
-        return int((root / _PID_FILE).read_text().strip())
-    except (OSError, ValueError):
-        return None
+def _found(path: str | None) -> Path | None:
+    return Path(path) if path is not None else None
 
 
 def cleanup_stale_bouncers(base_dir: str | os.PathLike[str] | None = None) -> list[Path]:
     """Kill and delete the bouncers of runs whose process (in the ``owner`` file) is gone."""
-    removed = []
-    for root in Path(base_dir or tempfile.gettempdir()).glob(f"{DIR_PREFIX}*"):
-        try:
-            pid_s, _, start_s = (root / _OWNER_FILE).read_text().strip().partition(" ")
-            owner = int(pid_s)
-        except (OSError, ValueError):
-            with contextlib.suppress(OSError):
-                if time.time() - root.stat().st_mtime < _ORPHAN_GRACE_SECONDS:
-                    continue
-        else:
-            if _pid_alive(owner) and _proc_start_time(owner) in (start_s, None):
-                continue
-        pid = _read_pid(root)
-        if pid is not None:
-            _kill_server(pid, root)  # only if its argv names this directory
-        shutil.rmtree(root, ignore_errors=True)
-        removed.append(root)
-    return removed
+    return reap_stale(DIR_PREFIX, base_dir, kill_by_pid_file(_PID_FILE))
 
 
-class PgBouncer:
+class PgBouncer(PostgresEndpoint, ChildServer):
     """A disposable PgBouncer in a temporary directory, in front of ``cluster``.
 
     :param cluster: the running cluster it forwards every database to.
@@ -140,8 +98,11 @@ class PgBouncer:
         dir. As root it must be traversable by the ``postgres`` user.
     """
 
-    host: Final = "127.0.0.1"
     user: Final = _SERVER_USER
+    dir_prefix: ClassVar[str] = DIR_PREFIX
+    noun: ClassVar[str] = "bouncer"
+    error: ClassVar[type[Exception]] = PgBouncerError
+    stop_timeout: ClassVar[float] = _STOP_TIMEOUT
 
     def __init__(
         self,
@@ -150,33 +111,11 @@ class PgBouncer:
         *,
         base_dir: str | os.PathLike[str] | None = None,
     ) -> None:
+        # as the server's user when root: it keeps our limits on open files, which
+        # max_client_conn needs
+        super().__init__(base_dir, as_user=_SERVER_USER)
         self.cluster = cluster
         self.settings: dict[str, object] = dict(settings or {})
-        self._base_dir = base_dir
-        self._root: Path | None = None
-        self._port: int | None = None
-        self._process: subprocess.Popen[bytes] | None = None
-        self._owner_pid = os.getpid()
-        # Popen(user=) rather than runuser, as for MariaDB: the child keeps our limits on
-        # open files, which max_client_conn needs.
-        self._as_user = _SERVER_USER if os.geteuid() == 0 else None
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None
-
-    @property
-    def port(self) -> int:
-        if self._port is None:
-            raise PgBouncerError("bouncer is not started")
-        return self._port
-
-    @property
-    def root(self) -> Path:
-        """The temporary directory: ini, auth file, socket, pid file and log."""
-        if self._root is None:
-            raise PgBouncerError("bouncer is not started")
-        return self._root
 
     @property
     def config_file(self) -> Path:
@@ -185,26 +124,6 @@ class PgBouncer:
     @property
     def log_file(self) -> Path:
         return self.root / "pgbouncer.log"
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
-
-    def url(self, dbname: str = "postgres", driver: str = "psycopg") -> str:
-        """SQLAlchemy URL through the bouncer, like :meth:`PostgresCluster.url`."""
-        scheme = f"postgresql+{driver}" if driver else "postgresql"
-        db = urllib.parse.quote(dbname, safe="")
-        return f"{scheme}://{self.user}@{self.host}:{self.port}/{db}"
-
-    def dsn(self, dbname: str = "postgres") -> str:
-        """libpq conninfo string through the bouncer, for ``psycopg.connect()``."""
-        return make_conninfo(host=self.host, port=self.port, user=self.user, dbname=dbname)
-
-    def connect(
-        self, dbname: str = "postgres", *, autocommit: bool = True
-    ) -> psycopg.Connection[Any]:
-        """A raw psycopg connection through the bouncer (autocommit by default). Close it."""
-        return psycopg.connect(self.dsn(dbname), autocommit=autocommit, connect_timeout=10)
 
     def admin(self, command: str) -> list[tuple[Any, ...]]:
         """Run a command on the admin console (``SHOW POOLS``, ``KILL db``...), its rows."""
@@ -265,50 +184,24 @@ class PgBouncer:
         lines += [f"{key} = {value}" for key, value in options.items()]
         return "\n".join(lines) + "\n"
 
-    def start(self) -> PgBouncer:
-        """Write the ini in a new temp dir and start the bouncer on it. Returns self."""
-        if self._root is not None:
-            raise PgBouncerError("bouncer already started")
-        with contextlib.suppress(Exception):
-            cleanup_stale_bouncers(self._base_dir)
-        binary = ensure_pgbouncer_installed()
-        self._owner_pid = os.getpid()
-        self._root = root = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir=self._base_dir))
-        live.register(self)
-        try:
-            (root / _OWNER_FILE).write_text(
-                f"{os.getpid()} {_proc_start_time(os.getpid()) or ''}\n"
-            )
-            (root / "userlist.txt").write_text(f'"{self.user}" ""\n')
-            if self._as_user is not None:
-                shutil.chown(root, user=self._as_user, group=self._as_user)
-            self._start_server(binary)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+    def _reap_stale(self) -> None:
+        cleanup_stale_bouncers(self._base_dir)
 
-    def stop(self) -> None:
-        """Stop the bouncer and delete its directory. Idempotent."""
-        root = self._root
-        if root is None:
-            return
-        try:
-            self._terminate()
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
-            self._root = self._port = None
-            live.unregister(self)
+    def _prepare(self) -> None:
+        ensure_pgbouncer_installed()
+
+    def _launch(self) -> None:
+        """Write the ini and the auth file in the directory and start the bouncer on it."""
+        (self.root / "userlist.txt").write_text(f'"{self.user}" ""\n')
+        self._own_root()
+        self._start_server(ensure_pgbouncer_installed())
 
     def _start_server(self, binary: Path) -> None:
         """Start pgbouncer in the foreground, on another free port while the port proves taken."""
         log = ""
         for _attempt in range(_PORT_ATTEMPTS):
-            self._port = _free_port(self.host)
+            self._port = free_port(self.host)
             self.config_file.write_text(self.config_text())
-            user_args: dict[str, Any] = {}
-            if self._as_user is not None:
-                user_args = {"user": self._as_user, "group": self._as_user, "extra_groups": []}
             with self.log_file.open("ab") as log_file:
                 offset = log_file.tell()
                 # Its log is its stderr: a ``logfile`` setting misses the errors met
@@ -319,13 +212,13 @@ class PgBouncer:
                     stdin=subprocess.DEVNULL,
                     stdout=log_file,
                     stderr=log_file,
-                    **user_args,
+                    **self._user_args(),
                 )
             error = self._wait_until_ready(offset)
             if error is None:
                 return
             self._terminate()
-            log = f"{error}; its log ({self.log_file}):\n{_tail(self.log_file, offset=offset)}"
+            log = f"{error}; its log ({self.log_file}):\n{tail(self.log_file, offset=offset)}"
             if "Address already in use" not in log:
                 break
         raise PgBouncerError(f"pgbouncer did not start on port {self._port}: {log}")
@@ -362,30 +255,3 @@ class PgBouncer:
                     return None
             return f"it does not listen on {self.host}:{self.port}"
         return f"no SELECT 1 through it within {_START_TIMEOUT:.0f} s; the last error: {error}"
-
-    def _terminate(self) -> None:
-        """SIGTERM the bouncer (1.18: an immediate shutdown), SIGKILL it after a deadline."""
-        process, self._process = self._process, None
-        if process is None:
-            return
-        process.terminate()
-        try:
-            process.wait(_STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-    def __enter__(self) -> PgBouncer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    def __repr__(self) -> str:
-        state = f"port={self._port} root={self._root}" if self.running else "stopped"
-        return f"<PgBouncer {state}>"

@@ -20,35 +20,39 @@ When running as root the server binaries are run as the ``postgres`` OS user via
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
 import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Any, ClassVar, Final, Literal
+from typing import Any, ClassVar, Final, Literal, Protocol
 
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from tests.support.servers import live
 from tests.support.servers.apt import apt_install
+from tests.support.servers.base import (
+    ThrowawayServer,
+    free_port,
+    pid_alive,
+    proc_cmdline,
+    reap_stale,
+    tail,
+)
 
 __all__ = [
     "DIR_PREFIX",
     "PostgresCluster",
     "PostgresClusterError",
+    "PostgresEndpoint",
     "cleanup_stale_clusters",
     "ensure_pg_installed",
     "find_pg_bin",
@@ -58,14 +62,10 @@ DIR_PREFIX: Final = "sqla-scheduler-pg-"
 """Prefix of the temporary directories holding the clusters."""
 
 _SERVER_BINARIES: Final = ("initdb", "pg_ctl", "postgres")
-_OWNER_FILE: Final = "owner"
 _PG_USER: Final = "postgres"
 _SUBPROCESS_TIMEOUT: Final = 180.0
 _START_TIMEOUT: Final = 60
 _PORT_ATTEMPTS: Final = 5
-# A temp dir without an owner file is only considered abandoned after this long
-# (it may belong to a run that is between mkdtemp() and writing the file).
-_ORPHAN_GRACE_SECONDS: Final = 600.0
 
 ShutdownMode = Literal["smart", "fast", "immediate"]
 
@@ -191,42 +191,6 @@ def ensure_pg_installed() -> Path:
 # --------------------------------------------------------------------------------------
 
 
-def _free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _proc_start_time(pid: int) -> str | None:
-    """Kernel start time of ``pid`` (Linux), to tell a live owner from a reused pid."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # Field 2 (comm) may contain spaces/parens; fields after the last ')' are fixed.
-    fields = stat[stat.rfind(")") + 2 :].split()
-    return fields[19] if len(fields) > 19 else None
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _proc_cmdline(pid: int) -> str | None:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    return raw.replace(b"\0", b" ").decode(errors="replace")
-
-
 def _read_postmaster_pid(data_dir: Path) -> int | None:
     try:
         first = (data_dir / "postmaster.pid").read_text().splitlines()[0]
@@ -235,19 +199,9 @@ def _read_postmaster_pid(data_dir: Path) -> int | None:
         return None
 
 
-def _tail(path: Path, lines: int = 40, offset: int = 0) -> str:
-    try:
-        with path.open("rb") as f:
-            f.seek(offset)
-            text = f.read().decode(errors="replace")
-    except OSError as exc:
-        return f"<could not read {path}: {exc}>"
-    return "\n".join(text.splitlines()[-lines:])
-
-
 def _kill_postmaster(pid: int, data_dir: Path, wait: float = 10.0) -> None:
     """Immediate-shutdown a postmaster we own (identified by its data dir in argv)."""
-    cmdline = _proc_cmdline(pid)
+    cmdline = proc_cmdline(pid)
     if cmdline is None or str(data_dir) not in cmdline:
         return  # gone, or the pid was reused by something else: leave it alone
     for sig in (signal.SIGQUIT, signal.SIGKILL):
@@ -259,44 +213,22 @@ def _kill_postmaster(pid: int, data_dir: Path, wait: float = 10.0) -> None:
             return  # e.g. a root run's leftover seen by a non-root run: not ours to kill
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
-            if not _pid_alive(pid) or _proc_cmdline(pid) in (None, ""):
+            if not pid_alive(pid) or proc_cmdline(pid) in (None, ""):
                 return
             time.sleep(0.05)
 
 
 def cleanup_stale_clusters(base_dir: str | os.PathLike[str] | None = None) -> list[Path]:
-    """Stop and delete clusters left behind by test runs that died without cleaning up.
+    """Stop and delete clusters left behind by test runs that died without cleaning up
+    (``base.reap_stale``). Returns the directories removed."""
+    return reap_stale(DIR_PREFIX, base_dir, _kill_cluster)
 
-    A cluster directory is stale when the process that created it (recorded in its
-    ``owner`` file) no longer exists. Directories of live runs (e.g. concurrent pytest
-    sessions) are left alone. Returns the directories removed.
-    """
-    base = Path(base_dir) if base_dir is not None else Path(tempfile.gettempdir())
-    removed: list[Path] = []
-    for root in base.glob(f"{DIR_PREFIX}*"):
-        if not root.is_dir() or root.is_symlink():
-            continue
-        owner = root / _OWNER_FILE
-        try:
-            pid_s, _, start_s = owner.read_text().strip().partition(" ")
-            owner_pid = int(pid_s)
-        except (OSError, ValueError):
-            try:
-                age = time.time() - root.stat().st_mtime
-            except OSError:
-                continue
-            if age < _ORPHAN_GRACE_SECONDS:
-                continue
-        else:
-            if _pid_alive(owner_pid) and _proc_start_time(owner_pid) in (start_s, None):
-                continue
-        data_dir = root / "data"
-        postmaster = _read_postmaster_pid(data_dir)
-        if postmaster is not None:
-            _kill_postmaster(postmaster, data_dir)
-        shutil.rmtree(root, ignore_errors=True)
-        removed.append(root)
-    return removed
+
+def _kill_cluster(root: Path) -> None:
+    data_dir = root / "data"
+    postmaster = _read_postmaster_pid(data_dir)
+    if postmaster is not None:
+        _kill_postmaster(postmaster, data_dir)
 
 
 # --------------------------------------------------------------------------------------
@@ -304,7 +236,36 @@ def cleanup_stale_clusters(base_dir: str | os.PathLike[str] | None = None) -> li
 # --------------------------------------------------------------------------------------
 
 
-class PostgresCluster:
+class _Endpoint(Protocol):
+    host: Final[str]
+    user: Final[str]
+
+    @property
+    def port(self) -> int: ...
+
+
+class PostgresEndpoint:
+    """How a client reaches a PostgreSQL endpoint at ``host``:``port`` as ``user``: a
+    cluster, or a bouncer in front of one."""
+
+    def url(self: _Endpoint, dbname: str = "postgres", driver: str = "psycopg") -> str:
+        """SQLAlchemy URL, e.g. ``postgresql+psycopg://postgres@127.0.0.1:5432/postgres``."""
+        scheme = f"postgresql+{driver}" if driver else "postgresql"
+        db = urllib.parse.quote(dbname, safe="")
+        return f"{scheme}://{self.user}@{self.host}:{self.port}/{db}"
+
+    def dsn(self: _Endpoint, dbname: str = "postgres") -> str:
+        """libpq conninfo string for ``psycopg.connect()``."""
+        return make_conninfo(host=self.host, port=self.port, user=self.user, dbname=dbname)
+
+    def connect(
+        self, dbname: str = "postgres", *, autocommit: bool = True
+    ) -> psycopg.Connection[Any]:
+        """A raw psycopg connection (autocommit by default). Close it (use ``with``)."""
+        return psycopg.connect(self.dsn(dbname), autocommit=autocommit, connect_timeout=10)
+
+
+class PostgresCluster(PostgresEndpoint, ThrowawayServer):
     """A disposable PostgreSQL server in a temporary directory.
 
     :param settings: extra server settings (``-c name=value``), applied after the
@@ -316,10 +277,11 @@ class PostgresCluster:
         dir. When running as root it must be traversable by the ``postgres`` user.
     """
 
-    host: Final = "127.0.0.1"
     user: Final = _PG_USER
     #: Starts with :data:`DIR_PREFIX`, which :func:`cleanup_stale_clusters` reaps.
     dir_prefix: ClassVar[str] = DIR_PREFIX
+    noun: ClassVar[str] = "cluster"
+    error: ClassVar[type[Exception]] = PostgresClusterError
 
     def __init__(
         self,
@@ -329,40 +291,20 @@ class PostgresCluster:
         bin_dir: str | os.PathLike[str] | None = None,
         base_dir: str | os.PathLike[str] | None = None,
     ) -> None:
+        super().__init__(base_dir)
         self.settings: dict[str, object] = dict(settings or {})
         self.durable = durable
         self._bin_dir = Path(bin_dir) if bin_dir is not None else None
-        self._base_dir = Path(base_dir) if base_dir is not None else None
-        self._root: Path | None = None
-        self._port: int | None = None
-        self._owner_pid = os.getpid()
         self._as_postgres = os.geteuid() == 0
         self._runuser: str | None = None
 
     # ----------------------------------------------------------------- properties
 
     @property
-    def running(self) -> bool:
-        return self._root is not None and self._port is not None
-
-    @property
-    def port(self) -> int:
-        if self._port is None:
-            raise PostgresClusterError("cluster is not started")
-        return self._port
-
-    @property
     def bin_dir(self) -> Path:
         if self._bin_dir is None:
             self._bin_dir = ensure_pg_installed()
         return self._bin_dir
-
-    @property
-    def root(self) -> Path:
-        """The temporary directory holding data dir, socket dir and log."""
-        if self._root is None:
-            raise PostgresClusterError("cluster is not started")
-        return self._root
 
     @property
     def data_dir(self) -> Path:
@@ -380,24 +322,6 @@ class PostgresCluster:
     def cluster_name(self) -> str:
         """Shown in the server processes' titles (``postgres: <name>: checkpointer``)."""
         return self.root.name
-
-    # ----------------------------------------------------------------- connection info
-
-    def url(self, dbname: str = "postgres", driver: str = "psycopg") -> str:
-        """SQLAlchemy URL, e.g. ``postgresql+psycopg://postgres@127.0.0.1:5432/postgres``."""
-        scheme = f"postgresql+{driver}" if driver else "postgresql"
-        db = urllib.parse.quote(dbname, safe="")
-        return f"{scheme}://{self.user}@{self.host}:{self.port}/{db}"
-
-    def dsn(self, dbname: str = "postgres") -> str:
-        """libpq conninfo string for ``psycopg.connect()``."""
-        return make_conninfo(host=self.host, port=self.port, user=self.user, dbname=dbname)
-
-    def connect(
-        self, dbname: str = "postgres", *, autocommit: bool = True
-    ) -> psycopg.Connection[Any]:
-        """A raw psycopg connection (autocommit by default). Close it (use ``with``)."""
-        return psycopg.connect(self.dsn(dbname), autocommit=autocommit, connect_timeout=10)
 
     # ----------------------------------------------------------------- databases
 
@@ -506,33 +430,21 @@ class PostgresCluster:
             shlex.join(self.server_options()),
         ]
 
-    def start(self) -> PostgresCluster:
-        """initdb a fresh cluster in a new temp dir and start it. Returns self."""
-        if self._root is not None:
-            raise PostgresClusterError("cluster already started")
-        with contextlib.suppress(Exception):
-            cleanup_stale_clusters(self._base_dir)
+    def _reap_stale(self) -> None:
+        cleanup_stale_clusters(self._base_dir)
+
+    def _prepare(self) -> None:
         self._bin_dir = self.bin_dir  # resolve (maybe install) before creating anything
-        self._owner_pid = os.getpid()
-        root = Path(tempfile.mkdtemp(prefix=self.dir_prefix, dir=self._base_dir))
-        self._root = root
-        live.register(self)
-        try:
-            (root / _OWNER_FILE).write_text(
-                f"{os.getpid()} {_proc_start_time(os.getpid()) or ''}\n"
-            )
-            self.socket_dir.mkdir()
-            self.log_file.touch()
-            if self._as_postgres:
-                for path in (root, self.socket_dir, self.log_file):
-                    shutil.chown(path, user=_PG_USER, group=None)
-            self._make_data_dir()
-            self._start_server()
-        except BaseException:
-            self._port = None
-            self.stop()
-            raise
-        return self
+
+    def _launch(self) -> None:
+        """initdb a fresh cluster in the directory and start it."""
+        self.socket_dir.mkdir()
+        self.log_file.touch()
+        if self._as_postgres:
+            for path in (self.root, self.socket_dir, self.log_file):
+                shutil.chown(path, user=_PG_USER, group=None)
+        self._make_data_dir()
+        self._start_server()
 
     def _make_data_dir(self) -> None:
         """A fresh ``initdb`` in :attr:`data_dir`."""
@@ -557,12 +469,12 @@ class PostgresCluster:
         """pg_ctl start on a free port, retrying when the port got taken meanwhile."""
         last_error = ""
         for _attempt in range(_PORT_ATTEMPTS):
-            self._port = _free_port(self.host)
+            self._port = free_port(self.host)
             log_offset = self.log_file.stat().st_size
             proc = self.pg_ctl(*self._pg_ctl_start_args("start"), check=False)
             if proc.returncode == 0:
                 return
-            log = _tail(self.log_file, offset=log_offset)
+            log = tail(self.log_file, offset=log_offset)
             last_error = (
                 f"pg_ctl start exited with {proc.returncode}\n"
                 f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}\n"
@@ -584,7 +496,7 @@ class PostgresCluster:
             raise PostgresClusterError(
                 f"pg_ctl restart exited with {proc.returncode}\n"
                 f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}\n"
-                f"server log:\n{_tail(self.log_file, offset=log_offset)}"
+                f"server log:\n{tail(self.log_file, offset=log_offset)}"
             )
 
     def halt(self) -> None:
@@ -598,50 +510,26 @@ class PostgresCluster:
     def postmaster_pid(self) -> int | None:
         return _read_postmaster_pid(self.data_dir) if self._root is not None else None
 
-    def stop(self) -> None:
-        """Stop the server (immediate mode) and delete the temp dir. Idempotent."""
-        root = self._root
-        if root is None:
+    def _shut_down(self) -> None:
+        """Stop the server (immediate mode), killing it if ``pg_ctl`` cannot."""
+        pid = _read_postmaster_pid(self.data_dir)
+        if pid is None:
             return
-        try:
-            data_dir = root / "data"
-            pid = _read_postmaster_pid(data_dir)
-            if pid is not None:
-                proc = self._run(
-                    [
-                        str(self.bin_dir / "pg_ctl"),
-                        "-D",
-                        str(data_dir),
-                        "stop",
-                        "-w",
-                        "-m",
-                        "immediate",
-                    ],
-                    check=False,
-                    timeout=60,
-                )
-                if proc.returncode != 0:
-                    _kill_postmaster(pid, data_dir)
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
-            self._root = None
-            self._port = None
-            live.unregister(self)
-
-    def __enter__(self) -> PostgresCluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    def __repr__(self) -> str:
-        state = f"port={self._port} root={self._root}" if self.running else "stopped"
-        return f"<PostgresCluster {state}>"
+        proc = self._run(
+            [
+                str(self.bin_dir / "pg_ctl"),
+                "-D",
+                str(self.data_dir),
+                "stop",
+                "-w",
+                "-m",
+                "immediate",
+            ],
+            check=False,
+            timeout=60,
+        )
+        if proc.returncode != 0:
+            _kill_postmaster(pid, self.data_dir)
 
 
 if __name__ == "__main__":  # pragma: no cover - manual smoke test

@@ -30,7 +30,8 @@ from typing import ClassVar, Final
 
 import psycopg
 
-from tests.support.servers.postgres import DIR_PREFIX, PostgresCluster, PostgresClusterError, _tail
+from tests.support.servers.base import tail
+from tests.support.servers.postgres import DIR_PREFIX, PostgresCluster, PostgresClusterError
 
 __all__ = ["DIR_PREFIX", "PostgresReplica", "PostgresReplicaError"]
 
@@ -163,7 +164,7 @@ class PostgresReplica(PostgresCluster):
             time.sleep(_POLL_INTERVAL)
         raise PostgresReplicaError(
             f"the replica did not come up as a standby within {_START_TIMEOUT:.0f} s: {error}"
-            f"\nserver log ({self.log_file}):\n{_tail(self.log_file)}"
+            f"\nserver log ({self.log_file}):\n{tail(self.log_file)}"
         )
 
     def _drop_slot(self) -> None:
@@ -216,7 +217,7 @@ class PostgresReplica(PostgresCluster):
                     raise PostgresReplicaError(
                         f"the replica replayed up to {row[1]} only, not {target}, within"
                         f" {deadline:.0f} s\nserver log ({self.log_file}):\n"
-                        f"{_tail(self.log_file)}"
+                        f"{tail(self.log_file)}"
                     )
                 time.sleep(_POLL_INTERVAL)
 
