@@ -11,8 +11,6 @@ import pwd
 import signal
 import socket
 import subprocess
-import sys
-import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,8 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from tests.support import children
+from tests.support.children import gone
 from tests.support.ports import a_taken_port_first
 from tests.support.servers import mariadb as _mariadb
 from tests.support.servers.mariadb import DIR_PREFIX, MariaDBServer, cleanup_stale_servers, quote
@@ -30,7 +30,6 @@ from tests.support.servers.mariadb_databases import RECORD_TABLE, VERSION_TABLE,
 # In one pytest-xdist worker: the servers of the module's own.
 pytestmark = pytest.mark.xdist_group("own-mariadb")
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = "template"
 TEMPLATE_SQL = [
     f"CREATE TABLE {VERSION_TABLE} (version_num VARCHAR(32) NOT NULL PRIMARY KEY)",
@@ -82,15 +81,6 @@ def scalar(server: MariaDBServer, query: str, dbname: str | None = None) -> Any:
 def exists(server: MariaDBServer, name: str) -> bool:
     query = "SELECT 1 FROM information_schema.schemata WHERE schema_name = %s"
     return bool(rows(server, query, args=(name,)))
-
-
-def gone(pid: int) -> bool:
-    """No such process, or only a zombie waiting for its reaper."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rfind(")") + 2 :].startswith("Z")
 
 
 def outward_address() -> str | None:
@@ -232,20 +222,12 @@ def test_start_retries_when_the_port_is_taken(monkeypatch: pytest.MonkeyPatch) -
 
 def run_child(body: str) -> tuple[subprocess.CompletedProcess[str], Path, int]:
     """A Python child that starts a server, prints its root and pid, then runs body."""
-    code = textwrap.dedent(
-        f"""
-        import os, signal, sys
-        sys.path.insert(0, {str(REPO_ROOT)!r})
+    start = """
         from tests.support.servers.mariadb import MariaDBServer
         server = MariaDBServer().start()
         print(server.root, server.pid, flush=True)
         """
-    ) + textwrap.dedent(body)
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert proc.stdout.strip(), proc.stderr
-    root, pid = proc.stdout.split()[:2]
+    proc, (root, pid) = children.run_child(start, body)
     return proc, Path(root), int(pid)
 
 

@@ -7,8 +7,6 @@ import pwd
 import re
 import signal
 import subprocess
-import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +15,8 @@ import pytest
 from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from tests.support import children
+from tests.support.children import gone
 from tests.support.ports import a_taken_port_first
 from tests.support.servers import pgbouncer as _pgbouncer
 from tests.support.servers.pg_databases import DatabasePool
@@ -28,8 +28,6 @@ from tests.support.servers.pgbouncer import (
 )
 from tests.support.servers.postgres import PostgresCluster, cleanup_stale_clusters
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
 
 @pytest.fixture
 def one_server_connection(pg_cluster: PostgresCluster) -> Iterator[PgBouncer]:
@@ -40,15 +38,6 @@ def one_server_connection(pg_cluster: PostgresCluster) -> Iterator[PgBouncer]:
     """
     with PgBouncer(pg_cluster, {"default_pool_size": 1, "query_wait_timeout": 5}) as bouncer:
         yield bouncer
-
-
-def gone(pid: int) -> bool:
-    """No such process, or only a zombie waiting for its reaper."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rfind(")") + 2 :].startswith("Z")
 
 
 def sessions(cluster: PostgresCluster, dbname: str) -> int:
@@ -232,22 +221,14 @@ def test_settings_and_stop_cleans_up(pg_cluster: PostgresCluster) -> None:
 def run_child(body: str) -> tuple[subprocess.CompletedProcess[str], Path, int, Path]:
     """A Python child that starts a cluster and a bouncer in front of it, prints the
     bouncer's root and pid and the cluster's root, then runs body."""
-    code = textwrap.dedent(
-        f"""
-        import os, signal, sys
-        sys.path.insert(0, {str(REPO_ROOT)!r})
+    start = """
         from tests.support.servers.pgbouncer import PgBouncer
         from tests.support.servers.postgres import PostgresCluster
         pg = PostgresCluster().start()
         bouncer = PgBouncer(pg).start()
         print(bouncer.root, bouncer.pid, pg.root, flush=True)
         """
-    ) + textwrap.dedent(body)
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert proc.stdout.strip(), proc.stderr
-    root, pid, cluster_root = proc.stdout.split()[:3]
+    proc, (root, pid, cluster_root) = children.run_child(start, body)
     return proc, Path(root), int(pid), Path(cluster_root)
 
 

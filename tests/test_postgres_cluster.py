@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
@@ -16,6 +14,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from tests.support import children
 from tests.support.ports import a_taken_port_first
 from tests.support.servers import postgres as _postgres
 from tests.support.servers.postgres import (
@@ -27,8 +26,6 @@ from tests.support.servers.postgres import (
 
 # In one pytest-xdist worker: one cluster of the module's own, started once.
 pytestmark = pytest.mark.xdist_group("own-cluster")
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -259,20 +256,13 @@ def test_start_retries_when_port_is_taken(monkeypatch: pytest.MonkeyPatch) -> No
 
 def _run_child(body: str) -> tuple[subprocess.CompletedProcess[str], Path]:
     """Run a Python child that starts a cluster, prints its root, then does body."""
-    code = textwrap.dedent(
-        f"""
-        import os, signal, sys
-        sys.path.insert(0, {str(REPO_ROOT)!r})
+    start = """
         from tests.support.servers.postgres import PostgresCluster
         pg = PostgresCluster().start()
         print(pg.root, flush=True)
         """
-    ) + textwrap.dedent(body)
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert proc.stdout.strip(), proc.stderr
-    return proc, Path(proc.stdout.strip().splitlines()[0])
+    proc, (root,) = children.run_child(start, body)
+    return proc, Path(root)
 
 
 def test_atexit_stops_forgotten_cluster() -> None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
-import textwrap
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -14,12 +12,11 @@ import psycopg
 import pytest
 from sqlalchemy import create_engine, make_url, text
 
+from tests.support import children
 from tests.support.servers.pg_databases import DatabasePool
 from tests.support.servers.postgres import PostgresCluster, cleanup_stale_clusters
 from tests.support.servers.replica import DIR_PREFIX, PostgresReplica, PostgresReplicaError
 from tests.test_postgres_cluster import _live_processes_mentioning
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def database(url: str) -> str:
@@ -169,22 +166,14 @@ def test_a_primary_without_replication_is_refused_with_why(tmp_path: Path) -> No
 def run_child(body: str) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
     """A Python child that starts a cluster and a replica of it, prints their roots, then
     runs body."""
-    code = textwrap.dedent(
-        f"""
-        import os, signal, sys
-        sys.path.insert(0, {str(REPO_ROOT)!r})
+    start = """
         from tests.support.servers.postgres import PostgresCluster
         from tests.support.servers.replica import PostgresReplica
         pg = PostgresCluster().start()
         replica = PostgresReplica(pg).start()
         print(replica.root, pg.root, flush=True)
         """
-    ) + textwrap.dedent(body)
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert proc.stdout.strip(), proc.stderr
-    root, cluster_root = proc.stdout.split()[:2]
+    proc, (root, cluster_root) = children.run_child(start, body)
     return proc, Path(root), Path(cluster_root)
 
 

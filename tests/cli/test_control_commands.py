@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine
 
-from sqla_scheduler import Scheduler, migrate, one_time, recurring
+from sqla_scheduler import Scheduler, one_time, recurring
+from tests.support import migrated_url
 from tests.support.cli import cli_env, invoke, one_error_line
 
 LATER = datetime.now(timezone.utc) + timedelta(days=1)
@@ -21,13 +22,7 @@ hourly = recurring("hourly", "CRON|0 0 * * * ?")(lambda ctx: None)
 @pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A migrated database with a mail execution due tomorrow."""
-    if request.param == "sqlite":
-        db_url = f"sqlite:///{tmp_path / 'app.db'}"
-        migrate.upgrade(db_url)
-    elif request.param == "mariadb":
-        db_url = request.getfixturevalue("mariadb_url")
-    else:
-        db_url = request.getfixturevalue("pg_url")
+    db_url = migrated_url(request, tmp_path)
     engine = create_engine(db_url)
     try:
         Scheduler(engine, [mail]).schedule(engine, mail.instance("m1", at=LATER))

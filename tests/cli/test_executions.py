@@ -14,6 +14,7 @@ from sqlalchemy import Engine, create_engine, text, update
 
 from sqla_scheduler import Execution, MissingTableError, Scheduler, migrate, one_time
 from sqla_scheduler.executions import list_executions
+from tests.support import migrated_url
 from tests.support.cli import INVOCATIONS, cli_env, invoke, one_error_line, run
 
 NOW = datetime.now(timezone.utc).replace(microsecond=0)
@@ -72,13 +73,7 @@ class Seeded(NamedTuple):
 @pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def seeded(request: pytest.FixtureRequest, tmp_path: Path) -> Seeded:
     """A migrated database with :func:`seed`'s executions in it."""
-    if request.param == "sqlite":
-        db_url = f"sqlite:///{tmp_path / 'app.db'}"
-        migrate.upgrade(db_url)
-    elif request.param == "mariadb":
-        db_url = request.getfixturevalue("mariadb_url")
-    else:
-        db_url = request.getfixturevalue("pg_url")
+    db_url = migrated_url(request, tmp_path)
     engine = create_engine(db_url)
     try:
         heartbeat = seed(engine)

@@ -11,7 +11,8 @@ import anyio
 import pytest
 from sqlalchemy import create_engine
 
-from sqla_scheduler import ManualClock, Scheduler, SchedulerConfig, migrate, one_time
+from sqla_scheduler import ManualClock, Scheduler, SchedulerConfig, one_time
+from tests.support import migrated_url
 from tests.support.cli import cli_env, invoke, one_error_line
 
 NOW = datetime.now(timezone.utc).replace(microsecond=0)
@@ -25,13 +26,7 @@ def _decline(ctx: Any) -> None:
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A migrated database whose history holds: one abandoned execution (``c1``, with its
     payload), two failed attempts of ``c2``, and an old failure from two days ago."""
-    if request.param == "sqlite":
-        db_url = f"sqlite:///{tmp_path / 'app.db'}"
-        migrate.upgrade(db_url)
-    elif request.param == "mariadb":
-        db_url = request.getfixturevalue("mariadb_url")
-    else:
-        db_url = request.getfixturevalue("pg_url")
+    db_url = migrated_url(request, tmp_path)
     engine = create_engine(db_url)
     clock = ManualClock(NOW - timedelta(days=2))
     once = one_time("charge", max_retries=0)(_decline)

@@ -3,7 +3,12 @@ databases beside it. The throwaway servers are in ``tests.support.servers``; the
 that start them, in ``tests/conftest.py``."""
 
 from tests.support.clocks import NOW, manual_clock
-from tests.support.databases import async_mariadb_url, empty_databases, sqlite_file_url
+from tests.support.databases import (
+    async_mariadb_url,
+    empty_databases,
+    migrated_url,
+    sqlite_file_url,
+)
 from tests.support.harness import Harness, services
 from tests.support.waiting import wait_for
 
@@ -13,6 +18,7 @@ __all__ = [
     "async_mariadb_url",
     "empty_databases",
     "manual_clock",
+    "migrated_url",
     "services",
     "sqlite_file_url",
     "wait_for",

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, make_url
 
+from sqla_scheduler import migrate
 from tests.support.servers.mariadb import MariaDBServer
 from tests.support.servers.postgres import PostgresCluster
 
-__all__ = ["async_mariadb_url", "empty_databases", "sqlite_file_url"]
+__all__ = ["async_mariadb_url", "empty_databases", "migrated_url", "sqlite_file_url"]
 
 _counter = itertools.count()
 
@@ -66,3 +67,14 @@ def sqlite_file_url(template: Path, directory: Path, driver: str = "pysqlite") -
     path = directory / f"t{next(_counter)}.db"
     shutil.copyfile(template, path)
     return f"sqlite+{driver}:///{path}"
+
+
+def migrated_url(request: pytest.FixtureRequest, directory: Path) -> str:
+    """The URL of a migrated database for this test, of the database its parameter names
+    (``sqlite``: a file made in ``directory``; ``postgresql`` and ``mariadb``: the test's
+    ``pg_url`` or ``mariadb_url``)."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{directory / 'app.db'}"
+        migrate.upgrade(url)
+        return url
+    return str(request.getfixturevalue("mariadb_url" if request.param == "mariadb" else "pg_url"))
