@@ -184,11 +184,8 @@ def pg_databases(pg_cluster: PostgresCluster, pg_template: str) -> DatabasePool:
 @pytest.fixture
 def pg_url(pg_cluster: PostgresCluster, pg_databases: DatabasePool) -> Iterator[str]:
     """URL of a fresh, migrated database for this test alone."""
-    name, since = pg_databases.take()
-    try:
+    with pg_databases.lent() as name:
         yield pg_cluster.url(name)
-    finally:
-        pg_databases.give_back(name, since)
 
 
 @pytest.fixture(scope="session")
@@ -200,13 +197,10 @@ def pgbouncer(pg_cluster: PostgresCluster) -> Iterator[PgBouncer]:
 
 @pytest.fixture
 def pgbouncer_url(pgbouncer: PgBouncer, pg_databases: DatabasePool) -> Iterator[str]:
-    """URL of a fresh, migrated database for this test alone, through ``pgbouncer``."""
-    name, since = pg_databases.take()
-    try:
+    """URL of a fresh, migrated database for this test alone, through ``pgbouncer``
+    (whose pooled sessions are ended before it is given back: they would have it dropped)."""
+    with pg_databases.lent(pgbouncer.release) as name:
         yield pgbouncer.url(name)
-    finally:
-        pgbouncer.release(name)  # its pooled sessions would have the database dropped
-        pg_databases.give_back(name, since)
 
 
 @pytest.fixture(scope="session")
@@ -222,13 +216,11 @@ def replica_urls(
 ) -> Iterator[tuple[str, str]]:
     """URLs of a fresh, migrated database for this test alone: on ``pg_cluster``, and on
     ``pg_replica``, which has it by the time the test starts."""
-    name, since = pg_databases.take()
-    try:
+    # the replica's sessions are ended before it is given back: they would hold up the
+    # replay of the wipe
+    with pg_databases.lent(pg_replica.release) as name:
         pg_replica.wait_caught_up()
         yield pg_cluster.url(name), pg_replica.url(name)
-    finally:
-        pg_replica.release(name)  # its sessions would hold up the replay of the wipe
-        pg_databases.give_back(name, since)
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,8 @@ its database dropped, as every test's was before.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -146,6 +148,18 @@ class DatabasePool:
         if not clean:
             self.cluster.drop_database(name)
             self.dropped += 1
+
+    @contextmanager
+    def lent(self, release: Callable[[str], None] | None = None) -> Iterator[str]:
+        """A clean database's name, for the ``with`` block alone; ``release`` ends what
+        else holds sessions in it (a bouncer's, a replica's) before it is given back."""
+        name, since = self.take()
+        try:
+            yield name
+        finally:
+            if release is not None:
+                release(name)
+            self.give_back(name, since)
 
     def _unchanged(self, conn: psycopg.Connection[Any], since: int) -> bool:
         state = _fetch(conn, _STATE, since=since)
