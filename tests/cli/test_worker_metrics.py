@@ -14,10 +14,10 @@ from pathlib import Path
 from sqlalchemy import create_engine
 
 from sqla_scheduler import Scheduler, configure_sqlite, one_time
-from tests.concurrency.conftest import wait_until
 from tests.support import sqlite_file_url
 from tests.support.cli import cli_env, one_error_line, run, start
 from tests.support.servers.base import free_port
+from tests.support.workers import wait_until
 
 
 def _gauge(port: int, name: str) -> float | None:

@@ -15,8 +15,8 @@ from sqlalchemy import Engine
 
 from sqla_scheduler import TaskInstance
 from tests.concurrency.app import build_scheduler, engine_of, one_time_task
-from tests.concurrency.conftest import Workers, rows, scalar, wait_until
-from tests.faults.conftest import FAST
+from tests.support.faults import FAST
+from tests.support.workers import Workers, rows, scalar, wait_until
 
 #: What a member's payload makes it come to (see ``gmember`` and ``gtyped`` in the app).
 FINAL = {

@@ -10,8 +10,8 @@ import time
 from sqlalchemy import Engine
 
 from tests.concurrency.app import LIMIT
-from tests.concurrency.conftest import Workers, rows, scalar, wait_until
-from tests.faults.conftest import FAST, schedule
+from tests.support.faults import FAST, schedule
+from tests.support.workers import Workers, rows, scalar, wait_until
 
 SIZES = {"postgresql": (40, 3), "sqlite": (20, 2), "mariadb": (40, 3)}
 

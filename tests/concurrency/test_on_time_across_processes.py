@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Engine
 
-from tests.concurrency.conftest import Workers, rows
-from tests.faults.conftest import schedule
+from tests.support.faults import schedule
+from tests.support.workers import Workers, rows
 
 
 def test_later_work_from_another_process_starts_at_its_time(

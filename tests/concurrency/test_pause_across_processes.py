@@ -7,8 +7,8 @@ from __future__ import annotations
 from sqlalchemy import Engine
 
 from tests.concurrency.app import build_scheduler, engine_of
-from tests.concurrency.conftest import Workers, scalar, wait_until
-from tests.faults.conftest import schedule
+from tests.support.faults import schedule
+from tests.support.workers import Workers, scalar, wait_until
 
 #: The workers' poll: the default on PostgreSQL and MariaDB, where NOTIFY or the probe
 #: must carry the resume.

@@ -7,8 +7,8 @@ from __future__ import annotations
 from sqlalchemy import Engine, insert
 
 from tests.concurrency.app import build_scheduler, engine_of, release
-from tests.concurrency.conftest import Workers, scalar, wait_until
-from tests.faults.conftest import schedule
+from tests.support.faults import schedule
+from tests.support.workers import Workers, scalar, wait_until
 
 
 def _count(app_db: Engine, phase: str) -> int:

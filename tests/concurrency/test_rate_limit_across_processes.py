@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import Engine
 
 from tests.concurrency.app import build_scheduler, engine_of, one_time_task
-from tests.concurrency.conftest import Workers, rows, scalar, wait_until
+from tests.support.workers import Workers, rows, scalar, wait_until
 
 RATE, LIMIT = "20/s", 20
 EXECUTIONS, PROCESSES = 200, 3

@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy import Engine, create_engine, insert
 
 from tests.concurrency.app import build_scheduler, engine_of, metadata, one_time_task, release
-from tests.concurrency.conftest import Workers, rows, scalar, wait_until
-from tests.faults.conftest import FAST
+from tests.support.faults import FAST
+from tests.support.workers import Workers, rows, scalar, wait_until
 
 #: Executions and workers per database: SQLite lets one writer in at a time.
 SIZES = {"postgresql": (5_000, 3), "sqlite": (500, 2), "mariadb": (2_000, 3)}

@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 
 from sqla_scheduler.nodes import Node, list_nodes
-from tests.concurrency.conftest import Workers, wait_until
 from tests.support.cli import one_error_line, run, run_all
+from tests.support.workers import Workers, wait_until
 
 #: The workers record themselves this often. Readers judge by the same interval, so a
 #: node is stale 3 s after its last beat: a beat late by 2 s on a busy machine is not a death.

@@ -16,9 +16,9 @@ from sqlalchemy import Engine, column, create_engine, table, update
 
 from sqla_scheduler import migrate
 from tests.concurrency.app import metadata
-from tests.concurrency.conftest import Workers, wait_until
 from tests.support.servers.base import free_port
 from tests.support.servers.postgres import PostgresCluster
+from tests.support.workers import Workers, wait_until
 
 
 def _get(port: int, path: str) -> tuple[int, str]:

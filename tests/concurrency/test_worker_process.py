@@ -21,17 +21,9 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqla_scheduler import Scheduler, one_time
 from sqla_scheduler.worker import FORCED_STOP_WITHIN, WorkerError, load_scheduler, run_worker
 from tests.concurrency.app import build_scheduler, engine_of, one_time_task
-from tests.concurrency.conftest import (
-    ROOT,
-    Worker,
-    Workers,
-    rows,
-    scalar,
-    wait_until,
-    worker_command,
-)
 from tests.support import wait_for
 from tests.support.servers.postgres import PostgresCluster
+from tests.support.workers import ROOT, Worker, Workers, rows, scalar, wait_until, worker_command
 
 # --- load_scheduler ---------------------------------------------------------------------
 

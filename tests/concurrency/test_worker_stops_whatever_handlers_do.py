@@ -14,9 +14,9 @@ import pytest
 from sqlalchemy import create_engine
 
 from sqla_scheduler import Scheduler
-from tests.concurrency.conftest import ROOT, wait_until, worker_command
 from tests.concurrency.stubborn_app import stubborn
 from tests.support import sqlite_file_url
+from tests.support.workers import ROOT, wait_until, worker_command
 
 #: ``shutdown_max_wait`` of the app, and the stop's grace (``STOP_GRACE``, docs/loop.md).
 BOUND = 0.3 + 2.0

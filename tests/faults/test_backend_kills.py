@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
-from tests.concurrency.conftest import Workers, wait_until
-from tests.faults.conftest import check_fault_runs, schedule
+from tests.support.faults import check_fault_runs, schedule
+from tests.support.workers import Workers, wait_until
 
 EXECUTIONS = 2_400
 KILLING_FOR = 8.0

@@ -12,8 +12,8 @@ from sqlalchemy import Engine, event, insert, text
 
 from sqla_scheduler import DatabaseClock
 from tests.concurrency.app import SkewedClock, release
-from tests.concurrency.conftest import Workers, rows, scalar, wait_until
-from tests.faults.conftest import FAST, remaining, schedule
+from tests.support.faults import FAST, remaining, schedule
+from tests.support.workers import Workers, rows, scalar, wait_until
 
 SKEW = 120
 #: How far ahead of the database a corrected clock may run (see the test).

@@ -13,8 +13,8 @@ from sqlalchemy import Engine, insert, text
 
 from sqla_scheduler import DatabaseClock, ManualClock
 from tests.concurrency.app import release
-from tests.concurrency.conftest import Workers, rows, scalar, wait_until
-from tests.faults.conftest import FAST, remaining, schedule
+from tests.support.faults import FAST, remaining, schedule
+from tests.support.workers import Workers, rows, scalar, wait_until
 
 #: A heartbeat older than this is dead (``FAST``: 6 missed heartbeats of 250 ms).
 DEAD_AFTER = 1.5

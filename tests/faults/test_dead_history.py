@@ -12,8 +12,8 @@ import anyio
 from sqlalchemy import Engine, create_engine
 
 from sqla_scheduler import ManualClock, Scheduler
-from tests.concurrency.conftest import Workers, scalar, wait_until
-from tests.faults.conftest import FAST, schedule
+from tests.support.faults import FAST, schedule
+from tests.support.workers import Workers, scalar, wait_until
 
 RUNNING = 3
 

@@ -8,15 +8,8 @@ import time
 import pytest
 from sqlalchemy import Engine
 
-from tests.concurrency.conftest import Workers, wait_until
-from tests.faults.conftest import (
-    FAST,
-    SOAK,
-    check_fault_runs,
-    kill_repeatedly,
-    remaining,
-    schedule,
-)
+from tests.support.faults import FAST, SOAK, check_fault_runs, kill_repeatedly, remaining, schedule
+from tests.support.workers import Workers, wait_until
 
 #: The soak runs 10,000 executions killed for a minute (about two minutes on a 2-core
 #: box); the suite runs 2,000, killed for at most 15 s.

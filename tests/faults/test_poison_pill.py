@@ -11,8 +11,8 @@ import time
 import pytest
 from sqlalchemy import Engine
 
-from tests.concurrency.conftest import Workers, rows, scalar
-from tests.faults.conftest import FAST, remaining, schedule
+from tests.support.faults import FAST, remaining, schedule
+from tests.support.workers import Workers, rows, scalar
 
 MAX_RETRIES = 2
 

@@ -13,9 +13,9 @@ import pytest
 from sqlalchemy import Engine
 
 from sqla_scheduler import migrate
-from tests.concurrency.conftest import Workers, scalar, wait_until
-from tests.faults.conftest import check_fault_runs, remaining, schedule
+from tests.support.faults import check_fault_runs, remaining, schedule
 from tests.support.servers.postgres import PostgresCluster
+from tests.support.workers import Workers, scalar, wait_until
 
 # In one pytest-xdist worker: one cluster of the module's own, started once.
 pytestmark = pytest.mark.xdist_group("own-cluster-restart")

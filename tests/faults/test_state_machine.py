@@ -31,8 +31,8 @@ from sqla_scheduler._store import Completion
 from sqla_scheduler.executions import Execution
 from sqla_scheduler.models import history_table, table_for
 from sqla_scheduler.tasks import KEEP, TaskInstance
-from tests.faults.conftest import SOAK
 from tests.support import sqlite_file_url
+from tests.support.faults import SOAK
 
 T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
 TABLE = table_for()

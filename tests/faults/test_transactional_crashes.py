@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from tests.concurrency.conftest import Workers, rows, wait_until
-from tests.faults.conftest import FAST, kill_repeatedly, remaining, schedule
+from tests.support.faults import FAST, kill_repeatedly, remaining, schedule
+from tests.support.workers import Workers, rows, wait_until
 
 #: Executions, workers and how long to keep killing, per database (SQLite has one writer).
 SIZES = {"postgresql": (1_500, 3, 15.0), "sqlite": (300, 2, 15.0), "mariadb": (1_000, 3, 15.0)}

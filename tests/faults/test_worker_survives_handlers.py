@@ -9,8 +9,8 @@ import time
 
 from sqlalchemy import Engine
 
-from tests.concurrency.conftest import Workers, scalar
-from tests.faults.conftest import FAST, schedule
+from tests.support.faults import FAST, schedule
+from tests.support.workers import Workers, scalar
 
 
 def test_a_handlers_system_exit_does_not_end_the_worker(

@@ -13,8 +13,8 @@ from pathlib import Path
 from sqlalchemy import create_engine
 
 from sqla_scheduler import Scheduler, configure_sqlite, one_time
-from tests.concurrency.conftest import ROOT, wait_until, worker_command
 from tests.support import sqlite_file_url
+from tests.support.workers import ROOT, wait_until, worker_command
 
 
 def test_an_upcasters_system_exit_does_not_end_the_worker(
