@@ -19,8 +19,8 @@ from sqla_scheduler import ManualClock, Scheduler, one_time
 from sqla_scheduler.admin import create_app
 from sqla_scheduler.admin._security import csrf_token
 from sqla_scheduler.models import table_for
-from tests.admin.conftest import NOW, PASSWORD, SECRET, TOKEN, USER, XSS, AppFactory, client_for
-from tests.support import Harness, wait_for
+from tests.support import NOW, Harness, wait_for
+from tests.support.admin import PASSWORD, SECRET, TOKEN, USER, XSS, AppFactory, client_for
 
 # the admin reads and acts through the same bridge with either engine; its SQL
 # (previews, counts, pages) is the same for a database's two drivers

@@ -17,8 +17,8 @@ from markupsafe import escape
 
 from sqla_scheduler import ManualClock, Scheduler, SchedulerConfig, one_time
 from sqla_scheduler.admin import create_app
-from tests.admin.conftest import NOW, PASSWORD, USER, XSS_TASK, client_for, start_tags
-from tests.support import Harness
+from tests.support import NOW, Harness
+from tests.support.admin import PASSWORD, USER, XSS_TASK, client_for, start_tags
 
 pytestmark = pytest.mark.anyio
 

@@ -26,7 +26,7 @@ from sqla_scheduler import ManualClock, Scheduler, one_time
 from sqla_scheduler.admin import create_app
 from sqla_scheduler.models import table_for
 from tests.admin._browser import MOUNT, Watch, live, overflowing
-from tests.admin.conftest import (
+from tests.support.admin import (
     PASSWORD,
     USER,
     XSS,

@@ -22,8 +22,8 @@ from sqlalchemy import Engine, create_engine
 from sqla_scheduler import ManualClock, Scheduler, SchedulerConfig, one_time
 from sqla_scheduler.admin import create_app
 from tests.admin._browser import Watch, live
-from tests.admin.conftest import PASSWORD, USER
 from tests.support import sqlite_file_url
+from tests.support.admin import PASSWORD, USER
 
 pytestmark = pytest.mark.xdist_group("browser")
 

@@ -14,7 +14,7 @@ from starlette.routing import Mount
 from sqla_scheduler.admin import create_app
 from sqla_scheduler.models import table_for
 from tests.admin._browser import MOUNT, Watch, live
-from tests.admin.conftest import PASSWORD, USER, XSS, make_scheduler, seed
+from tests.support.admin import PASSWORD, USER, XSS, make_scheduler, seed
 
 pytestmark = pytest.mark.xdist_group("browser")
 

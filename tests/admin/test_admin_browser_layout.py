@@ -26,7 +26,7 @@ from starlette.routing import Mount
 
 from sqla_scheduler.admin import create_app
 from tests.admin._browser import MOUNT, Watch, live, mid_word_breaks, narrow_wraps, overflowing
-from tests.admin.conftest import (
+from tests.support.admin import (
     PASSWORD,
     USER,
     make_scheduler,

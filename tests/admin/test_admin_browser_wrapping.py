@@ -22,8 +22,8 @@ from sqla_scheduler import ManualClock, Scheduler, custom, one_time, recurring
 from sqla_scheduler.admin import create_app
 from sqla_scheduler.models import history_table, nodes_table, results_table, table_for
 from tests.admin._browser import live, mid_word_breaks, narrow_wraps, overflowing
-from tests.admin.conftest import PASSWORD, USER, entry_row, node_row, result_row, row
 from tests.support import sqlite_file_url
+from tests.support.admin import PASSWORD, USER, entry_row, node_row, result_row, row
 
 pytestmark = pytest.mark.xdist_group("browser")
 

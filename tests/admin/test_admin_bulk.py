@@ -15,16 +15,8 @@ from sqlalchemy import func, select, text, update
 
 from sqla_scheduler.admin._bulk import MAX_BULK
 from sqla_scheduler.models import paused_table, table_for
-from tests.admin.conftest import (
-    NOW,
-    TOKEN,
-    XSS,
-    XSS_ESCAPED,
-    XSS_TASK,
-    foreign_tags,
-    seed_history,
-)
-from tests.support import Harness
+from tests.support import NOW, Harness
+from tests.support.admin import TOKEN, XSS, XSS_ESCAPED, XSS_TASK, foreign_tags, seed_history
 
 pytestmark = pytest.mark.anyio
 

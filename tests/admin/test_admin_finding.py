@@ -15,8 +15,8 @@ import pytest
 from sqlalchemy import insert
 
 from sqla_scheduler.models import table_for
-from tests.admin.conftest import (
-    NOW,
+from tests.support import NOW, Harness
+from tests.support.admin import (
     XSS,
     XSS_ESCAPED,
     XSS_TASK,
@@ -26,7 +26,6 @@ from tests.admin.conftest import (
     seed_many,
     seed_results,
 )
-from tests.support import Harness
 
 pytestmark = pytest.mark.anyio
 

@@ -21,8 +21,8 @@ from starlette.routing import Mount
 
 from sqla_scheduler import Group, ManualClock, Scheduler, one_time
 from sqla_scheduler.admin import create_app
-from tests.admin.conftest import (
-    NOW,
+from tests.support import NOW, Harness
+from tests.support.admin import (
     PASSWORD,
     SECRET,
     TOKEN,
@@ -32,7 +32,6 @@ from tests.admin.conftest import (
     client_for,
     foreign_tags,
 )
-from tests.support import Harness
 
 pytestmark = pytest.mark.anyio
 

@@ -24,11 +24,11 @@ from sqla_scheduler import ManualClock, Scheduler, SchedulerConfig, one_time
 from sqla_scheduler.admin import create_app
 from sqla_scheduler.admin._security import csrf_token
 from sqla_scheduler.models import history_table, table_for
-from tests.admin.conftest import (
+from tests.support import NOW, Harness
+from tests.support.admin import (
     ABANDONED_DATA,
     ABANDONED_ERROR,
     BOUNCE_ERROR,
-    NOW,
     PASSWORD,
     TASKS,
     USER,
@@ -40,7 +40,6 @@ from tests.admin.conftest import (
     foreign_tags,
     seed_history,
 )
-from tests.support import Harness
 
 # the admin reads and acts through the same bridge with either engine; its SQL
 # (previews, counts, pages) is the same for a database's two drivers

@@ -21,9 +21,9 @@ from sqla_scheduler.admin import create_app, credentials_from_env, serve
 from sqla_scheduler.admin._security import CONTENT_SECURITY_POLICY
 from sqla_scheduler.exceptions import ConfigurationError
 from sqla_scheduler.models import table_for
-from tests.admin.conftest import (
+from tests.support import NOW, Harness
+from tests.support.admin import (
     BOUNCE_ERROR,
-    NOW,
     PASSWORD,
     USER,
     XSS,
@@ -36,7 +36,6 @@ from tests.admin.conftest import (
     seed_many,
     start_tags,
 )
-from tests.support import Harness
 
 # the admin reads and acts through the same bridge with either engine; its SQL
 # (previews, counts, pages) is the same for a database's two drivers

@@ -16,8 +16,8 @@ from sqla_scheduler import ManualClock, Scheduler, SchedulerConfig
 from sqla_scheduler.admin import create_app
 from sqla_scheduler.admin._security import csrf_token
 from sqla_scheduler.models import nodes_table, table_for
-from tests.admin.conftest import (
-    NOW,
+from tests.support import NOW, Harness
+from tests.support.admin import (
     PASSWORD,
     SECRET,
     TASKS,
@@ -30,7 +30,6 @@ from tests.admin.conftest import (
     seed_nodes,
     start_tags,
 )
-from tests.support import Harness
 
 # the admin reads and acts through the same bridge with either engine; its SQL
 # (previews, counts, pages) is the same for a database's two drivers

@@ -12,7 +12,7 @@ from sqlalchemy import create_engine
 
 from sqla_scheduler import ConfigurationError, Scheduler
 from sqla_scheduler.admin import create_app
-from tests.admin.conftest import PASSWORD, USER
+from tests.support.admin import PASSWORD, USER
 
 pytestmark = pytest.mark.anyio
 

@@ -15,8 +15,8 @@ from sqlalchemy import Connection, event
 
 from sqla_scheduler import ManualClock, Scheduler
 from sqla_scheduler.admin import create_app
-from tests.admin.conftest import NOW, PASSWORD, TASKS, USER, client_for, seed, seed_history
-from tests.support import Harness
+from tests.support import NOW, Harness
+from tests.support.admin import PASSWORD, TASKS, USER, client_for, seed, seed_history
 
 pytestmark = pytest.mark.anyio
 

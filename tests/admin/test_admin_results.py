@@ -21,9 +21,9 @@ from sqla_scheduler._statements import statements_on
 from sqla_scheduler._statements.finding import ResultFilter
 from sqla_scheduler.admin import create_app
 from sqla_scheduler.models import results_table, table_for
-from tests.admin.conftest import (
+from tests.support import NOW, Harness
+from tests.support.admin import (
     HOSTILE_VALUE,
-    NOW,
     PASSWORD,
     TASKS,
     USER,
@@ -34,7 +34,6 @@ from tests.admin.conftest import (
     result_row,
     seed_results,
 )
-from tests.support import Harness
 
 pytestmark = pytest.mark.anyio
 

@@ -22,7 +22,7 @@ from sqla_scheduler.admin import create_wsgi_app
 from sqla_scheduler.admin._security import CONTENT_SECURITY_POLICY
 from sqla_scheduler.exceptions import ConfigurationError
 from sqla_scheduler.models import table_for
-from tests.admin.conftest import PASSWORD, USER, make_scheduler, seed
+from tests.support.admin import PASSWORD, USER, make_scheduler, seed
 
 MOUNT = "/admin/jobs"
 HIDDEN = r'<input type="hidden" name="(\w+)" value="([^"]*)"'

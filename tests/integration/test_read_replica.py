@@ -16,7 +16,7 @@ from sqlalchemy import Engine, create_engine
 
 from sqla_scheduler import Scheduler, one_time
 from sqla_scheduler.admin import create_app
-from tests.admin.conftest import PASSWORD, SECRET, TOKEN, USER, client_for
+from tests.support.admin import PASSWORD, SECRET, TOKEN, USER, client_for
 from tests.support.cli import cli_env, invoke
 from tests.support.servers.replica import PostgresReplica
 
