@@ -35,13 +35,7 @@ from typing import ClassVar, Final
 import pymysql
 
 from tests.support.servers.apt import installed_as_root
-from tests.support.servers.base import (
-    ChildServer,
-    free_port,
-    kill_by_pid_file,
-    reap_stale,
-    tail,
-)
+from tests.support.servers.base import ChildServer, free_port, kill_by_pid_file, reap_stale, tail
 
 __all__ = [
     "DIR_PREFIX",

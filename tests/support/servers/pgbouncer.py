@@ -32,13 +32,7 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from tests.support.servers.apt import installed_as_root
-from tests.support.servers.base import (
-    ChildServer,
-    free_port,
-    kill_by_pid_file,
-    reap_stale,
-    tail,
-)
+from tests.support.servers.base import ChildServer, free_port, kill_by_pid_file, reap_stale, tail
 from tests.support.servers.mariadb import _binary
 from tests.support.servers.postgres import PostgresCluster, PostgresEndpoint
 
