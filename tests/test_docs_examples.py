@@ -229,17 +229,26 @@ def test_every_fixture_belongs_to_a_group() -> None:
             assert (path.parent.name, name) in groups, f"{path}: no such group on the page"
 
 
+@pytest.fixture(scope="module")
+def migrated_app_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated once (``sqla-scheduler db upgrade``), for each example to
+    copy as its ``app.db``."""
+    path = tmp_path_factory.mktemp("migrated") / "app.db"
+    migrate.upgrade(f"sqlite:///{path}")
+    return path
+
+
 @pytest.mark.parametrize(
     "key", sorted(EXAMPLES), ids=[f"{page}:{group}" for page, group in sorted(EXAMPLES)]
 )
-def test_docs_example_runs(key: tuple[str, str], tmp_path: Path) -> None:
+def test_docs_example_runs(key: tuple[str, str], migrated_app_db: Path, tmp_path: Path) -> None:
     example = EXAMPLES[key]
     if example.fixtures.is_dir():
         shutil.copytree(example.fixtures, tmp_path, dirs_exist_ok=True)
     for name, text in example.files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    migrate.upgrade(f"sqlite:///{tmp_path / 'app.db'}")
+    shutil.copyfile(migrated_app_db, tmp_path / "app.db")
     script = tmp_path / "example.py"
     script.write_text(example.script())
     run = subprocess.run(

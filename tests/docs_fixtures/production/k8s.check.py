@@ -45,7 +45,8 @@ argv = [
 ]
 worker_process = subprocess.Popen(
     [sys.executable, "-m", "sqla_scheduler", "worker", *argv],
-    env={**os.environ, "PYTHONPATH": os.getcwd()},
+    # this directory's myapp, then the checkout under test (the test's PYTHONPATH)
+    env={**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ["PYTHONPATH"]])},
     stdout=subprocess.PIPE,
     stderr=subprocess.STDOUT,
 )

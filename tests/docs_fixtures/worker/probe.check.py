@@ -23,7 +23,12 @@ with socket.socket() as s:
 args = [str(free) if arg == str(port["containerPort"]) else arg for arg in args]
 worker = subprocess.Popen(
     [sys.executable, "-m", "sqla_scheduler", *args],
-    env={**os.environ, "DATABASE_URL": "sqlite:///app.db", "PYTHONPATH": os.getcwd()},
+    env={
+        **os.environ,
+        "DATABASE_URL": "sqlite:///app.db",
+        # this directory's myapp, then the checkout under test (the test's PYTHONPATH)
+        "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ["PYTHONPATH"]]),
+    },
     stdout=subprocess.PIPE,
     stderr=subprocess.STDOUT,
 )
