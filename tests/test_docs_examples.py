@@ -49,6 +49,7 @@ stops cleanly at Ctrl-C. Any other command fails the test until a check is added
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import re
 import shlex
@@ -238,28 +239,102 @@ def migrated_app_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+#: The examples' runner: a Python, warnings as errors, that imports once what nearly every
+#: example imports (SQLAlchemy and the scheduler: most of a fresh interpreter's CPU), then
+#: forks a child per example, which runs the script as ``python -W error example.py``
+#: would (its directory as the working directory and first on the path, ``__main__``, its
+#: output to files) and ends as the script does. The runner prints its exit code, or kills
+#: it after ``timeout`` seconds.
+RUNNER = """
+import json, os, runpy, select, signal, sys
+
+import sqlalchemy.ext.asyncio, sqlalchemy.orm
+from sqla_scheduler import Scheduler
+
+for line in sys.stdin:  # one example a line: its script, output files and timeout
+    request = json.loads(line)
+    child = os.fork()
+    if child == 0:
+        break
+    waiting = os.pidfd_open(child)
+    if not select.select([waiting], [], [], request["timeout"])[0]:
+        os.kill(child, signal.SIGKILL)
+    os.close(waiting)
+    print(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]), flush=True)
+else:
+    sys.exit(0)
+
+null = os.open(os.devnull, os.O_RDONLY)
+os.dup2(null, 0)
+for fd, name in ((1, "stdout"), (2, "stderr")):
+    os.dup2(os.open(request[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+script = request["script"]
+os.chdir(os.path.dirname(script))
+sys.path[0] = os.path.dirname(script)
+sys.argv = [script]
+runpy.run_path(script, run_name="__main__")
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ExampleRunner:
+    """A running ``RUNNER``, for one test at a time."""
+
+    process: subprocess.Popen[str]
+
+    def run(
+        self, script: Path, *, output: Path, timeout: float
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``script`` as a script of its own, its stdout and stderr written in
+        ``output``; its exit code, stdout and stderr."""
+        stdout, stderr = output / "stdout", output / "stderr"
+        request = {"script": str(script), "stdout": str(stdout), "stderr": str(stderr)}
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
+        self.process.stdin.write(json.dumps({**request, "timeout": timeout}) + "\n")
+        self.process.stdin.flush()
+        code = self.process.stdout.readline()
+        assert code, f"the examples' runner ended: {self.process.wait()}"
+        return subprocess.CompletedProcess(
+            [str(script)], int(code), stdout.read_text(), stderr.read_text()
+        )
+
+
+@pytest.fixture(scope="module")
+def example_runner() -> Iterator[ExampleRunner]:
+    with subprocess.Popen(
+        [sys.executable, "-W", "error", "-c", RUNNER],
+        env=cli_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as process:
+        assert process.stdin is not None
+        try:
+            yield ExampleRunner(process)
+        finally:
+            process.stdin.close()  # the runner's end
+            assert process.wait(timeout=60) == 0
+
+
 @pytest.mark.parametrize(
     "key", sorted(EXAMPLES), ids=[f"{page}:{group}" for page, group in sorted(EXAMPLES)]
 )
-def test_docs_example_runs(key: tuple[str, str], migrated_app_db: Path, tmp_path: Path) -> None:
+def test_docs_example_runs(
+    key: tuple[str, str], migrated_app_db: Path, example_runner: ExampleRunner, tmp_path: Path
+) -> None:
     example = EXAMPLES[key]
+    directory = tmp_path / "example"
+    directory.mkdir()
     if example.fixtures.is_dir():
-        shutil.copytree(example.fixtures, tmp_path, dirs_exist_ok=True)
+        shutil.copytree(example.fixtures, directory, dirs_exist_ok=True)
     for name, text in example.files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    shutil.copyfile(migrated_app_db, tmp_path / "app.db")
-    script = tmp_path / "example.py"
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_text(text)
+    shutil.copyfile(migrated_app_db, directory / "app.db")
+    script = directory / "example.py"
     script.write_text(example.script())
-    run = subprocess.run(
-        [sys.executable, "-W", "error", str(script)],
-        cwd=tmp_path,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    run = example_runner.run(script, output=tmp_path, timeout=120)
     assert run.returncode == 0, f"{key}:\n{run.stdout}\n{run.stderr}"
 
 
