@@ -18,7 +18,7 @@ from sqlalchemy import Engine, event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler import Scheduler, one_time
-from tests.conftest import Harness, wait_for
+from tests.support import Harness, wait_for
 
 pytestmark = pytest.mark.anyio
 

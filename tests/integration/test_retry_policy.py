@@ -5,23 +5,18 @@ end."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from sqla_scheduler import FixedDelay, HistoryEntry, ManualClock, Scheduler, one_time, recurring
-from tests.conftest import Harness
+from tests.support import Harness
+from tests.support.clocks import NOW
 
 pytestmark = pytest.mark.anyio
 
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 BASE = timedelta(seconds=10)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
 
 
 class CardDeclined(Exception):

@@ -26,11 +26,11 @@ from sqla_scheduler import (
     one_time,
     recurring,
 )
-from tests.conftest import Harness
+from tests.support import Harness
+from tests.support.clocks import NOW
 
 pytestmark = pytest.mark.anyio
 
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 STEP = timedelta(seconds=5)
 SNOOZES = 1000
 
@@ -44,11 +44,6 @@ class Note(Base):
 
     __tablename__ = "snooze_notes"
     key: Mapped[str] = mapped_column(String(100), primary_key=True)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(NOW)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import replace
-from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any
 
@@ -15,8 +14,7 @@ import pytest
 from sqla_scheduler import ExecutionContext
 from sqla_scheduler._progress import MAX_PROGRESS_MESSAGE
 from sqla_scheduler.executions import Execution, Progress
-
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
+from tests.support.clocks import NOW
 
 
 def _context(reports: list[tuple[float | None, str | None]]) -> ExecutionContext[Any]:

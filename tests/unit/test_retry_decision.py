@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -25,9 +25,9 @@ from sqla_scheduler._error_text import error_text
 from sqla_scheduler._runner import outcomes
 from sqla_scheduler._runner.outcomes import Abandon
 from sqla_scheduler._store import Completion
-from tests.unit._builders import execution_at
+from tests.support.builders import execution_at
+from tests.support.clocks import NOW
 
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
 CONFIG = SchedulerConfig(
     retry_base_delay=timedelta(seconds=30),
     retry_backoff_rate=2.0,

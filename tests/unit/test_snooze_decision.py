@@ -11,8 +11,7 @@ import pytest
 from sqla_scheduler import Execution, FixedDelay, Snooze, TaskDefinitionError, one_time, recurring
 from sqla_scheduler._runner import outcomes
 from sqla_scheduler.models import INT_MAX
-
-NOW = datetime(2030, 5, 17, 12, 0, tzinfo=timezone.utc)
+from tests.support.clocks import NOW
 
 
 def noop(ctx: Any) -> None: ...
