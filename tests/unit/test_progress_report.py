@@ -13,7 +13,8 @@ import pytest
 
 from sqla_scheduler import ExecutionContext
 from sqla_scheduler._progress import MAX_PROGRESS_MESSAGE
-from sqla_scheduler.executions import Execution, Progress
+from sqla_scheduler.executions import Progress
+from tests.support.builders import execution_at
 from tests.support.clocks import NOW
 
 
@@ -82,20 +83,14 @@ async def test_an_async_handler_awaits_a_report() -> None:
 
 
 def test_an_executions_progress_in_json() -> None:
-    execution = Execution(
+    execution = execution_at(
+        NOW,
         task_name="import",
         instance_id="file-7",
-        data=None,
-        execution_time=NOW,
         picked=True,
         picked_by="worker-1",
         last_heartbeat=NOW,
-        last_success=None,
-        last_failure=None,
-        consecutive_failures=0,
         version=2,
-        priority=0,
-        schedule=None,
         progress=Progress(0.5, "half", NOW),
     )
     assert json.loads(json.dumps(execution.to_json()))["progress"] == {

@@ -11,6 +11,7 @@ import pytest
 from sqla_scheduler import Execution, FixedDelay, Snooze, TaskDefinitionError, one_time, recurring
 from sqla_scheduler._runner import outcomes
 from sqla_scheduler.models import INT_MAX
+from tests.support.builders import execution_at
 from tests.support.clocks import NOW
 
 
@@ -24,20 +25,16 @@ HOURLY = recurring("poll", FixedDelay(timedelta(hours=1)))(noop)
 def picked(*, snoozes: int = 0, failures: int = 0) -> Execution:
     """A picked execution of ``poll`` that failed ``failures`` times and snoozed
     ``snoozes`` times, due five seconds ago."""
-    return Execution(
+    return execution_at(
+        NOW - timedelta(seconds=5),
         task_name="poll",
         instance_id="a",
         data={"n": 1},
-        execution_time=NOW - timedelta(seconds=5),
         picked=True,
         picked_by="me",
         last_heartbeat=NOW,
-        last_success=None,
-        last_failure=None,
         consecutive_failures=failures,
         version=2,
-        priority=0,
-        schedule=None,
         last_error="RuntimeError: earlier" if failures else None,
         payload_version=3,
         snoozes=snoozes,
