@@ -276,7 +276,7 @@ def clock() -> ManualClock:
 @pytest.fixture(params=DB_PARAMS)
 async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
     mode, backend = request.param
-    connect_args = direct_url = None
+    connect_args = direct_url = look_url = None
     if backend == "postgresql":
         url = request.getfixturevalue("pg_url")
     elif backend == "pgbouncer":  # the application's own statements, not prepared either
@@ -285,13 +285,13 @@ async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Ha
         cluster = request.getfixturevalue("pg_cluster")
         direct_url = cluster.url(str(make_url(url).database))
     elif backend == "mariadb":
-        url = request.getfixturevalue("mariadb_url")
+        url = look_url = request.getfixturevalue("mariadb_url")
         if mode == "async":
             url = async_mariadb_url(url)
     else:
         template = request.getfixturevalue("sqlite_template")
         url = sqlite_file_url(template, tmp_path, "aiosqlite" if mode == "async" else "pysqlite")
-    harness = Harness(mode, url, connect_args, direct_url)
+    harness = Harness(mode, url, connect_args, direct_url, look_url)
     try:
         yield harness
         assert harness.checked_out() == 0, "the test leaked a pooled connection"

@@ -34,13 +34,17 @@ class Harness:
         url: str,
         connect_args: dict[str, Any] | None = None,
         direct_url: str | None = None,
+        look_url: str | None = None,
     ) -> None:
         self.mode = mode
         self.url = url
         #: The database without a pooler between: where a test LISTENs.
         self.direct_url = direct_url or url
         args = connect_args or {}
-        self.sync_engine: Engine = create_engine(sync_url(url), connect_args=args)
+        #: ``look_url`` when given: the same database through a sync driver set up for the
+        #: test's reads (PyMySQL's ``ssl_disabled``, which asyncmy's URL cannot carry and
+        #: without which each connection builds a TLS context: ~0.1 s of CPU).
+        self.sync_engine: Engine = create_engine(look_url or sync_url(url), connect_args=args)
         self.engine: Engine | AsyncEngine = (
             create_async_engine(url, connect_args=args)
             if mode == "async"
