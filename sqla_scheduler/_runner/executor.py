@@ -42,7 +42,7 @@ from sqla_scheduler.exceptions import InvalidScheduleError, Snooze
 from sqla_scheduler.groups import Group
 from sqla_scheduler.interceptors import ExecutionInterceptor
 from sqla_scheduler.listeners import dispatch
-from sqla_scheduler.tasks import RecurringTask, Task
+from sqla_scheduler.tasks import Task
 
 __all__ = ["Attempted", "Executor", "Prepared"]
 
@@ -55,6 +55,8 @@ class Prepared:
 
     held: Held
     task: Task[Any]
+    #: What decides its outcome, read before it runs.
+    policy: outcomes.Policy
     #: The context its handler gets (a transactional one's gets its session on top).
     context: ExecutionContext[Any]
 
@@ -126,10 +128,11 @@ class Executor(Service):
         """Make ``held`` ready for its attempt, or return the outcome it comes to instead.
 
         Records the start of an execution that was in trouble before (``_StartRecorder``),
-        waits for a time picked just ahead, decodes the payload and builds the context.
-        An execution taken over (or whose start cannot be recorded), undecodable, spent
-        (``outcomes.spent``) or past its rate limit's start (``_late``) does not run. One
-        that runs is told to the listeners (``on_start``)."""
+        waits for a time picked just ahead, decodes the payload, reads its outcome policy
+        (``outcomes.policy_of``) and builds the context. An execution taken over (or whose
+        start cannot be recorded), undecodable, spent (``outcomes.spent``) or past its rate
+        limit's start (``_late``) does not run. One that runs is told to the listeners
+        (``on_start``)."""
         execution = held.execution
         if execution.last_failure is not None:
             # Recorded before the wait for the time below, so that its round trip does
@@ -144,22 +147,16 @@ class Executor(Service):
         task = self.tasks[execution.task_name]
         try:
             payload = await self._decode(task, execution)
-            if isinstance(task, RecurringTask):
-                outcomes.schedule_of(task, execution)  # what follows the run must read
+            policy = outcomes.policy_of(task, execution, self.config)  # its schedule must read
         except Exception as exc:  # whatever decoding raised (see ``_app_code``): it cannot run
             return Outcome(
                 held=held,
-                decision=outcomes.undecodable(
-                    execution,
-                    exc,
-                    self.clock.now(),
-                    keep_result=outcomes.keeps_result(task, execution),
-                ),
+                decision=outcomes.undecodable(task, execution, exc, self.clock.now()),
                 on_recorded=partial(_log_undecodable, execution, exc),
             )
         group = None if execution.awaits is None else await self._group(execution.awaits)
         context = _context(task, held, payload, group, self.shutdown, self._progress)
-        spent = outcomes.spent(task, execution, self.config)
+        spent = outcomes.spent(policy)
         if spent is not None:
             return Outcome(held=held, decision=spent, context=context, on_abandon=task.on_abandon)
         late = self._late(held)
@@ -167,7 +164,7 @@ class Executor(Service):
             return late
         if self.listeners:
             dispatch(self.listeners, "on_start", context)
-        return Prepared(held=held, task=task, context=context)
+        return Prepared(held=held, task=task, policy=policy, context=context)
 
     async def attempt(self, prepared: Prepared) -> Attempted | Outcome:
         """Run the handler once, through the interceptors and held to its timeout
@@ -255,14 +252,12 @@ class Executor(Service):
         recorded (see ``outcomes.succeeded``)."""
         context = attempted.context
         completion = outcomes.succeeded(
-            prepared.task,
-            prepared.held.execution,
+            prepared.policy,
             attempted.result,
             now=attempted.ended_at,
             scheduled=context.scheduled,
             plans=context.plans,
             started_at=attempted.started_at,
-            max_result_size=self.config.max_result_size,
         )
         on_recorded = (
             partial(dispatch, self.listeners, "on_success", context, attempted.duration)
@@ -275,11 +270,7 @@ class Executor(Service):
         """The snooze of ``attempted``: raises what the policy raises when its delay is not
         one (see ``outcomes.snoozed``)."""
         completion = outcomes.snoozed(
-            prepared.task,
-            prepared.held.execution,
-            snooze,
-            now=attempted.ended_at,
-            started_at=attempted.started_at,
+            prepared.policy, snooze, now=attempted.ended_at, started_at=attempted.started_at
         )
         return Outcome(held=prepared.held, decision=completion)
 
@@ -287,12 +278,7 @@ class Executor(Service):
         """The retry or abandon that ``error``, the attempt's failure, comes to."""
         held, task, context = prepared.held, prepared.task, attempted.context
         decision = outcomes.failed(
-            task,
-            held.execution,
-            error,
-            now=attempted.ended_at,
-            config=self.config,
-            started_at=attempted.started_at,
+            prepared.policy, error, now=attempted.ended_at, started_at=attempted.started_at
         )
         retry_at = None if isinstance(decision, outcomes.Abandon) else decision.at
         log.error(

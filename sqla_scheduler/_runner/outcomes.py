@@ -1,9 +1,11 @@
 """The outcome policy: what a handler's result or error comes to. Pure: no I/O, no clock.
 
-Each function takes the task, the execution as picked and the time, and returns what to
-record: a ``Completion`` (committed in a batch with others) or an ``Abandon`` (the row
-removed together with the task's ``on_abandon`` hook). ``Outcome`` carries that decision
-from the executor to the completer with what the completer needs to act on it.
+An execution's ``Policy`` is read once before it runs (``policy_of``: its task, its
+schedule, its retry limit, whether its outcome is kept). Each decision takes it and the
+time, and returns what to record: a ``Completion`` (committed in a batch with others) or
+an ``Abandon`` (the row removed together with the task's ``on_abandon`` hook).
+``Outcome`` carries that decision from the executor to the completer with what the
+completer needs to act on it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from sqla_scheduler._app_code import calling
 from sqla_scheduler._checks import check_aware
 from sqla_scheduler._error_text import MAX_ERROR_TEXT, error_text
 from sqla_scheduler._execution import KEEP, Execution, GroupPlan, NextAt, TaskInstance
-from sqla_scheduler._result import DEFAULT_MAX_RESULT_SIZE, encode_result, kept
+from sqla_scheduler._result import encode_result, kept
 from sqla_scheduler._runner.held import Held
 from sqla_scheduler._store import Completion
 from sqla_scheduler.config import SchedulerConfig, backoff, read_setting
@@ -34,15 +36,13 @@ from sqla_scheduler.tasks import OneTimeTask, RecurringTask, Task, as_schedule
 __all__ = [
     "Abandon",
     "Outcome",
+    "Policy",
     "abandon_failed",
     "failed",
     "jitter_fraction",
-    "keeps_result",
-    "next_run",
+    "policy_of",
     "release",
     "retry_delay",
-    "retry_limit",
-    "schedule_of",
     "snooze_until",
     "snoozed",
     "spent",
@@ -90,22 +90,50 @@ class Outcome:
     committed: bool = False
 
 
-def schedule_of(task: RecurringTask[Any], execution: Execution) -> Schedule:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Policy:
+    """What decides an execution's outcome: its task and config, with what they come to for
+    it, read once before it runs (``policy_of``) for every decision after."""
+
+    task: Task[Any]
+    #: The execution as picked.
+    execution: Execution
+    config: SchedulerConfig
+    #: What runs a recurring task's execution next (``_schedule_of``); ``None`` for others.
+    schedule: Schedule | None
+    #: How many retries it gets; ``None`` for no limit (``_retry_limit``).
+    retry_limit: int | None
+    #: Whether its final outcome is kept (``_keeps_result``).
+    keep_result: bool
+
+
+def policy_of(task: Task[Any], execution: Execution, config: SchedulerConfig) -> Policy:
+    """``execution``'s policy. Raises ``InvalidScheduleError`` (naming the task) when it is
+    a recurring task's whose schedule is its row's, and that is missing or does not read:
+    such a row cannot run."""
+    return Policy(
+        task=task,
+        execution=execution,
+        config=config,
+        schedule=_schedule_of(task, execution) if isinstance(task, RecurringTask) else None,
+        retry_limit=_retry_limit(task, config),
+        keep_result=_keeps_result(task, execution),
+    )
+
+
+def _schedule_of(task: RecurringTask[Any], execution: Execution) -> Schedule:
     """What runs ``execution`` of a recurring task next: the task's schedule, or, for a task
-    without one, the schedule its row carries. Raises ``InvalidScheduleError`` (naming the
-    task) when the row's is missing or does not read: such a row cannot run."""
+    without one, the schedule its row carries."""
     if task.schedule is not None:
         return task.schedule
     return _own_schedule(task.name, execution.schedule)
 
 
-def next_run(
-    task: RecurringTask[Any], schedule: Schedule, execution: Execution, now: datetime
-) -> datetime:
-    """When ``schedule`` (maybe the application's own class) runs ``execution`` next after
+def _next_run(policy: Policy, schedule: Schedule, now: datetime) -> datetime:
+    """When ``schedule`` (maybe the application's own class) runs the execution next after
     a run that ended at ``now``; what it raises is an ``Exception`` (see ``_app_code``)."""
-    with calling(task.name, f"schedule {type(schedule).__name__}.next_run"):
-        return schedule.next_run(scheduled_at=execution.execution_time, completed_at=now)
+    with calling(policy.task.name, f"schedule {type(schedule).__name__}.next_run"):
+        return schedule.next_run(scheduled_at=policy.execution.execution_time, completed_at=now)
 
 
 @lru_cache(maxsize=1024)
@@ -120,7 +148,7 @@ def one_more_failure(failures: int) -> int:
     return min(max(failures, 0) + 1, INT_MAX)
 
 
-def retry_limit(task: Task[Any], config: SchedulerConfig) -> int | None:
+def _retry_limit(task: Task[Any], config: SchedulerConfig) -> int | None:
     """How many retries ``task``'s executions get; ``None`` for no limit.
 
     A recurring task is never abandoned: its schedule goes on.
@@ -130,48 +158,47 @@ def retry_limit(task: Task[Any], config: SchedulerConfig) -> int | None:
     return task.max_retries if task.max_retries is not None else config.max_retries
 
 
-def keeps_result(task: Task[Any], execution: Execution | None = None) -> bool:
+def _keeps_result(task: Task[Any], execution: Execution) -> bool:
     """Whether the final outcome of ``execution`` of ``task`` is kept: its task keeps
     results (``keep_result``), or it is a member of a group, whose callback sees it."""
-    if execution is not None and execution.group_id is not None:
+    if execution.group_id is not None:
         return True
     return isinstance(task, OneTimeTask) and task.keep_result
 
 
-def spent(task: Task[Any], execution: Execution, config: SchedulerConfig) -> Abandon | None:
-    """An ``Abandon`` when ``execution`` is out of retries before it runs again.
+def spent(policy: Policy) -> Abandon | None:
+    """An ``Abandon`` when the execution is out of retries before it runs again.
 
     That happens after a failed abandon, or after revivals counted crashes.
     """
-    limit = retry_limit(task, config)
+    execution, limit = policy.execution, policy.retry_limit
     if limit is not None and execution.consecutive_failures > limit:
         return Abandon(
             execution=execution,
             failures=execution.consecutive_failures,
             last_error=execution.last_error,
-            keep_result=keeps_result(task, execution),
+            keep_result=policy.keep_result,
         )
     return None
 
 
 def succeeded(
-    task: Task[Any],
-    execution: Execution,
+    policy: Policy,
     result: Any,
     *,
     now: datetime,
     scheduled: Sequence[TaskInstance[Any]] = (),
     plans: Sequence[GroupPlan] = (),
     started_at: datetime | None = None,
-    max_result_size: int = DEFAULT_MAX_RESULT_SIZE,
 ) -> Completion:
     """What a handler started at ``started_at`` that returned ``result`` at ``now`` comes to.
 
     Raises ``TypeError`` when the result is not one the task's kind can return, and
     ``PayloadError`` when a task with ``keep_result`` returns one it cannot keep (not
-    JSON, or more than ``max_result_size`` bytes of it); the caller records either as a
-    failure.
+    JSON, or more than the config's ``max_result_size`` bytes of it); the caller records
+    either as a failure.
     """
+    task, execution, schedule = policy.task, policy.execution, policy.schedule
     finish = partial(
         Completion,
         execution=execution,
@@ -181,19 +208,17 @@ def succeeded(
         outcome="succeeded",
         started_at=started_at,
     )
-    if isinstance(task, RecurringTask):
-        schedule = schedule_of(task, execution)
+    if schedule is not None:  # a recurring task's
         if isinstance(schedule, Disabled):
             return finish(kind="remove")
-        at = next_run(task, schedule, execution, now)
+        at = _next_run(policy, schedule, now)
         if result is None:  # the payload stays, and the version it was written with
             return finish(kind="succeed", at=at, data=execution.data)
         data = task.codec.encode(result)
         return finish(kind="succeed", at=at, data=data, payload_version=task.payload_version)
-    keep = keeps_result(task, execution)
     if task.kind == "custom":
-        if result is None or (keep and not isinstance(result, NextAt)):
-            return _finished(finish, task, execution, result, now, max_result_size)
+        if result is None or (policy.keep_result and not isinstance(result, NextAt)):
+            return _finished(finish, policy, result, now)
         if not isinstance(result, NextAt):
             raise TypeError(
                 f"custom task {task.name!r} returned {result!r}; return NextAt(at, payload) "
@@ -209,21 +234,16 @@ def succeeded(
             f"one-time task {task.name!r} returned NextAt; only custom tasks reschedule "
             "themselves (define it with @custom)"
         )
-    return _finished(finish, task, execution, result, now, max_result_size)
+    return _finished(finish, policy, result, now)
 
 
 def _finished(
-    finish: Callable[..., Completion],
-    task: Task[Any],
-    execution: Execution,
-    result: Any,
-    now: datetime,
-    max_result_size: int,
+    finish: Callable[..., Completion], policy: Policy, result: Any, now: datetime
 ) -> Completion:
-    """The row is removed: the execution finished, with ``result`` kept if its task keeps
-    results."""
-    if not keeps_result(task, execution):
+    """The row is removed: the execution finished, with ``result`` kept if its outcome is."""
+    if not policy.keep_result:
         return finish(kind="remove")
+    task, max_result_size = policy.task, policy.config.max_result_size
     if isinstance(task, OneTimeTask) and task.keep_result:
         value = encode_result(task.name, result, max_result_size)
     else:  # a group's member whose task keeps no result: its outcome is what counts
@@ -231,16 +251,14 @@ def _finished(
             value = encode_result(task.name, result, max_result_size)
         except PayloadError:
             value = None
-    return finish(kind="remove", result=kept(execution, "succeeded", now, value=value))
+    return finish(kind="remove", result=kept(policy.execution, "succeeded", now, value=value))
 
 
 def failed(
-    task: Task[Any],
-    execution: Execution,
+    policy: Policy,
     error: BaseException,
     *,
     now: datetime,
-    config: SchedulerConfig,
     started_at: datetime | None = None,
 ) -> Completion | Abandon:
     """What a handler started at ``started_at`` that raised ``error`` at ``now`` comes to:
@@ -255,16 +273,18 @@ def failed(
     into and is abandoned (removed). Either carries the error's text (``_error_text``),
     an abandon's or a given-up run's followed by the rule that decided.
     """
+    task, execution, schedule = policy.task, policy.execution, policy.schedule
     failures = one_more_failure(execution.consecutive_failures)
     gave_up, delay = verdict(task, error, failures)
-    retry_at = now + (retry_delay(task, execution, failures, config) if delay is None else delay)
+    retry_at = now + (
+        retry_delay(task, execution, failures, policy.config) if delay is None else delay
+    )
     text = error_text(error)
-    if isinstance(task, RecurringTask):
-        schedule = schedule_of(task, execution)
+    if schedule is not None:  # a recurring task's
         if isinstance(schedule, Disabled):
-            return _abandon(task, execution, error, failures, text, started_at)
+            return _abandon(policy, error, failures, text, started_at)
         try:
-            next_at = next_run(task, schedule, execution, now)
+            next_at = _next_run(policy, schedule, now)
         except Exception as schedule_error:  # the application's schedule: the backoff
             log.error(
                 "task %r: its schedule cannot tell the next run after %s; retrying at %s",
@@ -275,12 +295,12 @@ def failed(
             )
         else:
             retry_at = next_at if gave_up is not None else min(retry_at, next_at)
-    elif gave_up is None and (limit := retry_limit(task, config)) is not None and failures > limit:
+    elif gave_up is None and (limit := policy.retry_limit) is not None and failures > limit:
         gave_up = f"retry limit {limit}"
     if gave_up is not None:
         text = _decided(text, gave_up)
-        if not isinstance(task, RecurringTask):
-            return _abandon(task, execution, error, failures, text, started_at)
+        if schedule is None:
+            return _abandon(policy, error, failures, text, started_at)
     return Completion(
         execution=execution,
         kind="fail",
@@ -294,8 +314,7 @@ def failed(
 
 
 def snoozed(
-    task: Task[Any],
-    execution: Execution,
+    policy: Policy,
     snooze: Snooze,
     *,
     now: datetime,
@@ -309,11 +328,12 @@ def snoozed(
     Raises ``TaskDefinitionError`` (a ``ValueError``) naming the task when the snooze's
     delay is not one (``snooze_until``); the caller records that as a failure.
     """
+    execution = policy.execution
     return Completion(
         execution=execution,
         kind="snooze",
         now=now,
-        at=snooze_until(task.name, snooze.delay, now),
+        at=snooze_until(policy.task.name, snooze.delay, now),
         snoozes=min(max(execution.snoozes, 0) + 1, INT_MAX),
         outcome="snoozed",
         started_at=started_at,
@@ -438,20 +458,19 @@ def _decided(text: str, rule: str) -> str:
 
 
 def _abandon(
-    task: Task[Any],
-    execution: Execution,
+    policy: Policy,
     error: BaseException,
     failures: int,
     text: str,
     started_at: datetime | None,
 ) -> Abandon:
     return Abandon(
-        execution=execution,
+        execution=policy.execution,
         failures=failures,
         error=error,
         last_error=text,
         started_at=started_at,
-        keep_result=keeps_result(task, execution),
+        keep_result=policy.keep_result,
     )
 
 
@@ -473,19 +492,20 @@ def abandon_failed(abandon: Abandon, *, now: datetime, config: SchedulerConfig) 
 
 
 def undecodable(
-    execution: Execution, error: BaseException, now: datetime, *, keep_result: bool = False
+    task: Task[Any], execution: Execution, error: BaseException, now: datetime
 ) -> Completion:
     """A payload that does not decode (or an instance's own schedule that does not read)
     can never run: the row is taken out of rotation, into history with its payload and
-    the ``error`` (and, ``keep_result``, into the results)."""
+    the ``error`` (and into the results, when its outcome is kept: ``_keeps_result``)."""
     text = error_text(error)
+    keep = _keeps_result(task, execution)
     return Completion(
         execution=execution,
         kind="quarantine",
         now=now,
         error=text,
         outcome="undecodable",
-        result=kept(execution, "undecodable", now, error=text) if keep_result else None,
+        result=kept(execution, "undecodable", now, error=text) if keep else None,
     )
 
 

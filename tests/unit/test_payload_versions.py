@@ -13,6 +13,7 @@ from sqla_scheduler import (
     Execution,
     FixedDelay,
     NextAt,
+    SchedulerConfig,
     TaskInstance,
     custom,
     one_time,
@@ -249,14 +250,16 @@ def test_a_new_payload_is_written_at_the_tasks_version_and_a_kept_one_keeps_its_
     tick = recurring("t", FixedDelay(timedelta(minutes=1)), payload_version=3, upcasters=UPCASTERS)(
         handler
     )
-    kept = outcomes.succeeded(tick, _execution(1), None, now=NOW)
+    ticked = outcomes.policy_of(tick, _execution(1), SchedulerConfig())
+    kept = outcomes.succeeded(ticked, None, now=NOW)
     assert (kept.data, kept.payload_version) == ({"path": "a.png"}, None)  # the row's own
-    new = outcomes.succeeded(tick, _execution(1), {"source": "b", "width": 2}, now=NOW)
+    new = outcomes.succeeded(ticked, {"source": "b", "width": 2}, now=NOW)
     assert (new.data, new.payload_version) == ({"source": "b", "width": 2}, 3)
 
     poll = custom("t", payload_version=3, upcasters=UPCASTERS)(handler)
     later = NOW + timedelta(minutes=1)
-    kept = outcomes.succeeded(poll, _execution(2), NextAt(later), now=NOW)
+    polled = outcomes.policy_of(poll, _execution(2), SchedulerConfig())
+    kept = outcomes.succeeded(polled, NextAt(later), now=NOW)
     assert (kept.data, kept.payload_version) == ({"path": "a.png"}, None)
-    new = outcomes.succeeded(poll, _execution(2), NextAt(later, {"source": "c"}), now=NOW)
+    new = outcomes.succeeded(polled, NextAt(later, {"source": "c"}), now=NOW)
     assert (new.data, new.payload_version) == ({"source": "c"}, 3)

@@ -167,7 +167,9 @@ def test_a_one_time_failure_comes_to_what_the_model_says(
         should_retry=should_retry_for(answer, calls),
     )(noop)
     raised = error("boom")
-    decision = outcomes.failed(task, execution(failures=before), raised, now=NOW, config=CONFIG)
+    decision = outcomes.failed(
+        outcomes.policy_of(task, execution(failures=before), CONFIG), raised, now=NOW
+    )
     rule, delay = model(error, give_up_on, retry_on, answer, before + 1, limit)
     if rule is None:
         assert isinstance(decision, Completion)
@@ -205,7 +207,9 @@ def test_a_recurring_task_is_never_abandoned_a_given_up_run_waits_for_the_next(
         retry_on=retry_on,
         should_retry=should_retry_for(answer, []),
     )(noop)
-    decision = outcomes.failed(task, execution(failures=before), error("x"), now=NOW, config=CONFIG)
+    decision = outcomes.failed(
+        outcomes.policy_of(task, execution(failures=before), CONFIG), error("x"), now=NOW
+    )
     rule, delay = model(error, give_up_on, retry_on, answer, before + 1, None)
     assert isinstance(decision, Completion), "a recurring task is never abandoned"
     assert decision.failures == before + 1, "the failure is counted"
@@ -226,12 +230,16 @@ def test_what_should_retry_raises_is_logged_by_name_and_the_default_rule_decides
 
     task = one_time("job", max_retries=1, should_retry=should_retry)(noop)
     with caplog.at_level(logging.ERROR, logger="sqla_scheduler"):
-        retry = outcomes.failed(task, execution(), ValueError(), now=NOW, config=CONFIG)
+        retry = outcomes.failed(
+            outcomes.policy_of(task, execution(), CONFIG), ValueError(), now=NOW
+        )
     assert isinstance(retry, Completion)
     assert retry.at == NOW + timedelta(seconds=30)
     assert "task 'job': should_retry failed on attempt 1" in caplog.text
     assert "SystemExit: not the loop's end" in caplog.text
-    spent = outcomes.failed(task, execution(failures=1), ValueError(), now=NOW, config=CONFIG)
+    spent = outcomes.failed(
+        outcomes.policy_of(task, execution(failures=1), CONFIG), ValueError(), now=NOW
+    )
     assert isinstance(spent, Abandon)
     assert spent.last_error is not None
     assert spent.last_error.endswith("\n(retry limit 1)")

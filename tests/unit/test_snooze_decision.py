@@ -8,7 +8,15 @@ from typing import Any
 
 import pytest
 
-from sqla_scheduler import Execution, FixedDelay, Snooze, TaskDefinitionError, one_time, recurring
+from sqla_scheduler import (
+    Execution,
+    FixedDelay,
+    SchedulerConfig,
+    Snooze,
+    TaskDefinitionError,
+    one_time,
+    recurring,
+)
 from sqla_scheduler._runner import outcomes
 from sqla_scheduler.models import INT_MAX
 from tests.support.builders import execution_at
@@ -16,6 +24,11 @@ from tests.support.clocks import NOW
 
 
 def noop(ctx: Any) -> None: ...
+
+
+def policy(task: Any, execution: Execution) -> outcomes.Policy:
+    """``execution``'s outcome policy, under the default config."""
+    return outcomes.policy_of(task, execution, SchedulerConfig())
 
 
 ONE_TIME = one_time("poll")(noop)
@@ -55,7 +68,7 @@ def picked(*, snoozes: int = 0, failures: int = 0) -> Execution:
 def test_a_snooze_hands_the_row_back_for_then_with_one_more_snooze(delay: Any, task: Any) -> None:
     execution = picked(snoozes=4, failures=2)
     started = NOW - timedelta(seconds=1)
-    done = outcomes.snoozed(task, execution, Snooze(delay), now=NOW, started_at=started)
+    done = outcomes.snoozed(policy(task, execution), Snooze(delay), now=NOW, started_at=started)
     assert done.kind == "snooze"
     assert done.at == NOW + timedelta(minutes=5)
     assert (done.snoozes, done.outcome, done.started_at) == (5, "snoozed", started)
@@ -66,7 +79,7 @@ def test_a_snooze_hands_the_row_back_for_then_with_one_more_snooze(delay: Any, t
 
 
 def test_the_count_stays_at_the_columns_largest_value() -> None:
-    done = outcomes.snoozed(ONE_TIME, picked(snoozes=INT_MAX), Snooze(0), now=NOW)
+    done = outcomes.snoozed(policy(ONE_TIME, picked(snoozes=INT_MAX)), Snooze(0), now=NOW)
     assert (done.at, done.snoozes) == (NOW, INT_MAX)
 
 
@@ -90,7 +103,7 @@ def test_a_delay_that_is_not_one_is_refused_naming_the_task_and_the_problem(
     delay: Any, problem: str
 ) -> None:
     with pytest.raises(TaskDefinitionError, match=r"^task 'poll': Snooze\(") as raised:
-        outcomes.snoozed(ONE_TIME, picked(), Snooze(delay), now=NOW)
+        outcomes.snoozed(policy(ONE_TIME, picked()), Snooze(delay), now=NOW)
     assert problem in str(raised.value)
 
 
