@@ -216,23 +216,21 @@ def succeeded(
             return finish(kind="succeed", at=at, data=execution.data)
         data = task.codec.encode(result)
         return finish(kind="succeed", at=at, data=data, payload_version=task.payload_version)
-    if task.kind == "custom":
-        if result is None or (policy.keep_result and not isinstance(result, NextAt)):
-            return _finished(finish, policy, result, now)
-        if not isinstance(result, NextAt):
+    if isinstance(result, NextAt):
+        if task.kind != "custom":
             raise TypeError(
-                f"custom task {task.name!r} returned {result!r}; return NextAt(at, payload) "
-                "to run again or None to finish (or define it with keep_result=True to "
-                "finish with that result)"
+                f"one-time task {task.name!r} returned NextAt; only custom tasks reschedule "
+                "themselves (define it with @custom)"
             )
         if result.payload is KEEP:
             return finish(kind="succeed", at=result.at, data=execution.data)
         data = task.codec.encode(result.payload)
         return finish(kind="succeed", at=result.at, data=data, payload_version=task.payload_version)
-    if isinstance(result, NextAt):
+    if task.kind == "custom" and result is not None and not policy.keep_result:
         raise TypeError(
-            f"one-time task {task.name!r} returned NextAt; only custom tasks reschedule "
-            "themselves (define it with @custom)"
+            f"custom task {task.name!r} returned {result!r}; return NextAt(at, payload) "
+            "to run again or None to finish (or define it with keep_result=True to "
+            "finish with that result)"
         )
     return _finished(finish, policy, result, now)
 
@@ -243,14 +241,13 @@ def _finished(
     """The row is removed: the execution finished, with ``result`` kept if its outcome is."""
     if not policy.keep_result:
         return finish(kind="remove")
-    task, max_result_size = policy.task, policy.config.max_result_size
-    if isinstance(task, OneTimeTask) and task.keep_result:
-        value = encode_result(task.name, result, max_result_size)
-    else:  # a group's member whose task keeps no result: its outcome is what counts
-        try:
-            value = encode_result(task.name, result, max_result_size)
-        except PayloadError:
-            value = None
+    task = policy.task
+    try:
+        value = encode_result(task.name, result, policy.config.max_result_size)
+    except PayloadError:
+        if isinstance(task, OneTimeTask) and task.keep_result:
+            raise
+        value = None  # a group's member whose task keeps no result: its outcome is what counts
     return finish(kind="remove", result=kept(policy.execution, "succeeded", now, value=value))
 
 
