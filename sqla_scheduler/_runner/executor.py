@@ -237,15 +237,17 @@ class Executor(Service):
         """What ``attempted`` comes to, by the outcome policy (``outcomes``): a success, a
         snooze, or, when the handler failed or its success or snooze cannot be recorded, a
         retry or an abandon, logged and told to the listeners (``on_failure``)."""
-        error = attempted.error
+        error, now, started_at = attempted.error, attempted.ended_at, attempted.started_at
         if error is None or isinstance(error, Snooze):
             try:
                 if error is None:
                     return self._succeeded(prepared, attempted)
-                return self._snoozed(prepared, attempted, error)
+                snoozed = outcomes.snoozed(prepared.policy, error, now=now, started_at=started_at)
+                return Outcome(held=prepared.held, decision=snoozed)
             except Exception as exc:
                 error = exc
-        return self._failed(prepared, attempted, error)
+        decision = outcomes.failed(prepared.policy, error, now=now, started_at=started_at)
+        return self._failed(prepared, attempted, error, decision)
 
     def _succeeded(self, prepared: Prepared, attempted: Attempted) -> Outcome:
         """The success of ``attempted``: raises what the policy raises when it cannot be
@@ -266,20 +268,16 @@ class Executor(Service):
         )
         return Outcome(held=prepared.held, decision=completion, on_recorded=on_recorded)
 
-    def _snoozed(self, prepared: Prepared, attempted: Attempted, snooze: Snooze) -> Outcome:
-        """The snooze of ``attempted``: raises what the policy raises when its delay is not
-        one (see ``outcomes.snoozed``)."""
-        completion = outcomes.snoozed(
-            prepared.policy, snooze, now=attempted.ended_at, started_at=attempted.started_at
-        )
-        return Outcome(held=prepared.held, decision=completion)
-
-    def _failed(self, prepared: Prepared, attempted: Attempted, error: BaseException) -> Outcome:
-        """The retry or abandon that ``error``, the attempt's failure, comes to."""
+    def _failed(
+        self,
+        prepared: Prepared,
+        attempted: Attempted,
+        error: BaseException,
+        decision: Completion | outcomes.Abandon,
+    ) -> Outcome:
+        """The retry or abandon ``decision`` that ``error``, the attempt's failure, came to,
+        logged and told to the listeners."""
         held, task, context = prepared.held, prepared.task, attempted.context
-        decision = outcomes.failed(
-            prepared.policy, error, now=attempted.ended_at, started_at=attempted.started_at
-        )
         retry_at = None if isinstance(decision, outcomes.Abandon) else decision.at
         log.error(
             "execution %s failed (consecutive failures: %d)%s",
