@@ -95,7 +95,8 @@ def encode_result(task_name: str, value: Any, max_size: int = DEFAULT_MAX_RESULT
     elif hasattr(value, "model_dump") and not isinstance(value, type):
         value = value.model_dump(mode="json")
     try:
-        text = dumps_payload(normalize_json(task_name, value))
+        normalized = normalize_json(task_name, value)
+        text = dumps_payload(normalized)
     except PayloadError as exc:
         raise PayloadError(str(exc).replace(": payload", ": result", 1)) from exc
     size = len(text.encode())
