@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypedDict, TypeVar, overload
 
 from sqla_scheduler._app_code import calling
 from sqla_scheduler._checks import (
@@ -33,6 +33,8 @@ from sqla_scheduler.exceptions import InvalidScheduleError, TaskDefinitionError
 from sqla_scheduler.schedules import Disabled, Schedule, parse_schedule
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from sqla_scheduler.context import ExecutionContext
 
 __all__ = [
@@ -368,6 +370,39 @@ def as_schedule(task_name: str, value: object, *, own: bool = False) -> Schedule
 # --- decorators -----------------------------------------------------------------------
 
 
+class _TaskOptions(TypedDict, total=False):
+    """The keyword options every decorator takes, each the [`Task`][] field of its name
+    (``upcasters=None``: none); one left out takes that field's default."""
+
+    priority: int
+    timeout: timedelta | float | None
+    max_concurrency: int | None
+    rate_limit: RateLimit | str | None
+    transactional: bool
+    payload_version: int
+    upcasters: Mapping[int, Upcaster] | None
+    retry_on: ErrorTypes | None
+    give_up_on: ErrorTypes
+    should_retry: ShouldRetry | None
+    retry_base_delay: timedelta | float | None
+    retry_backoff_rate: float | None
+    retry_max_delay: timedelta | float | None
+    retry_jitter: float
+
+
+class _AbandonOptions(TypedDict, total=False):
+    """The options of a task whose executions are abandoned when their retries are spent."""
+
+    max_retries: int | None
+    on_abandon: AbandonHook | None
+
+
+class _OneTimeOptions(_AbandonOptions, _TaskOptions, total=False):
+    """The options of ``one_time`` and ``custom``, in the order they document them."""
+
+    keep_result: bool
+
+
 @overload
 def recurring(
     name: str,
@@ -375,20 +410,7 @@ def recurring(
     *,
     payload_type: type[P],
     initial_payload: P | None = None,
-    priority: int = 0,
-    timeout: timedelta | float | None = None,
-    max_concurrency: int | None = None,
-    rate_limit: RateLimit | str | None = None,
-    transactional: bool = False,
-    payload_version: int = 1,
-    upcasters: Mapping[int, Upcaster] | None = None,
-    retry_on: ErrorTypes | None = None,
-    give_up_on: ErrorTypes = (),
-    should_retry: ShouldRetry | None = None,
-    retry_base_delay: timedelta | float | None = None,
-    retry_backoff_rate: float | None = None,
-    retry_max_delay: timedelta | float | None = None,
-    retry_jitter: float = 0.0,
+    **options: Unpack[_TaskOptions],
 ) -> Callable[[Handler[P]], RecurringTask[P]]: ...
 @overload
 def recurring(
@@ -397,20 +419,7 @@ def recurring(
     *,
     payload_type: None = None,
     initial_payload: Any = None,
-    priority: int = 0,
-    timeout: timedelta | float | None = None,
-    max_concurrency: int | None = None,
-    rate_limit: RateLimit | str | None = None,
-    transactional: bool = False,
-    payload_version: int = 1,
-    upcasters: Mapping[int, Upcaster] | None = None,
-    retry_on: ErrorTypes | None = None,
-    give_up_on: ErrorTypes = (),
-    should_retry: ShouldRetry | None = None,
-    retry_base_delay: timedelta | float | None = None,
-    retry_backoff_rate: float | None = None,
-    retry_max_delay: timedelta | float | None = None,
-    retry_jitter: float = 0.0,
+    **options: Unpack[_TaskOptions],
 ) -> Callable[[Handler[Any]], RecurringTask[Any]]: ...
 def recurring(
     name: str,
@@ -418,20 +427,7 @@ def recurring(
     *,
     payload_type: type[Any] | None = None,
     initial_payload: Any = None,
-    priority: int = 0,
-    timeout: timedelta | float | None = None,
-    max_concurrency: int | None = None,
-    rate_limit: RateLimit | str | None = None,
-    transactional: bool = False,
-    payload_version: int = 1,
-    upcasters: Mapping[int, Upcaster] | None = None,
-    retry_on: ErrorTypes | None = None,
-    give_up_on: ErrorTypes = (),
-    should_retry: ShouldRetry | None = None,
-    retry_base_delay: timedelta | float | None = None,
-    retry_backoff_rate: float | None = None,
-    retry_max_delay: timedelta | float | None = None,
-    retry_jitter: float = 0.0,
+    **options: Unpack[_TaskOptions],
 ) -> Callable[[Handler[Any]], RecurringTask[Any]]:
     """Define a recurring task: one row, run by ``schedule``, forever; or, without a
     schedule, a task of many instances, each with a schedule of its own
@@ -447,94 +443,25 @@ def recurring(
 
     return _decorator(
         RecurringTask,
+        options,
+        _TaskOptions.__optional_keys__,
         name=name,
         schedule=schedule,  # text is parsed in __post_init__
         payload_type=payload_type,
         initial_payload=initial_payload,
-        priority=priority,
-        timeout=timeout,
-        max_concurrency=max_concurrency,
-        rate_limit=rate_limit,
-        transactional=transactional,
-        payload_version=payload_version,
-        upcasters={} if upcasters is None else upcasters,
-        retry_on=retry_on,
-        give_up_on=give_up_on,
-        should_retry=should_retry,
-        retry_base_delay=retry_base_delay,
-        retry_backoff_rate=retry_backoff_rate,
-        retry_max_delay=retry_max_delay,
-        retry_jitter=retry_jitter,
     )
 
 
 @overload
 def one_time(
-    name: str,
-    *,
-    payload_type: type[P],
-    max_retries: int | None = None,
-    on_abandon: AbandonHook | None = None,
-    priority: int = 0,
-    timeout: timedelta | float | None = None,
-    max_concurrency: int | None = None,
-    rate_limit: RateLimit | str | None = None,
-    transactional: bool = False,
-    payload_version: int = 1,
-    upcasters: Mapping[int, Upcaster] | None = None,
-    retry_on: ErrorTypes | None = None,
-    give_up_on: ErrorTypes = (),
-    should_retry: ShouldRetry | None = None,
-    retry_base_delay: timedelta | float | None = None,
-    retry_backoff_rate: float | None = None,
-    retry_max_delay: timedelta | float | None = None,
-    retry_jitter: float = 0.0,
-    keep_result: bool = False,
+    name: str, *, payload_type: type[P], **options: Unpack[_OneTimeOptions]
 ) -> Callable[[Handler[P]], OneTimeTask[P]]: ...
 @overload
 def one_time(
-    name: str,
-    *,
-    payload_type: None = None,
-    max_retries: int | None = None,
-    on_abandon: AbandonHook | None = None,
-    priority: int = 0,
-    timeout: timedelta | float | None = None,
-    max_concurrency: int | None = None,
-    rate_limit: RateLimit | str | None = None,
-    transactional: bool = False,
-    payload_version: int = 1,
-    upcasters: Mapping[int, Upcaster] | None = None,
-    retry_on: ErrorTypes | None = None,
-    give_up_on: ErrorTypes = (),
-    should_retry: ShouldRetry | None = None,
-    retry_base_delay: timedelta | float | None = None,
-    retry_backoff_rate: float | None = None,
-    retry_max_delay: timedelta | float | None = None,
-    retry_jitter: float = 0.0,
-    keep_result: bool = False,
+    name: str, *, payload_type: None = None, **options: Unpack[_OneTimeOptions]
 ) -> Callable[[Handler[Any]], OneTimeTask[Any]]: ...
 def one_time(
-    name: str,
-    *,
-    payload_type: type[Any] | None = None,
-    max_retries: int | None = None,
-    on_abandon: AbandonHook | None = None,
-    priority: int = 0,
-    timeout: timedelta | float | None = None,
-    max_concurrency: int | None = None,
-    rate_limit: RateLimit | str | None = None,
-    transactional: bool = False,
-    payload_version: int = 1,
-    upcasters: Mapping[int, Upcaster] | None = None,
-    retry_on: ErrorTypes | None = None,
-    give_up_on: ErrorTypes = (),
-    should_retry: ShouldRetry | None = None,
-    retry_base_delay: timedelta | float | None = None,
-    retry_backoff_rate: float | None = None,
-    retry_max_delay: timedelta | float | None = None,
-    retry_jitter: float = 0.0,
-    keep_result: bool = False,
+    name: str, *, payload_type: type[Any] | None = None, **options: Unpack[_OneTimeOptions]
 ) -> Callable[[Handler[Any]], OneTimeTask[Any]]:
     """Define a one-time task: each scheduled instance runs once and its row is removed.
 
@@ -582,95 +509,23 @@ def one_time(
 
     return _decorator(
         OneTimeTask,
+        options,
+        _OneTimeOptions.__optional_keys__,
         name=name,
         payload_type=payload_type,
-        max_retries=max_retries,
-        on_abandon=on_abandon,
-        priority=priority,
-        timeout=timeout,
-        max_concurrency=max_concurrency,
-        rate_limit=rate_limit,
-        transactional=transactional,
-        payload_version=payload_version,
-        upcasters={} if upcasters is None else upcasters,
-        retry_on=retry_on,
-        give_up_on=give_up_on,
-        should_retry=should_retry,
-        retry_base_delay=retry_base_delay,
-        retry_backoff_rate=retry_backoff_rate,
-        retry_max_delay=retry_max_delay,
-        retry_jitter=retry_jitter,
-        keep_result=keep_result,
     )
 
 
 @overload
 def custom(
-    name: str,
-    *,
-    payload_type: type[P],
-    max_retries: int | None = None,
-    on_abandon: AbandonHook | None = None,
-    priority: int = 0,
-    timeout: timedelta | float | None = None,
-    max_concurrency: int | None = None,
-    rate_limit: RateLimit | str | None = None,
-    transactional: bool = False,
-    payload_version: int = 1,
-    upcasters: Mapping[int, Upcaster] | None = None,
-    retry_on: ErrorTypes | None = None,
-    give_up_on: ErrorTypes = (),
-    should_retry: ShouldRetry | None = None,
-    retry_base_delay: timedelta | float | None = None,
-    retry_backoff_rate: float | None = None,
-    retry_max_delay: timedelta | float | None = None,
-    retry_jitter: float = 0.0,
-    keep_result: bool = False,
+    name: str, *, payload_type: type[P], **options: Unpack[_OneTimeOptions]
 ) -> Callable[[Handler[P]], CustomTask[P]]: ...
 @overload
 def custom(
-    name: str,
-    *,
-    payload_type: None = None,
-    max_retries: int | None = None,
-    on_abandon: AbandonHook | None = None,
-    priority: int = 0,
-    timeout: timedelta | float | None = None,
-    max_concurrency: int | None = None,
-    rate_limit: RateLimit | str | None = None,
-    transactional: bool = False,
-    payload_version: int = 1,
-    upcasters: Mapping[int, Upcaster] | None = None,
-    retry_on: ErrorTypes | None = None,
-    give_up_on: ErrorTypes = (),
-    should_retry: ShouldRetry | None = None,
-    retry_base_delay: timedelta | float | None = None,
-    retry_backoff_rate: float | None = None,
-    retry_max_delay: timedelta | float | None = None,
-    retry_jitter: float = 0.0,
-    keep_result: bool = False,
+    name: str, *, payload_type: None = None, **options: Unpack[_OneTimeOptions]
 ) -> Callable[[Handler[Any]], CustomTask[Any]]: ...
 def custom(
-    name: str,
-    *,
-    payload_type: type[Any] | None = None,
-    max_retries: int | None = None,
-    on_abandon: AbandonHook | None = None,
-    priority: int = 0,
-    timeout: timedelta | float | None = None,
-    max_concurrency: int | None = None,
-    rate_limit: RateLimit | str | None = None,
-    transactional: bool = False,
-    payload_version: int = 1,
-    upcasters: Mapping[int, Upcaster] | None = None,
-    retry_on: ErrorTypes | None = None,
-    give_up_on: ErrorTypes = (),
-    should_retry: ShouldRetry | None = None,
-    retry_base_delay: timedelta | float | None = None,
-    retry_backoff_rate: float | None = None,
-    retry_max_delay: timedelta | float | None = None,
-    retry_jitter: float = 0.0,
-    keep_result: bool = False,
+    name: str, *, payload_type: type[Any] | None = None, **options: Unpack[_OneTimeOptions]
 ) -> Callable[[Handler[Any]], CustomTask[Any]]:
     """Define a custom task: its handler returns [`NextAt`][] to run again, ``None`` to end.
 
@@ -683,33 +538,31 @@ def custom(
 
     return _decorator(
         CustomTask,
+        options,
+        _OneTimeOptions.__optional_keys__,
         name=name,
         payload_type=payload_type,
-        max_retries=max_retries,
-        on_abandon=on_abandon,
-        priority=priority,
-        timeout=timeout,
-        max_concurrency=max_concurrency,
-        rate_limit=rate_limit,
-        transactional=transactional,
-        payload_version=payload_version,
-        upcasters={} if upcasters is None else upcasters,
-        retry_on=retry_on,
-        give_up_on=give_up_on,
-        should_retry=should_retry,
-        retry_base_delay=retry_base_delay,
-        retry_backoff_rate=retry_backoff_rate,
-        retry_max_delay=retry_max_delay,
-        retry_jitter=retry_jitter,
-        keep_result=keep_result,
     )
 
 
 TaskT = TypeVar("TaskT", bound="Task[Any]")
 
 
-def _decorator(cls: type[TaskT], **fields: Any) -> Callable[[Handler[Any]], TaskT]:
-    """A decorator that builds ``cls(handler=<the function>, **fields)``."""
+def _decorator(
+    cls: type[TaskT], options: Mapping[str, Any], known: frozenset[str], **fields: Any
+) -> Callable[[Handler[Any]], TaskT]:
+    """A decorator that builds ``cls(handler=<the function>, **fields, **options)``.
+
+    An option not among the ``known`` names fails here, as a keyword its decorator's
+    signature lacked would: ``recurring(..., max_retries=3)`` is a ``TypeError`` at once,
+    even though a ``RecurringTask`` has the field.
+    """
+    for key in options:
+        if key not in known:
+            raise TypeError(f"{cls.kind}() got an unexpected keyword argument {key!r}")
+    fields.update(options)
+    if fields.get("upcasters", ...) is None:
+        del fields["upcasters"]  # none: the field's default
     return lambda handler: cls(handler=handler, **fields)
 
 

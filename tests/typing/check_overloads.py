@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from sqlalchemy import Connection, Engine
@@ -10,7 +10,20 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
 from typing_extensions import assert_type
 
-from sqla_scheduler import Execution, HistoryEntry, Node, Scheduler, TaskInstance
+from sqla_scheduler import (
+    CustomTask,
+    Execution,
+    ExecutionContext,
+    HistoryEntry,
+    Node,
+    OneTimeTask,
+    RecurringTask,
+    Scheduler,
+    TaskInstance,
+    custom,
+    one_time,
+    recurring,
+)
 
 
 def sync_calls(
@@ -50,6 +63,24 @@ async def async_calls(
     assert_type(await scheduler.history(conn, task_name="t"), list[HistoryEntry])
     assert_type(await scheduler.requeue(session, 7), bool)
     assert_type(await scheduler.nodes(session), list[Node])
+
+
+def task_decorators(
+    untyped: Callable[[ExecutionContext[Any]], None], typed: Callable[[ExecutionContext[int]], None]
+) -> None:
+    """Each decorator takes its options as keywords and types its task by ``payload_type``."""
+    assert_type(
+        one_time("o", payload_type=int, max_retries=3, retry_jitter=0.1, keep_result=True)(typed),
+        OneTimeTask[int],
+    )
+    assert_type(one_time("o", timeout=2.5, rate_limit="5/s")(untyped), OneTimeTask[Any])
+    assert_type(custom("c", payload_type=int, on_abandon=None)(typed), CustomTask[int])
+    assert_type(custom("c", upcasters=None)(untyped), CustomTask[Any])
+    assert_type(
+        recurring("r", "-", payload_type=int, initial_payload=1, priority=2)(typed),
+        RecurringTask[int],
+    )
+    assert_type(recurring("r", give_up_on=ValueError)(untyped), RecurringTask[Any])
 
 
 def _now() -> Any:

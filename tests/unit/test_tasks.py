@@ -63,6 +63,29 @@ def test_decorators_build_each_kind() -> None:
     assert email.max_retries == 2
 
 
+@pytest.mark.parametrize(
+    ("decorator", "option"),
+    [
+        (recurring, "max_retries"),  # a RecurringTask has the field; the decorator refuses it
+        (recurring, "on_abandon"),
+        (recurring, "keep_result"),
+        (one_time, "schedule"),
+        (one_time, "initial_payload"),
+        (custom, "retries"),
+    ],
+)
+def test_a_decorator_refuses_an_option_it_does_not_take_when_called(
+    decorator: Any, option: str
+) -> None:
+    with pytest.raises(TypeError, match=f"unexpected keyword argument '{option}'"):
+        decorator("job", **{option: 1})
+
+
+def test_upcasters_none_is_no_upcaster() -> None:
+    task = one_time("email", upcasters=None)(handler)
+    assert task.upcasters == {}
+
+
 def test_recurring_accepts_the_text_form_of_a_schedule() -> None:
     task = recurring("sweep", "FIXED_DELAY|30s")(handler)
     assert task.schedule == FixedDelay(timedelta(seconds=30))
