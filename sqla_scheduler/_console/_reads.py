@@ -162,15 +162,13 @@ class Reads:
         self, chosen: ExecutionFilter, *, limit: int, offset: int
     ) -> Page[Previewed]:
         """One page of executions (``Previewed``), in their key's order unless sorted."""
-        now = self.clock.now()
-        filters = {**chosen.arguments(self.known), "now": now}
+        now, filters = self.clock.now(), chosen.arguments(self.known)
+        page = partial(_store.list_previews, limit=limit, offset=offset, preview=self.preview)
         return await self._page(
             now,
             offset,
-            partial(_store.count_executions, **filters),
-            partial(
-                _store.list_previews, limit=limit, offset=offset, preview=self.preview, **filters
-            ),
+            partial(_store.count_executions, now=now, **filters),
+            partial(page, now=now, **filters),
             _store.seen_task_names,
         )
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from sqla_scheduler._execution import Execution, ExecutionState
 from sqla_scheduler._statements.finding import Finding, HistoryFilter, ResultFilter
+from sqla_scheduler._statements.listing import ListingFilter
 from sqla_scheduler._store.results import Listed
 from sqla_scheduler.groups import Group
 from sqla_scheduler.nodes import Node
@@ -56,7 +57,7 @@ class ExecutionFilter:
     instance_contains: str | None
     finding: Finding
 
-    def arguments(self, known: frozenset[str]) -> dict[str, Any]:
+    def arguments(self, known: frozenset[str]) -> ListingFilter:
         """The filter as the store takes it, ``known`` being the registered task names."""
         return {
             "state": self.state,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from sqlalchemy import (
     ColumnElement,
@@ -30,7 +30,25 @@ from sqla_scheduler._statements.finding import (
 )
 from sqla_scheduler._statements.shapes import Shapes, count_where
 
-__all__ = ["Listing"]
+if TYPE_CHECKING:
+    from typing_extensions import NotRequired, Unpack
+
+__all__ = ["Listing", "ListingFilter"]
+
+
+class ListingFilter(TypedDict):
+    """Which executions a listing selects (and a bulk action acts on): in ``state``, of
+    ``task_name`` (``None``: any), whose instance id contains ``instance_contains``, and
+    those ``finding`` finds, their last error containing its text and their execution
+    time in its range (ordered as it sorts); the executions of tasks not in
+    ``known_tasks`` are the orphaned ones."""
+
+    state: ExecutionState
+    task_name: str | None
+    known_tasks: frozenset[str]
+    instance_contains: NotRequired[str | None]
+    finding: NotRequired[Finding]
+
 
 _KEY = ("task_name", "task_instance")
 
@@ -70,31 +88,23 @@ class Listing(Shapes):
     def list_executions(
         self,
         *,
-        state: ExecutionState,
-        task_name: str | None,
-        known_tasks: frozenset[str],
         limit: int | None,
         offset: int,
-        instance_contains: str | None = None,
         preview: int | None = None,
-        finding: Finding = NOTHING,
+        **chosen: Unpack[ListingFilter],
     ) -> Select[Any]:
-        """Executions in ``state``, in pick order (the failing ones: latest failure first)
-        or in the order ``finding`` sorts by.
+        """Executions ``chosen`` selects, in pick order (the failing ones: latest failure
+        first) or in the order its ``finding`` sorts by.
 
-        ``instance_contains`` keeps the executions whose instance id contains that text;
-        ``finding`` those whose last error contains its text and whose execution time is
-        in its range. With ``preview``, the payload and the last error are not read:
-        ``task_data`` and ``last_error`` are ``NULL``, and ``task_data_preview`` and
-        ``last_error_preview`` hold the first ``preview`` characters of the payload's JSON
-        text and of the error, so a page costs the same whatever they weigh.
+        With ``preview``, the payload and the last error are not read: ``task_data`` and
+        ``last_error`` are ``NULL``, and ``task_data_preview`` and ``last_error_preview``
+        hold the first ``preview`` characters of the payload's JSON text and of the error,
+        so a page costs the same whatever they weigh.
         """
         c = self.table.c
-        query = (
-            select(*self.loaded_columns)
-            .where(*self.where(state, task_name, instance_contains, known_tasks, finding))
-            .order_by(*_order(c, state, finding))
-        )
+        state, finding = chosen["state"], chosen.get("finding", NOTHING)
+        query = select(*self.loaded_columns).where(*self.where(**chosen))
+        query = query.order_by(*_order(c, state, finding))
         if limit is not None:
             query = query.limit(limit)
         if offset:
@@ -110,36 +120,19 @@ class Listing(Shapes):
         error = func.substr(page.c.last_error, 1, preview).label("last_error_preview")
         return select(*columns, data, error).order_by(*_order(page.c, state, finding))
 
-    def count_executions(
-        self,
-        *,
-        state: ExecutionState,
-        task_name: str | None,
-        instance_contains: str | None,
-        known_tasks: frozenset[str],
-        finding: Finding = NOTHING,
-    ) -> Select[Any]:
+    def count_executions(self, **chosen: Unpack[ListingFilter]) -> Select[Any]:
         """How many executions ``list_executions`` would list without a limit."""
-        return (
-            select(func.count())
-            .select_from(self.table)
-            .where(*self.where(state, task_name, instance_contains, known_tasks, finding))
-        )
+        return select(func.count()).select_from(self.table).where(*self.where(**chosen))
 
     def seen_task_names(self, limit: int) -> Select[Any]:
         """Up to ``limit`` task names that have executions, in order (``task_name`` leads
         the primary key: the database reads them in its order)."""
         return seen_task_names(self.table.c.task_name, limit)
 
-    def where(
-        self,
-        state: ExecutionState,
-        task_name: str | None,
-        instance_contains: str | None,
-        known_tasks: frozenset[str],
-        finding: Finding = NOTHING,
-    ) -> list[ColumnElement[bool]]:
+    def where(self, **chosen: Unpack[ListingFilter]) -> list[ColumnElement[bool]]:
         """The WHERE clauses of a listing (and of a bulk action on what it selects)."""
+        state, task_name = chosen["state"], chosen["task_name"]
+        instance_contains = chosen.get("instance_contains")
         c = self.table.c
         where: list[ColumnElement[bool]] = [self.loadable]
         if state == "scheduled":
@@ -151,12 +144,13 @@ class Listing(Shapes):
         elif state == "failing":
             where.append(self.failing)
         elif state == "orphaned":
-            where.append(c.task_name.not_in(sorted(known_tasks)))
+            where.append(c.task_name.not_in(sorted(chosen["known_tasks"])))
         if task_name is not None:
             where.append(c.task_name == task_name)
         if instance_contains:
             # A bound pattern with LIKE's wildcards escaped: the text matches as written.
             where.append(c.task_instance.contains(instance_contains, autoescape=True))
+        finding = chosen.get("finding", NOTHING)
         return where + where_found(finding, error=c.last_error, time=c.execution_time)
 
 

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from sqlalchemy import Connection, RowMapping
+from sqlalchemy import Connection
 
-from sqla_scheduler._execution import (
-    Execution,
-    ExecutionState,
-)
+from sqla_scheduler._execution import Execution
 from sqla_scheduler._statements import Statements
-from sqla_scheduler._statements.finding import NOTHING, Finding
+from sqla_scheduler._statements.listing import ListingFilter
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 #: Rows inserted, or keys bound, in one statement: well under SQLite's 32,766 bound
 
@@ -41,109 +41,49 @@ def list_executions(
     conn: Connection,
     statements: Statements,
     *,
-    state: ExecutionState,
-    task_name: str | None,
-    known_tasks: frozenset[str],
     limit: int | None,
     offset: int,
     now: datetime,
-    instance_contains: str | None = None,
+    **chosen: Unpack[ListingFilter],
 ) -> list[Execution]:
-    """Executions in ``state``, highest priority and earliest first (failing: latest first).
-
-    ``instance_contains`` keeps those whose instance id contains that text.
-    """
-    rows = _listing_rows(
-        conn, statements, state, task_name, known_tasks, limit, offset, now, instance_contains, None
-    )
-    return [Execution.from_row(row) for row in rows]
+    """Executions ``chosen`` selects, highest priority and earliest first (failing:
+    latest first), as of ``now``."""
+    query = statements.listing.list_executions(limit=limit, offset=offset, **chosen)
+    return [Execution.from_row(row) for row in conn.execute(query, _bound(chosen, now)).mappings()]
 
 
 def list_previews(
     conn: Connection,
     statements: Statements,
     *,
-    state: ExecutionState,
-    task_name: str | None,
-    known_tasks: frozenset[str],
     limit: int | None,
     offset: int,
     now: datetime,
     preview: int,
-    instance_contains: str | None = None,
-    finding: Finding = NOTHING,
+    **chosen: Unpack[ListingFilter],
 ) -> list[tuple[Execution, str | None, str | None]]:
     """``list_executions`` without the payloads and errors: each execution (its ``data``
     and ``last_error`` ``None``) with the first ``preview`` characters of its payload's
-    JSON text and of its last error; ``finding`` filters and orders them further."""
-    rows = _listing_rows(
-        conn,
-        statements,
-        state,
-        task_name,
-        known_tasks,
-        limit,
-        offset,
-        now,
-        instance_contains,
-        preview,
-        finding,
-    )
+    JSON text and of its last error."""
+    stmts = statements.listing
+    query = stmts.list_executions(limit=limit, offset=offset, preview=preview, **chosen)
     return [
         (Execution.from_row(row), row["task_data_preview"], row["last_error_preview"])
-        for row in rows
+        for row in conn.execute(query, _bound(chosen, now)).mappings()
     ]
 
 
-def _listing_rows(
-    conn: Connection,
-    statements: Statements,
-    state: ExecutionState,
-    task_name: str | None,
-    known_tasks: frozenset[str],
-    limit: int | None,
-    offset: int,
-    now: datetime,
-    instance_contains: str | None,
-    preview: int | None,
-    finding: Finding = NOTHING,
-) -> Iterable[RowMapping]:
-    """The rows of one listing (see ``Listing.list_executions``)."""
-    query = statements.listing.list_executions(
-        state=state,
-        task_name=task_name,
-        known_tasks=known_tasks,
-        limit=limit,
-        offset=offset,
-        instance_contains=instance_contains,
-        preview=preview,
-        finding=finding,
-    )
-    return conn.execute(query, {"now": now} if state == "due" else {}).mappings()
-
-
 def count_executions(
-    conn: Connection,
-    statements: Statements,
-    *,
-    state: ExecutionState,
-    task_name: str | None,
-    instance_contains: str | None,
-    known_tasks: frozenset[str],
-    now: datetime,
-    finding: Finding = NOTHING,
+    conn: Connection, statements: Statements, *, now: datetime, **chosen: Unpack[ListingFilter]
 ) -> int:
     """How many executions ``list_executions`` lists with the same filters."""
-    stmts = statements.listing
-    query = stmts.count_executions(
-        state=state,
-        task_name=task_name,
-        instance_contains=instance_contains,
-        known_tasks=known_tasks,
-        finding=finding,
-    )
-    params = {"now": now} if state == "due" else {}
-    return int(conn.execute(query, params).scalar_one())
+    query = statements.listing.count_executions(**chosen)
+    return int(conn.execute(query, _bound(chosen, now)).scalar_one())
+
+
+def _bound(chosen: ListingFilter, now: datetime) -> dict[str, datetime]:
+    """The parameters of a query of ``chosen``: ``now``, which the due ones compare with."""
+    return {"now": now} if chosen["state"] == "due" else {}
 
 
 def seen_task_names(conn: Connection, statements: Statements, *, limit: int) -> list[str]:
