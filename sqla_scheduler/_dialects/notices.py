@@ -45,22 +45,23 @@ class ResultNotice(NamedTuple):
 
 def notify_channel(table: Table) -> str:
     """The LISTEN/NOTIFY channel on which schedulers of ``table`` are woken."""
-    qualified = f"{table.schema}.{table.name}" if table.schema else table.name
-    channel = f"sqla_scheduler.{qualified}"
-    if len(channel.encode()) > _MAX_CHANNEL:
-        digest = hashlib.sha1(qualified.encode()).hexdigest()[:16]
-        channel = f"sqla_scheduler.{digest}"
-    return channel
+    return _channel("sqla_scheduler", table)
 
 
 def result_channel(table: Table) -> str:
     """The LISTEN/NOTIFY channel on which the results of ``table``'s executions are
     announced (``Scheduler.wait``), apart from the schedulers' wake-ups."""
+    return _channel("sqla_scheduler_result", table)
+
+
+def _channel(prefix: str, table: Table) -> str:
+    """``prefix.`` and ``table``'s qualified name, or a digest of that name where the
+    channel would be longer than PostgreSQL's identifiers."""
     qualified = f"{table.schema}.{table.name}" if table.schema else table.name
-    channel = f"sqla_scheduler_result.{qualified}"
+    channel = f"{prefix}.{qualified}"
     if len(channel.encode()) > _MAX_CHANNEL:
         digest = hashlib.sha1(qualified.encode()).hexdigest()[:16]
-        channel = f"sqla_scheduler_result.{digest}"
+        channel = f"{prefix}.{digest}"
     return channel
 
 
