@@ -12,7 +12,7 @@ from sqlalchemy.exc import ArgumentError
 
 from sqla_scheduler.cli._app import _load_app
 from sqla_scheduler.cli._errors import _fail
-from sqla_scheduler.cli._params import _APP_ENVVAR, _Whole
+from sqla_scheduler.cli._params import _APP_ENVVAR, _env_option, _Whole
 from sqla_scheduler.cli._root import _command_line_envvars
 from sqla_scheduler.exceptions import ConfigurationError
 
@@ -29,37 +29,30 @@ def _missing_admin_packages() -> list[str]:
 
 @click.command("admin")
 @click.argument("spec", metavar="MODULE:ATTR", envvar=_APP_ENVVAR)
-@click.option(
+@_env_option(
     "--host",
     default="127.0.0.1",
-    show_default=True,
-    envvar="SQLA_SCHEDULER_ADMIN_HOST",
-    show_envvar=True,
+    envvar="ADMIN_HOST",
     help="Interface to listen on.",
 )
-@click.option(
+@_env_option(
     "--port",
     type=_Whole(1, 65535),
     default=8080,
-    show_default=True,
-    envvar="SQLA_SCHEDULER_ADMIN_PORT",
-    show_envvar=True,
+    envvar="ADMIN_PORT",
     help="Port to listen on.",
 )
-@click.option(
+@_env_option(
     "--actions/--read-only",
     default=False,
-    show_default=True,
-    envvar="SQLA_SCHEDULER_ADMIN_ACTIONS",
-    show_envvar=True,
+    envvar="ADMIN_ACTIONS",
     help="Offer run now, retry, delete, requeue, pause and resume buttons (off: the page "
     "only reads).",
 )
-@click.option(
+@_env_option(
     "--read-url",
     default=None,
-    envvar="SQLA_SCHEDULER_READ_URL",
-    show_envvar=True,
+    envvar="READ_URL",
     metavar="URL",
     help="Read the pages from this database (a read replica of the application's): "
     "actions still write to the application's engine, and the header shows the "

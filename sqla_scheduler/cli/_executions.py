@@ -12,7 +12,7 @@ import click
 from sqla_scheduler._limits import BIGINT_MAX
 from sqla_scheduler.cli._app import _client_url
 from sqla_scheduler.cli._errors import _database_errors, _fail
-from sqla_scheduler.cli._params import _APP_ENVVAR, _TEXT, _URL_HELP, _read_url_option, _Whole
+from sqla_scheduler.cli._params import _TEXT, _URL_HELP, _env_option, _read_url_option, _Whole
 from sqla_scheduler.cli._tables import _age, _error_line, _print_table, _utc
 
 if TYPE_CHECKING:
@@ -44,12 +44,11 @@ _STATES = ("all", "scheduled", "due", "running", "failing", "orphaned")
     help="List at most N executions.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list with every field.")
-@click.option(
+@_env_option(
     "--app",
     "spec",
     metavar="MODULE:ATTR",
-    envvar=_APP_ENVVAR,
-    show_envvar=True,
+    envvar="APP",
     help="The application's Scheduler: its table and registered tasks are used (needed for "
     "--state orphaned), and its engine unless --url is given.",
 )

@@ -12,7 +12,13 @@ import click
 
 from sqla_scheduler.cli._app import _config_from_env
 from sqla_scheduler.cli._errors import _database_errors, _fail
-from sqla_scheduler.cli._params import _TEXT, _interval_option, _url_option, _version_table
+from sqla_scheduler.cli._params import (
+    _TEXT,
+    _env_option,
+    _interval_option,
+    _url_option,
+    _version_table,
+)
 
 if TYPE_CHECKING:
     from sqla_scheduler.health import Health
@@ -23,12 +29,11 @@ if TYPE_CHECKING:
 @_version_table(
     "when sqla-scheduler db upgrade's (sqla_scheduler_alembic_version) records nothing."
 )
-@click.option(
+@_env_option(
     "--name",
     type=_TEXT,
     metavar="NAME",
-    envvar="SQLA_SCHEDULER_SCHEDULER_NAME",
-    show_envvar=True,
+    envvar="SCHEDULER_NAME",
     help="Also require the scheduler named NAME (its scheduler_name) to be alive: recorded "
     "in the nodes table within three node heartbeat intervals. Beside a worker whose name "
     "SQLA_SCHEDULER_SCHEDULER_NAME sets, the probe checks that worker.",

@@ -16,6 +16,9 @@ from sqla_scheduler.exceptions import ConfigurationError
 
 Decorated = TypeVar("Decorated", bound=Callable[..., Any])
 
+#: The prefix of the variables that set options, as of those that set a worker's config
+#: keys (``worker.ENV_PREFIX``, which the commands do not import until they run).
+_ENV_PREFIX = "SQLA_SCHEDULER_"
 _URL_HELP = "Database URL, e.g. postgresql+psycopg://user@host/db (default: $DATABASE_URL)."
 
 
@@ -113,7 +116,7 @@ class _Seconds(click.FloatRange):
 
 _url_option = click.option("--url", envvar="DATABASE_URL", required=True, help=_URL_HELP)
 
-_APP_ENVVAR = "SQLA_SCHEDULER_APP"
+_APP_ENVVAR = _ENV_PREFIX + "APP"
 """Names the application's Scheduler (MODULE:ATTR) for every command that takes one."""
 
 
@@ -143,25 +146,30 @@ _interval_option = click.option(
 )
 
 
+def _env_option(*decls: str, envvar: str, **attrs: Any) -> Callable[[Decorated], Decorated]:
+    """``click.option(*decls, **attrs)`` that the variable ``SQLA_SCHEDULER_<envvar>`` sets
+    too; the help names the variable, and the default where there is one."""
+    return click.option(
+        *decls, envvar=_ENV_PREFIX + envvar, show_envvar=True, show_default=True, **attrs
+    )
+
+
 def _version_table(read: str) -> Callable[[Decorated], Decorated]:
     """``--version-table``: the application's own Alembic version table, read ``read``."""
-    return click.option(
+    return _env_option(
         "--version-table",
         type=_TEXT,
         metavar="NAME",
         default="alembic_version",
-        show_default=True,
-        envvar="SQLA_SCHEDULER_VERSION_TABLE",
-        show_envvar=True,
+        envvar="VERSION_TABLE",
         help=f"Your own Alembic project's version table, read {read}",
     )
 
 
-_read_url_option = click.option(
+_read_url_option = _env_option(
     "--read-url",
     default=None,
-    envvar="SQLA_SCHEDULER_READ_URL",
-    show_envvar=True,
+    envvar="READ_URL",
     metavar="URL",
     help="Read from this database instead (a read replica): what it shows may lag behind "
     "the primary.",
@@ -169,12 +177,11 @@ _read_url_option = click.option(
 
 _client_options = [
     click.option("--url", envvar="DATABASE_URL", help=f"{_URL_HELP[:-1]}, or --app's engine."),
-    click.option(
+    _env_option(
         "--app",
         "spec",
         metavar="MODULE:ATTR",
-        envvar=_APP_ENVVAR,
-        show_envvar=True,
+        envvar="APP",
         help="The application's Scheduler: its table, and its engine unless --url is given.",
     ),
 ]

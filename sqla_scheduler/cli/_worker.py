@@ -15,7 +15,7 @@ import click
 from sqla_scheduler._limits import MAX_CONCURRENCY
 from sqla_scheduler.cli._app import _load_app
 from sqla_scheduler.cli._errors import _database_errors, _fail
-from sqla_scheduler.cli._params import _APP_ENVVAR, _Interval, _Whole
+from sqla_scheduler.cli._params import _APP_ENVVAR, _env_option, _Interval, _Whole
 from sqla_scheduler.cli._root import _command_line_envvars
 from sqla_scheduler.exceptions import ConfigurationError
 
@@ -35,48 +35,40 @@ _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
     help="Scheduler name written to picked_by (default: $SQLA_SCHEDULER_SCHEDULER_NAME, else "
     "the config's).",
 )
-@click.option(
+@_env_option(
     "--backend",
     type=click.Choice(["asyncio", "trio"]),
     default="asyncio",
-    show_default=True,
-    envvar="SQLA_SCHEDULER_BACKEND",
-    show_envvar=True,
+    envvar="BACKEND",
     help="anyio backend; trio needs a sync Engine.",
 )
-@click.option(
+@_env_option(
     "--log-level",
     type=click.Choice(_LOG_LEVELS, case_sensitive=False),
     default="info",
-    show_default=True,
-    envvar="SQLA_SCHEDULER_LOG_LEVEL",
-    show_envvar=True,
+    envvar="LOG_LEVEL",
     help="Level of the log written to stderr.",
 )
-@click.option(
+@_env_option(
     "--health-port",
     type=_Whole(0, 65535),
     default=None,
-    envvar="SQLA_SCHEDULER_HEALTH_PORT",
-    show_envvar=True,
+    envvar="HEALTH_PORT",
     help="Serve GET /livez, /readyz and /metrics on this port while the worker runs "
     "(for Kubernetes' httpGet probes; 0 takes a free port).",
 )
-@click.option(
+@_env_option(
     "--health-host",
     default="0.0.0.0",
-    show_default=True,
-    envvar="SQLA_SCHEDULER_HEALTH_HOST",
-    show_envvar=True,
+    envvar="HEALTH_HOST",
     help="The address --health-port listens on.",
 )
-@click.option(
+@_env_option(
     "--collect-metrics",
     "collect_every",
     type=_Interval(),
     default=None,
-    envvar="SQLA_SCHEDULER_COLLECT_METRICS",
-    show_envvar=True,
+    envvar="COLLECT_METRICS",
     metavar="DURATION",
     help="Refresh the table's gauges of the application's SchedulerMetrics this often "
     "(e.g. 15s), for /metrics; one process per cluster is enough.",
