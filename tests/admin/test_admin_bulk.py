@@ -16,22 +16,18 @@ from sqlalchemy import func, select, text, update
 from sqla_scheduler.admin._bulk import MAX_BULK
 from sqla_scheduler.models import paused_table, table_for
 from tests.support import NOW, Harness
-from tests.support.admin import TOKEN, XSS, XSS_ESCAPED, XSS_TASK, foreign_tags, seed_history
+from tests.support.admin import (
+    EVERY_DATABASE,
+    ONE_DATABASE,
+    TOKEN,
+    XSS,
+    XSS_ESCAPED,
+    XSS_TASK,
+    foreign_tags,
+    seed_history,
+)
 
 pytestmark = pytest.mark.anyio
-
-EVERY_DATABASE = pytest.mark.parametrize(
-    "db",
-    [
-        pytest.param(("sync", "postgresql"), id="sync-postgresql"),
-        pytest.param(("sync", "sqlite"), id="sync-sqlite"),
-        pytest.param(("sync", "mariadb"), id="sync-mariadb"),
-    ],
-    indirect=True,
-)
-ONE_DATABASE = pytest.mark.parametrize(
-    "db", [pytest.param(("sync", "postgresql"), id="sync-postgresql")], indirect=True
-)
 
 
 def _rows(db: Harness, *where: Any) -> list[dict[str, Any]]:

@@ -29,8 +29,9 @@ from tests.support.admin import (
     USER,
     XSS,
     XSS_ESCAPED,
+    answered,
+    assert_inert,
     client_for,
-    foreign_tags,
 )
 
 pytestmark = pytest.mark.anyio
@@ -395,13 +396,7 @@ async def test_group_pages_escape_hostile_names_ids_and_values(
     for name, html in pages.items():
         assert "<script>alert" not in html, name
         assert "<img" not in html, name
-        tags = foreign_tags(html)
-        assert {"script", "style", "img", "svg", "iframe"}.isdisjoint(t for t, _ in tags), name
-        attributes = {attr for _, attrs in tags for attr, _ in attrs}
-        assert "style" not in attributes, name
-        assert not any(attr.startswith("on") for attr in attributes), name
-        links = re.findall(r'\s(?:href|action)="([^"]+)"', html)
-        assert [link for link in links if not link.startswith("/admin/jobs/")] == [], name
+        assert_inert(html, name)
     assert "&lt;script&gt;alert(11)&lt;/script&gt;" in pages["listing"]  # the callback task
     assert XSS_ESCAPED in pages["listing"]  # its instance id
     assert 'value="&lt;script&gt;alert(11)&lt;/script&gt;"' in pages["filtered"]
@@ -456,8 +451,7 @@ async def test_group_pages_work_with_100_000_groups(db: Harness, client: httpx.A
         "/groups/7?page=2&per_page=500": 20_000,
     }
     for path, total in checks.items():
-        response = await client.get(path)
-        assert response.status_code == 200, (path, response.text[:200])
+        response = await answered(client, path)
         if path.startswith("/api/groups/"):
             assert response.json()["members_listed"] == total, path
         elif path.startswith("/api/"):

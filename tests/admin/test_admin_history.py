@@ -35,9 +35,9 @@ from tests.support.admin import (
     XSS,
     XSS_ESCAPED,
     AppFactory,
+    assert_inert,
     client_for,
     entry_row,
-    foreign_tags,
     seed_history,
 )
 
@@ -322,13 +322,7 @@ async def test_history_pages_have_no_script_and_follow_the_mount_point(
             "/admin/jobs/actions/requeue", data=_form(abandoned, back="/dead-letters")
         )
     for html in pages:
-        tags = foreign_tags(html)
-        assert {"script", "style", "img", "svg", "iframe"}.isdisjoint(t for t, _ in tags)
-        attributes = {name for _, attrs in tags for name, _ in attrs}
-        assert "style" not in attributes
-        assert not any(name.startswith("on") for name in attributes), attributes
-        links = re.findall(r'\s(?:href|action)="([^"]+)"', html)
-        assert [link for link in links if not link.startswith("/admin/jobs/")] == []
+        assert_inert(html)
         assert 'action="/admin/jobs/actions/requeue"' in html
     assert response.status_code == 303
     assert response.headers["location"] == "/admin/jobs/dead-letters?done=requeue"

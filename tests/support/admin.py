@@ -5,12 +5,14 @@ ASGI app."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from html.parser import HTMLParser
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import Engine, insert, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.types import ASGIApp
@@ -21,6 +23,21 @@ from sqla_scheduler.models import history_table, nodes_table, results_table, tab
 from tests.support import NOW
 
 USER, PASSWORD = "ops", "correct horse battery staple"
+#: The sync cases of the ``db`` harness: the SQL of a filter, an order or a bulk action
+#: differs by database (ILIKE or LIKE, NULLs first or last), how it is run does not.
+EVERY_DATABASE = pytest.mark.parametrize(
+    "db",
+    [
+        pytest.param(("sync", "postgresql"), id="sync-postgresql"),
+        pytest.param(("sync", "sqlite"), id="sync-sqlite"),
+        pytest.param(("sync", "mariadb"), id="sync-mariadb"),
+    ],
+    indirect=True,
+)
+#: One database, for what does not depend on it (rendering, parameters, escaping).
+ONE_DATABASE = pytest.mark.parametrize(
+    "db", [pytest.param(("sync", "postgresql"), id="sync-postgresql")], indirect=True
+)
 #: Text that runs script if a page ever puts it into HTML unescaped.
 XSS = "<img src=x onerror=alert(1)>"
 #: The last error of the failing ``bounce-3``.
@@ -392,6 +409,28 @@ def foreign_tags(html: str) -> list[tuple[str, list[tuple[str, str | None]]]]:
             and "defer" in dict(attrs)
         )
     ]
+
+
+def assert_inert(html: str, label: object = None) -> None:
+    """Assert that ``html`` carries no markup from the data it shows: no script, style,
+    image, svg or frame tag but the page's own script, no ``style`` or event-handler
+    attribute, and no link or form that leaves the admin (``/admin/jobs/``); ``label``
+    names the page in a failure."""
+    tags = foreign_tags(html)
+    assert {"script", "style", "img", "svg", "iframe"}.isdisjoint(t for t, _ in tags), label
+    attributes = {name for _, attrs in tags for name, _ in attrs}
+    assert "style" not in attributes, label
+    assert not any(name.startswith("on") for name in attributes), (label, attributes)
+    links = re.findall(r'\s(?:href|action)="([^"]+)"', html)
+    assert [link for link in links if not link.startswith("/admin/jobs/")] == [], label
+
+
+async def answered(client: httpx.AsyncClient, path: str) -> httpx.Response:
+    """``client``'s GET of ``path``, asserted to have answered 200 (the failure shows the
+    path and the start of the answer)."""
+    response = await client.get(path)
+    assert response.status_code == 200, (path, response.text[:200])
+    return response
 
 
 def client_for(
