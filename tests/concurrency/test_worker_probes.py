@@ -16,17 +16,10 @@ from sqlalchemy import Engine, column, create_engine, table, update
 
 from sqla_scheduler import migrate
 from tests.concurrency.app import metadata
+from tests.support.http import get
 from tests.support.servers.base import free_port
 from tests.support.servers.postgres import PostgresCluster
 from tests.support.workers import Workers, wait_until
-
-
-def _get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as reply:
-            return reply.status, reply.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
 
 
 def _until(port: int, path: str, status: int, deadline: float = 30) -> str:
@@ -35,7 +28,7 @@ def _until(port: int, path: str, status: int, deadline: float = 30) -> str:
     last: tuple[int, str] | None = None
     while time.monotonic() < give_up:
         try:
-            last = _get(port, path)
+            last = get(port, path)
         except OSError as error:  # not listening yet
             last = (0, str(error))
         if last[0] == status:
@@ -67,16 +60,16 @@ def test_probes_of_a_worker_through_an_outage_and_a_newer_schema(
         workers.wait_started(worker)
         assert "live: the event loop ticked" in _until(port, "/livez", 200)
         assert "the schema is at step" in _until(port, "/readyz", 200)
-        status, body = _get(port, "/metrics")
+        status, body = get(port, "/metrics")
         assert status == 200
         assert "python_info" in body  # the default registry's own collectors
-        assert _get(port, "/nowhere")[0] == 404
+        assert get(port, "/nowhere")[0] == 404
 
         own_cluster.halt()
         unready = _until(port, "/readyz", 503)
         assert unready == "not ready: the database did not answer (see the log)\n"
         assert str(own_cluster.port) not in unready
-        assert _get(port, "/livez")[0] == 200  # a restart would not bring the database back
+        assert get(port, "/livez")[0] == 200  # a restart would not bring the database back
         own_cluster.resume()
         _until(port, "/readyz", 200)
         # the outage in a few lines: each service's first failure, then that it is back
@@ -106,7 +99,7 @@ def test_probes_of_a_worker_through_an_outage_and_a_newer_schema(
             conn.execute(update(versions).values(version_num="0123456789ab"))
         engine.dispose()
         assert "the schema is ahead" in _until(port, "/readyz", 200)
-        assert _get(port, "/livez")[0] == 200
+        assert get(port, "/livez")[0] == 200
 
         worker.signal(signal.SIGTERM)
         assert worker.proc.wait(timeout=30) == 0, workers.report()
@@ -114,6 +107,6 @@ def test_probes_of_a_worker_through_an_outage_and_a_newer_schema(
         # each /readyz read the schema through Alembic, which says nothing in a worker's log
         assert "alembic.runtime.migration" not in worker.output()
         with pytest.raises(urllib.error.URLError, match="Connection refused"):
-            _get(port, "/livez")  # the probes went with it
+            get(port, "/livez")  # the probes went with it
     finally:
         workers.close()

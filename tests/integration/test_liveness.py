@@ -6,8 +6,6 @@ whose workers are all busy running handlers does not, however long they run."""
 from __future__ import annotations
 
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -21,6 +19,7 @@ from sqla_scheduler import Scheduler, one_time
 from sqla_scheduler._probes import Probes
 from sqla_scheduler.worker import _stalled_for
 from tests.support import Harness, wait_for
+from tests.support.http import get
 
 pytestmark = pytest.mark.anyio
 
@@ -28,11 +27,7 @@ BOUND = timedelta(milliseconds=500)
 
 
 def livez(port: int) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/livez", timeout=10) as reply:
-            return reply.status, reply.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
+    return get(port, "/livez")
 
 
 @asynccontextmanager

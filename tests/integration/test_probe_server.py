@@ -9,22 +9,18 @@ import logging
 import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
 
 from sqla_scheduler._probes import HANDLERS, READ_TIMEOUT, Probes
+from tests.support import http
 from tests.support.servers.base import free_port
 
 
 def get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as reply:
-            return reply.status, reply.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
+    """A GET that waits long enough for an answer behind a thousand idle connections."""
+    return http.get(port, path, timeout=30)
 
 
 @pytest.fixture
