@@ -148,6 +148,14 @@ def test_the_fixtures_drive_a_users_scheduler(pytester: pytest.Pytester) -> None
     )
 
 
+def _errs_once_saying(pytester: pytest.Pytester, message: str) -> None:
+    """Run the tests ``pytester`` holds in a subprocess: one of them errs, and the output
+    says ``message``."""
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*{message}*"])
+
+
 def test_without_an_override_the_fixtures_say_what_to_do(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_user="""
@@ -155,9 +163,7 @@ def test_without_an_override_the_fixtures_say_what_to_do(pytester: pytest.Pytest
             pass
         """
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*define a fixture named `sqla_scheduler` in your conftest.py*"])
+    _errs_once_saying(pytester, "define a fixture named `sqla_scheduler` in your conftest.py")
 
 
 def test_a_running_loop_is_refused(pytester: pytest.Pytester) -> None:
@@ -177,9 +183,7 @@ def test_a_running_loop_is_refused(pytester: pytest.Pytester) -> None:
             pass
         """
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*is running: the sqla-scheduler fixtures run its executions*"])
+    _errs_once_saying(pytester, "is running: the sqla-scheduler fixtures run its executions")
 
 
 def test_a_session_that_uses_no_fixture_imports_nothing_of_it(pytester: pytest.Pytester) -> None:

@@ -8,6 +8,7 @@ sleep until its next poll.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from datetime import datetime, timezone
 
@@ -45,28 +46,26 @@ def visible(engine: Engine) -> int:
         return int(other.scalar(select(func.count()).select_from(TABLE)) or 0)
 
 
-def hook_on(engine: Engine, conn: Connection, seen: list[int]) -> None:
+def insert_hooked(engine: Engine, conn: Connection, instance: str, seen: list[int]) -> None:
+    """Insert a row on ``conn``, with a hook on its commit that adds to ``seen`` how many
+    rows another connection of ``engine`` sees then."""
+    insert(conn, instance)
     after_commit(conn, lambda: seen.append(visible(engine)))
 
 
-def test_a_session_hook_runs_after_the_commit_is_visible(engine: Engine) -> None:
-    seen: list[int] = []
-    with Session(engine) as session:
-        conn = _bridge.call(session, TABLE, lambda c: c)
-        insert(conn, "a")
-        hook_on(engine, conn, seen)
-        assert seen == []
-        session.commit()
-    assert seen == [1]
+def joined(session: Session) -> Connection:
+    """The connection of ``session`` that the library's calls on it use."""
+    return _bridge.call(session, TABLE, lambda c: c)
 
 
-def test_a_savepoint_release_is_not_the_commit(engine: Engine) -> None:
+@pytest.mark.parametrize("savepoint", [False, True], ids=["in-the-session", "in-a-savepoint"])
+def test_a_session_hook_runs_after_the_commit_is_visible(engine: Engine, savepoint: bool) -> None:
+    """A hook of a write in a savepoint waits too: the savepoint's release is not the
+    commit."""
     seen: list[int] = []
     with Session(engine) as session:
-        with session.begin_nested():
-            conn = _bridge.call(session, TABLE, lambda c: c)
-            insert(conn, "a")
-            hook_on(engine, conn, seen)
+        with session.begin_nested() if savepoint else contextlib.nullcontext():
+            insert_hooked(engine, joined(session), "a", seen)
         assert seen == []
         session.commit()
     assert seen == [1]
@@ -75,17 +74,12 @@ def test_a_savepoint_release_is_not_the_commit(engine: Engine) -> None:
 def test_a_rolled_back_or_closed_session_calls_nothing(engine: Engine) -> None:
     seen: list[int] = []
     with Session(engine) as session:
-        conn = _bridge.call(session, TABLE, lambda c: c)
-        insert(conn, "a")
-        hook_on(engine, conn, seen)
+        insert_hooked(engine, joined(session), "a", seen)
         session.rollback()
-        conn = _bridge.call(session, TABLE, lambda c: c)
-        insert(conn, "b")
-        hook_on(engine, conn, seen)
+        insert_hooked(engine, joined(session), "b", seen)
     # closed without a commit; the next transaction's commit calls only its own hooks
     with Session(engine) as session:
-        conn = _bridge.call(session, TABLE, lambda c: c)
-        insert(conn, "c")
+        insert(joined(session), "c")
         session.commit()
     assert seen == []
 
@@ -95,9 +89,7 @@ def test_a_session_in_the_callers_transaction_waits_for_that_commit(engine: Engi
     with engine.connect() as outer:
         trans = outer.begin()
         with Session(bind=outer, join_transaction_mode="create_savepoint") as session:
-            conn = _bridge.call(session, TABLE, lambda c: c)
-            insert(conn, "a")
-            hook_on(engine, conn, seen)
+            insert_hooked(engine, joined(session), "a", seen)
             session.commit()  # releases its savepoint; the caller's transaction goes on
         assert seen == []
         trans.commit()
@@ -110,8 +102,7 @@ def test_an_engine_transaction_of_one_statement_calls_at_once(engine: Engine) ->
     seen: list[int] = []
 
     def work(conn: Connection) -> None:
-        insert(conn, "a")
-        hook_on(engine, conn, seen)
+        insert_hooked(engine, conn, "a", seen)
 
     _bridge.call(engine, TABLE, work, one_statement=True)
     assert seen == [1]
@@ -123,8 +114,7 @@ def test_an_engine_transaction_of_the_librarys_own_calls_after_its_commit(
     seen: list[int] = []
 
     def work(conn: Connection) -> None:
-        insert(conn, "a")
-        hook_on(engine, conn, seen)
+        insert_hooked(engine, conn, "a", seen)
         insert(conn, "b")
         assert seen == []
 
@@ -132,8 +122,7 @@ def test_an_engine_transaction_of_the_librarys_own_calls_after_its_commit(
     assert seen == [2]
 
     def fails(conn: Connection) -> None:
-        insert(conn, "c")
-        hook_on(engine, conn, seen)
+        insert_hooked(engine, conn, "c", seen)
         raise RuntimeError("rolled back")
 
     with pytest.raises(RuntimeError):
@@ -145,8 +134,7 @@ def test_an_async_engine_transaction_calls_after_its_commit(engine: Engine, pg_u
     seen: list[int] = []
 
     def work(conn: Connection) -> None:
-        insert(conn, "a")
-        hook_on(engine, conn, seen)
+        insert_hooked(engine, conn, "a", seen)
 
     async def main() -> None:
         async_engine = create_async_engine(pg_url)
@@ -165,8 +153,7 @@ def test_a_unit_of_work_calls_after_its_commit(engine: Engine, pg_url: str, mode
     seen: list[int] = []
 
     def work(conn: Connection) -> None:
-        insert(conn, "a")
-        hook_on(engine, conn, seen)
+        insert_hooked(engine, conn, "a", seen)
 
     async def main() -> None:
         if mode == "async":

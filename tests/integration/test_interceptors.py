@@ -12,6 +12,7 @@ from sqla_scheduler import (
     ManualClock,
     NextAt,
     Scheduler,
+    Task,
     custom,
     one_time,
 )
@@ -52,6 +53,18 @@ class Listener(SchedulerListener):
         self.log.append(("listener", "failure"))
 
 
+def _recording(db: Harness, task: Task[Any], log: list[Any]) -> Scheduler:
+    """A scheduler of ``task`` that records into ``log``: through its listener, and two
+    interceptors, ``outer`` around ``inner``."""
+    return Scheduler(
+        db.engine,
+        [task],
+        clock=ManualClock(NOW),
+        listeners=[Listener(log)],
+        interceptors=[Recording("outer", log), Recording("inner", log)],
+    )
+
+
 @pytest.mark.parametrize("handler_kind", ["sync", "async"])
 async def test_interceptors_run_in_order_around_the_handler(db: Harness, handler_kind: str):
     log: list[Any] = []
@@ -65,13 +78,7 @@ async def test_interceptors_run_in_order_around_the_handler(db: Harness, handler
             log.append(("handler", ctx.payload))
 
     task = one_time("email")(handler)
-    scheduler = Scheduler(
-        db.engine,
-        [task],
-        clock=ManualClock(NOW),
-        listeners=[Listener(log)],
-        interceptors=[Recording("outer", log), Recording("inner", log)],
-    )
+    scheduler = _recording(db, task, log)
     await db.resolve(scheduler.schedule(db.engine, task.instance("e-1", 7)))
     assert await scheduler.run_due() == 1
     assert log == [
@@ -99,13 +106,7 @@ async def test_exceptions_propagate_through_interceptors(db: Harness, handler_ki
             raise ValueError("boom")
 
     task = one_time("email")(handler)
-    scheduler = Scheduler(
-        db.engine,
-        [task],
-        clock=ManualClock(NOW),
-        listeners=[Listener(log)],
-        interceptors=[Recording("outer", log), Recording("inner", log)],
-    )
+    scheduler = _recording(db, task, log)
     await db.resolve(scheduler.schedule(db.engine, task.instance("e-1")))
     assert await scheduler.run_due() == 1
     assert log == [

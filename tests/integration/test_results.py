@@ -47,6 +47,20 @@ async def _wait(db: Harness, scheduler: Any, task: str, instance: str, seconds: 
     return await anyio.to_thread.run_sync(wait)
 
 
+def _reads_of_results(db: Harness) -> list[str]:
+    """The statements on the results table that ``db``'s engine runs from now on, each
+    added once it has run."""
+    reads: list[str] = []
+    engine = db.engine.sync_engine if isinstance(db.engine, AsyncEngine) else db.engine
+
+    @event.listens_for(engine, "after_cursor_execute")
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "scheduled_tasks_results" in statement:
+            reads.append(statement)
+
+    return reads
+
+
 async def test_a_success_keeps_what_the_handler_returned_with_history_on_failures(
     db: Harness, clock: ManualClock
 ) -> None:
@@ -294,15 +308,9 @@ async def test_the_notify_carries_the_result_unless_it_is_too_long(
         finished_at=NOW.replace(microsecond=123456),
         value=json.dumps(value),
     )
-    reads: list[str] = []
-    engine = db.engine.sync_engine if isinstance(db.engine, AsyncEngine) else db.engine
-
     # after the read has run (not before: under load the read could then run after the
     # commit below, find the result and make a second read needless)
-    @event.listens_for(engine, "after_cursor_execute")
-    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if "scheduled_tasks_results" in statement:
-            reads.append(statement)
+    reads = _reads_of_results(db)
 
     def commit_after_the_first_read() -> None:
         deadline = time.monotonic() + 10
@@ -381,13 +389,7 @@ async def test_every_wait_of_a_process_shares_one_listen_connection(db: Harness)
     returning its own result, and the connection closes once the last wait has returned."""
     scheduler = db.scheduler([one_time("job", keep_result=True)(lambda ctx: None)])
     keys = [f"j{i}" for i in range(150)]
-    reads: list[str] = []
-    engine = db.engine.sync_engine if isinstance(db.engine, AsyncEngine) else db.engine
-
-    @event.listens_for(engine, "after_cursor_execute")
-    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if "scheduled_tasks_results" in statement:
-            reads.append(statement)
+    reads = _reads_of_results(db)
 
     listening = text(
         "select count(*) from pg_stat_activity where datname = current_database() "

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import MetaData, func, select, text
 
-from sqla_scheduler import Scheduler, SchedulerConfig, one_time
+from sqla_scheduler import OneTimeTask, Scheduler, SchedulerConfig, one_time
 from sqla_scheduler.models import scheduled_tasks_table
 from tests.support import Harness, wait_for
 
@@ -23,44 +23,39 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+#: The sessions of the test's database that LISTEN.
+LISTENING = "from pg_stat_activity where datname = current_database() and query like 'LISTEN%'"
+
+
 def listeners(db: Harness) -> int:
     with db.sync_engine.connect() as conn:
-        return int(
-            conn.scalar(
-                text(
-                    "select count(*) from pg_stat_activity"
-                    " where datname = current_database() and query like 'LISTEN%'"
-                )
-            )
-        )
+        return int(conn.scalar(text(f"select count(*) {LISTENING}")))
 
 
 def kill_listeners(db: Harness) -> int:
     with db.sync_engine.connect() as conn:
-        return len(
-            conn.execute(
-                text(
-                    "select pg_terminate_backend(pid) from pg_stat_activity"
-                    " where datname = current_database() and query like 'LISTEN%'"
-                )
-            ).all()
-        )
+        return len(conn.execute(text(f"select pg_terminate_backend(pid) {LISTENING}")).all())
 
 
-def scheduler_for(db: Harness, ran: list[str], event: threading.Event, **config: Any) -> Any:
+def scheduler_for(
+    db: Harness, **config: Any
+) -> tuple[Scheduler, OneTimeTask[Any], list[str], threading.Event]:
+    """A scheduler of ``config`` with one task, ``job``; the instance ids it ran, in order,
+    and an event its handler sets each time."""
+    ran: list[str] = []
+    event = threading.Event()
+
     def handler(ctx: Any) -> None:
         ran.append(ctx.instance_id)
         event.set()
 
     task = one_time("job")(handler)
-    return Scheduler(db.engine, [task], SchedulerConfig(**config)), task
+    return Scheduler(db.engine, [task], SchedulerConfig(**config)), task, ran, event
 
 
 @pytest.mark.postgres_only("a commit wakes schedulers through NOTIFY; the others have none")
 async def test_a_commit_wakes_an_idle_scheduler(db: Harness):
-    ran: list[str] = []
-    event = threading.Event()
-    scheduler, task = scheduler_for(db, ran, event, polling_interval=timedelta(minutes=5))
+    scheduler, task, ran, event = scheduler_for(db, polling_interval=timedelta(minutes=5))
     async with scheduler:
         await wait_for(lambda: listeners(db) == 1)
         started = time.monotonic()
@@ -75,10 +70,8 @@ async def test_a_commit_wakes_an_idle_scheduler(db: Harness):
 async def test_a_commit_in_this_process_wakes_its_own_scheduler(db: Harness, listen: bool):
     """NOTIFY when the loop listens; otherwise (SQLite, MariaDB, listen=False) the commit
     itself."""
-    ran: list[str] = []
-    event = threading.Event()
-    scheduler, task = scheduler_for(
-        db, ran, event, listen=listen, polling_interval=timedelta(minutes=5)
+    scheduler, task, ran, event = scheduler_for(
+        db, listen=listen, polling_interval=timedelta(minutes=5)
     )
     async with scheduler:
         if listen and db.notifies:
@@ -99,9 +92,7 @@ async def test_a_commit_in_this_process_wakes_its_own_scheduler(db: Harness, lis
 
 @pytest.mark.postgres_only("the LISTEN connection exists on PostgreSQL only")
 async def test_the_listener_comes_back_after_its_connection_dies(db: Harness):
-    ran: list[str] = []
-    event = threading.Event()
-    scheduler, task = scheduler_for(db, ran, event, polling_interval=timedelta(minutes=5))
+    scheduler, task, ran, event = scheduler_for(db, polling_interval=timedelta(minutes=5))
     async with scheduler:
         await wait_for(lambda: listeners(db) == 1)
         assert kill_listeners(db) == 1
@@ -112,10 +103,8 @@ async def test_the_listener_comes_back_after_its_connection_dies(db: Harness):
 
 
 async def test_listen_can_be_switched_off(db: Harness):
-    ran: list[str] = []
-    event = threading.Event()
-    scheduler, task = scheduler_for(
-        db, ran, event, listen=False, polling_interval=timedelta(milliseconds=50)
+    scheduler, task, ran, event = scheduler_for(
+        db, listen=False, polling_interval=timedelta(milliseconds=50)
     )
     async with scheduler:
         await db.resolve(scheduler.schedule(db.engine, task.instance("polled")))
@@ -129,10 +118,8 @@ async def test_a_table_of_another_name_works_end_to_end(db: Harness):
     """``table_name`` moves everything: the rows, the picks and (PostgreSQL) the channel."""
     jobs = scheduled_tasks_table(MetaData(), "jobs")
     jobs.metadata.create_all(db.sync_engine)
-    ran: list[str] = []
-    event = threading.Event()
-    scheduler, task = scheduler_for(
-        db, ran, event, table_name="jobs", polling_interval=timedelta(minutes=5)
+    scheduler, task, ran, event = scheduler_for(
+        db, table_name="jobs", polling_interval=timedelta(minutes=5)
     )
     async with scheduler:
         if db.notifies:
