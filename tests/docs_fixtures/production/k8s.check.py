@@ -29,42 +29,20 @@ assert spec["terminationGracePeriodSeconds"] > 25
 # Run it: the command with the pod's name expanded and a free port for 8080, then the
 # probes the manifest asks for, then SIGTERM, as Kubernetes would.
 import os  # noqa: E402
-import signal  # noqa: E402
-import socket  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import urllib.request  # noqa: E402
 
-with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    free = s.getsockname()[1]
+from tests.support.http import probed_worker  # noqa: E402
+from tests.support.servers.base import free_port  # noqa: E402
+
+free = free_port()
 argv = [
     "pod-7" if arg == "$(POD_NAME)" else str(free) if arg == str(port["containerPort"]) else arg
     for arg in rest
 ]
-worker_process = subprocess.Popen(
-    [sys.executable, "-m", "sqla_scheduler", "worker", *argv],
+output = probed_worker(
+    ["worker", *argv],
+    free,
+    [container[probe]["httpGet"]["path"] for probe in ("readinessProbe", "livenessProbe")],
     # this directory's myapp, then the checkout under test (the test's PYTHONPATH)
-    env={**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ["PYTHONPATH"]])},
-    stdout=subprocess.PIPE,
-    stderr=subprocess.STDOUT,
+    {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ["PYTHONPATH"]])},
 )
-try:
-    for probe in ("readinessProbe", "livenessProbe"):
-        path = container[probe]["httpGet"]["path"]
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{free}{path}") as reply:
-                    assert reply.status == 200, (probe, reply.status)
-                    break
-            except OSError:
-                assert worker_process.poll() is None, worker_process.communicate()[0]
-                assert time.monotonic() < deadline, f"{probe}: no answer on {free}"
-                time.sleep(0.05)
-finally:
-    worker_process.send_signal(signal.SIGTERM)
-    output = worker_process.communicate(timeout=30)[0].decode()
-assert worker_process.returncode == 0, output
 assert "scheduler 'pod-7' started" in output, output
