@@ -66,15 +66,6 @@ def _live_processes_mentioning(needle: str) -> list[tuple[int, str]]:
     return found
 
 
-def _pid_gone(pid: int) -> bool:
-    """True if pid no longer exists or is only a zombie waiting for its reaper."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rfind(")") + 2 :].startswith("Z")
-
-
 def test_find_pg_bin() -> None:
     bin_dir = find_pg_bin()
     assert bin_dir is not None
@@ -234,7 +225,7 @@ def test_durable_settings_and_stop_cleans_up() -> None:
     finally:
         pg.stop()
     assert not root.exists()
-    assert _pid_gone(postmaster)
+    assert children.gone(postmaster)
     assert _live_processes_mentioning(name) == []
     assert _live_processes_mentioning(str(root)) == []
     assert not pg.running

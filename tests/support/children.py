@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from tests.support.servers.base import proc_state
+
 __all__ = ["gone", "run_child"]
 
 _ROOT = Path(__file__).resolve().parents[2]
@@ -37,8 +39,5 @@ def run_child(start: str, body: str) -> tuple[subprocess.CompletedProcess[str], 
 
 def gone(pid: int) -> bool:
     """No such process, or only a zombie waiting for its reaper."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rfind(")") + 2 :].startswith("Z")
+    state = proc_state(pid)
+    return state is None or state[0] == "Z"

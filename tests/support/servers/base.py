@@ -34,6 +34,7 @@ __all__ = [
     "pid_alive",
     "proc_cmdline",
     "proc_start_time",
+    "proc_state",
     "reap_stale",
     "tail",
 ]
@@ -51,14 +52,27 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
-def proc_start_time(pid: int) -> str | None:
-    """Kernel start time of ``pid`` (Linux), to tell a live owner from a reused pid."""
+def _proc(pid: int, name: str) -> bytes | None:
+    """``/proc/<pid>/<name>`` (Linux); ``None`` when there is no such process."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return Path(f"/proc/{pid}/{name}").read_bytes()
     except OSError:
         return None
+
+
+def proc_state(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` from its third on (the state, ``Z`` for a zombie,
+    first); ``None`` when there is no such process."""
+    stat = _proc(pid, "stat")
+    if stat is None:
+        return None
     # Field 2 (comm) may contain spaces/parens; fields after the last ')' are fixed.
-    fields = stat[stat.rfind(")") + 2 :].split()
+    return stat[stat.rfind(b")") + 2 :].decode().split()
+
+
+def proc_start_time(pid: int) -> str | None:
+    """Kernel start time of ``pid`` (Linux), to tell a live owner from a reused pid."""
+    fields = proc_state(pid) or []
     return fields[19] if len(fields) > 19 else None
 
 
@@ -73,11 +87,8 @@ def pid_alive(pid: int) -> bool:
 
 
 def proc_cmdline(pid: int) -> str | None:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    return raw.replace(b"\0", b" ").decode(errors="replace")
+    raw = _proc(pid, "cmdline")
+    return None if raw is None else raw.replace(b"\0", b" ").decode(errors="replace")
 
 
 def tail(path: Path, lines: int = 40, offset: int = 0) -> str:
