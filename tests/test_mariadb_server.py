@@ -123,13 +123,18 @@ def test_runs_as_the_mysql_user_when_root(server: MariaDBServer) -> None:
     assert pwd.getpwuid(server.data_dir.stat().st_uid).pw_name == expected
 
 
-def test_sqlalchemy_sync_engine(server: MariaDBServer) -> None:
-    engine = create_engine(server.url(TEMPLATE))
+def _connected_to(url: str) -> str:
+    """The database a sync engine of ``url`` connects to."""
+    engine = create_engine(url)
     try:
         with engine.connect() as conn:
-            assert conn.execute(text("SELECT DATABASE()")).scalar_one() == TEMPLATE
+            return str(conn.execute(text("SELECT DATABASE()")).scalar_one())
     finally:
         engine.dispose()
+
+
+def test_sqlalchemy_sync_engine(server: MariaDBServer) -> None:
+    assert _connected_to(server.url(TEMPLATE)) == TEMPLATE
 
 
 @pytest.mark.anyio
@@ -146,12 +151,9 @@ async def test_sqlalchemy_async_engines(server: MariaDBServer, driver: str) -> N
 def test_odd_database_names_are_quoted(server: MariaDBServer) -> None:
     name = "odd `name` with spaces"
     server.create_database(name)
-    engine = create_engine(server.url(name))
     try:
-        with engine.connect() as conn:
-            assert conn.execute(text("SELECT DATABASE()")).scalar_one() == name
+        assert _connected_to(server.url(name)) == name
     finally:
-        engine.dispose()
         server.drop_database(name)
     assert not exists(server, name)
 

@@ -245,6 +245,24 @@ def test_db_upgrade_reports_an_unreachable_database() -> None:
     assert one_error_line(done.stderr).startswith("sqla-scheduler: cannot reach the database")
 
 
+def _written_at(engine: Engine, revision: str, *inserts: str) -> None:
+    """Bring the tables to ``revision`` and write rows there with ``inserts``: what an
+    application wrote before the revision under test."""
+    migrate.upgrade(engine, revision)
+    with engine.begin() as conn:
+        for insert in inserts:
+            conn.execute(text(insert))
+
+
+def _columns(engine: Engine, table: str) -> set[str]:
+    return {c["name"] for c in inspect(engine).get_columns(table)}
+
+
+def _scalar(engine: Engine, query: str) -> Any:
+    with engine.connect() as conn:
+        return conn.scalar(text(query))
+
+
 def test_the_payload_revision_keeps_each_payload(engine: Engine) -> None:
     """Revision e5a0c4b8f1d2 rebuilds SQLite's payload column as TEXT: payloads stored
     before it read back as they did (numbers SQLite had already turned into numbers stay
@@ -282,46 +300,36 @@ def test_the_payload_revision_keeps_each_payload(engine: Engine) -> None:
 def test_the_last_error_revision_adds_a_column_and_its_downgrade_drops_it(engine: Engine) -> None:
     """Revision 626b08d7d8ec adds the nullable ``last_error``; rows written before it read
     ``NULL`` there, and a downgrade drops the column and keeps the rows."""
-    migrate.upgrade(engine, "f7b2d9e4a6c1")
-    with engine.begin() as conn:
-        conn.execute(
-            text(
-                "insert into scheduled_tasks (task_name, task_instance, execution_time, "
-                "picked, consecutive_failures, version, priority) "
-                "values ('t', 'old', '2030-01-01 00:00:00', false, 1, 1, 0)"
-            )
-        )
+    _written_at(
+        engine,
+        "f7b2d9e4a6c1",
+        "insert into scheduled_tasks (task_name, task_instance, execution_time, "
+        "picked, consecutive_failures, version, priority) "
+        "values ('t', 'old', '2030-01-01 00:00:00', false, 1, 1, 0)",
+    )
     migrate.upgrade(engine, "626b08d7d8ec")
     with engine.begin() as conn:
         assert conn.scalar(text("select last_error from scheduled_tasks")) is None
         conn.execute(text("update scheduled_tasks set last_error = 'ValueError: boom'"))
     migrate.downgrade(engine, "f7b2d9e4a6c1")
-    columns = {c["name"] for c in inspect(engine).get_columns("scheduled_tasks")}
-    assert "last_error" not in columns
-    with engine.connect() as conn:
-        assert conn.scalar(text("select task_instance from scheduled_tasks")) == "old"
+    assert "last_error" not in _columns(engine, "scheduled_tasks")
+    assert _scalar(engine, "select task_instance from scheduled_tasks") == "old"
 
 
 def test_the_payload_version_revision_reads_old_rows_as_version_1(engine: Engine) -> None:
     """Revision 59fbd7ad3e6b adds ``payload_version`` to the table and its history: rows
     and entries written before it read as version 1; a downgrade drops both columns and
     keeps the rows, and an upgrade after it reads them as version 1 again."""
-    migrate.upgrade(engine, "b8d2f4a61c37")
-    with engine.begin() as conn:
-        conn.execute(
-            text(
-                "insert into scheduled_tasks (task_name, task_instance, task_data, "
-                "execution_time, picked, consecutive_failures, version, priority) "
-                "values ('t', 'old', '{\"a\": 1}', '2030-01-01 00:00:00', false, 0, 1, 0)"
-            )
-        )
-        conn.execute(
-            text(
-                "insert into scheduled_tasks_history (task_name, task_instance, outcome, "
-                "finished_at, attempt, task_data, priority) "
-                "values ('t', 'gone', 'undecodable', '2030-01-01 00:00:00', 1, '{\"a\": 1}', 0)"
-            )
-        )
+    _written_at(
+        engine,
+        "b8d2f4a61c37",
+        "insert into scheduled_tasks (task_name, task_instance, task_data, "
+        "execution_time, picked, consecutive_failures, version, priority) "
+        "values ('t', 'old', '{\"a\": 1}', '2030-01-01 00:00:00', false, 0, 1, 0)",
+        "insert into scheduled_tasks_history (task_name, task_instance, outcome, "
+        "finished_at, attempt, task_data, priority) "
+        "values ('t', 'gone', 'undecodable', '2030-01-01 00:00:00', 1, '{\"a\": 1}', 0)",
+    )
 
     def versions() -> list[Any]:
         with engine.connect() as conn:
@@ -336,10 +344,9 @@ def test_the_payload_version_revision_reads_old_rows_as_version_1(engine: Engine
         conn.execute(text("update scheduled_tasks set payload_version = 3"))
     migrate.downgrade(engine, "b8d2f4a61c37")
     for table in ("scheduled_tasks", "scheduled_tasks_history"):
-        assert "payload_version" not in {c["name"] for c in inspect(engine).get_columns(table)}
-    with engine.connect() as conn:
-        assert conn.scalar(text("select task_instance from scheduled_tasks")) == "old"
-        assert conn.scalar(text("select task_instance from scheduled_tasks_history")) == "gone"
+        assert "payload_version" not in _columns(engine, table)
+    assert _scalar(engine, "select task_instance from scheduled_tasks") == "old"
+    assert _scalar(engine, "select task_instance from scheduled_tasks_history") == "gone"
     migrate.upgrade(engine)
     assert versions() == [1, 1]
 
@@ -348,20 +355,15 @@ def test_the_node_interval_revision_leaves_old_rows_without_one(engine: Engine) 
     """Revision 1ab727525351 adds the nodes' ``heartbeat_interval_ms``: a row written before
     it holds null (readers judge it by their own interval); a downgrade drops the column
     and keeps the rows."""
-    migrate.upgrade(engine, "59fbd7ad3e6b")
-    with engine.begin() as conn:
-        conn.execute(
-            text(
-                "insert into scheduled_tasks_nodes (name, host, pid, started_at, last_seen, "
-                "concurrency, running, version) values ('old', 'h', 1, '2030-01-01 00:00:00', "
-                "'2030-01-01 00:00:00', 10, 0, '0.1')"
-            )
-        )
+    _written_at(
+        engine,
+        "59fbd7ad3e6b",
+        "insert into scheduled_tasks_nodes (name, host, pid, started_at, last_seen, "
+        "concurrency, running, version) values ('old', 'h', 1, '2030-01-01 00:00:00', "
+        "'2030-01-01 00:00:00', 10, 0, '0.1')",
+    )
     migrate.upgrade(engine, "1ab727525351")
-    with engine.connect() as conn:
-        assert conn.scalar(text("select heartbeat_interval_ms from scheduled_tasks_nodes")) is None
+    assert _scalar(engine, "select heartbeat_interval_ms from scheduled_tasks_nodes") is None
     migrate.downgrade(engine, "59fbd7ad3e6b")
-    columns = {c["name"] for c in inspect(engine).get_columns("scheduled_tasks_nodes")}
-    assert "heartbeat_interval_ms" not in columns
-    with engine.connect() as conn:
-        assert conn.scalar(text("select name from scheduled_tasks_nodes")) == "old"
+    assert "heartbeat_interval_ms" not in _columns(engine, "scheduled_tasks_nodes")
+    assert _scalar(engine, "select name from scheduled_tasks_nodes") == "old"
