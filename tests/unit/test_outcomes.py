@@ -14,7 +14,6 @@ from sqla_scheduler import (
     Execution,
     FixedDelay,
     NextAt,
-    SchedulerConfig,
     custom,
     one_time,
     recurring,
@@ -24,28 +23,14 @@ from sqla_scheduler._runner.outcomes import Abandon
 from sqla_scheduler.exceptions import PayloadError
 from sqla_scheduler.models import INT_MAX
 from tests.support import NOW
-from tests.support.builders import execution_at
+from tests.support.builders import RETRY_CONFIG, picked
 
-CONFIG = SchedulerConfig(
-    retry_base_delay=timedelta(seconds=30),
-    retry_backoff_rate=2.0,
-    retry_max_delay=timedelta(hours=1),
-    max_retries=3,
-)
+CONFIG = RETRY_CONFIG.replace(max_retries=3)
 
 
 def execution(task: str = "job", *, failures: int = 0, data: Any = None) -> Execution:
     """A picked execution of ``task``, due five seconds ago."""
-    return execution_at(
-        NOW - timedelta(seconds=5),
-        task_name=task,
-        data=data,
-        picked=True,
-        picked_by="me",
-        last_heartbeat=NOW,
-        consecutive_failures=failures,
-        version=2,
-    )
+    return picked(failures=failures, task_name=task, data=data)
 
 
 def policy(task: Any, execution: Execution) -> outcomes.Policy:

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from sqla_scheduler import (
     Execution,
     FixedDelay,
-    SchedulerConfig,
     TaskDefinitionError,
     custom,
     one_time,
@@ -25,14 +24,10 @@ from sqla_scheduler._error_text import error_text
 from sqla_scheduler._runner import outcomes
 from sqla_scheduler._runner.outcomes import Abandon
 from sqla_scheduler._store import Completion
-from tests.support.builders import execution_at
+from tests.support.builders import RETRY_CONFIG, picked
 from tests.support.clocks import NOW
 
-CONFIG = SchedulerConfig(
-    retry_base_delay=timedelta(seconds=30),
-    retry_backoff_rate=2.0,
-    retry_max_delay=timedelta(hours=1),
-)
+CONFIG = RETRY_CONFIG
 HOUR = timedelta(hours=1)
 
 
@@ -64,15 +59,7 @@ def noop(ctx: Any) -> None: ...
 
 
 def execution(*, failures: int = 0, instance: str = "i") -> Execution:
-    return execution_at(
-        NOW - timedelta(seconds=5),
-        instance_id=instance,
-        picked=True,
-        picked_by="me",
-        last_heartbeat=NOW,
-        consecutive_failures=failures,
-        version=2,
-    )
+    return picked(failures=failures, instance_id=instance)
 
 
 # --- the model ---------------------------------------------------------------------------

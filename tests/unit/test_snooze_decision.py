@@ -19,7 +19,7 @@ from sqla_scheduler import (
 )
 from sqla_scheduler._runner import outcomes
 from sqla_scheduler.models import INT_MAX
-from tests.support.builders import execution_at
+from tests.support import builders
 from tests.support.clocks import NOW
 
 
@@ -38,16 +38,11 @@ HOURLY = recurring("poll", FixedDelay(timedelta(hours=1)))(noop)
 def picked(*, snoozes: int = 0, failures: int = 0) -> Execution:
     """A picked execution of ``poll`` that failed ``failures`` times and snoozed
     ``snoozes`` times, due five seconds ago."""
-    return execution_at(
-        NOW - timedelta(seconds=5),
+    return builders.picked(
+        failures=failures,
         task_name="poll",
         instance_id="a",
         data={"n": 1},
-        picked=True,
-        picked_by="me",
-        last_heartbeat=NOW,
-        consecutive_failures=failures,
-        version=2,
         last_error="RuntimeError: earlier" if failures else None,
         payload_version=3,
         snoozes=snoozes,
