@@ -449,14 +449,6 @@ def _check_int(value: object) -> object:
     return value
 
 
-def _coerce_int(raw: object) -> object:
-    if isinstance(raw, str):
-        if not _INTEGER.fullmatch(raw.strip()):
-            raise _Invalid("is not an integer")
-        return int(raw)
-    return _check_int(raw)
-
-
 def _check_float(value: object) -> object:
     if isinstance(value, bool):
         raise _Invalid("is a bool, not a number")
@@ -471,12 +463,24 @@ def _check_float(value: object) -> object:
     return number
 
 
-def _coerce_float(raw: object) -> object:
-    if isinstance(raw, str):
-        if not _NUMBER.fullmatch(raw.strip()):
-            raise _Invalid("is not a number")
-        return float(raw)
-    return _check_float(raw)
+def _read_text(
+    written: re.Pattern[str],
+    read: Callable[[str], object],
+    check: Callable[[object], object],
+    *,
+    kind: str,
+) -> Callable[[object], object]:
+    """A coercion that reads text ``written`` so with ``read`` (any other text is not a
+    ``kind``) and checks any other value as the constructor does."""
+
+    def coerce(raw: object) -> object:
+        if isinstance(raw, str):
+            if not written.fullmatch(raw.strip()):
+                raise _Invalid(f"is not {kind}")
+            return read(raw)
+        return check(raw)
+
+    return coerce
 
 
 def _check_duration(value: object) -> object:
@@ -578,8 +582,8 @@ def _optional(kind: _Kind, none_words: frozenset[str]) -> _Kind:
     return _Kind(check, coerce)
 
 
-_INT = _Kind(_check_int, _coerce_int)
-_FLOAT = _Kind(_check_float, _coerce_float)
+_INT = _Kind(_check_int, _read_text(_INTEGER, int, _check_int, kind="an integer"))
+_FLOAT = _Kind(_check_float, _read_text(_NUMBER, float, _check_float, kind="a number"))
 _DURATION = _Kind(_check_duration, _coerce_duration)
 _BOOL = _Kind(_check_bool, _coerce_bool)
 _STR = _Kind(_check_str, _check_str)
