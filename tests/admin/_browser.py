@@ -21,8 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
 from starlette.types import ASGIApp
 
+from tests.support.admin import PASSWORD, USER
 from tests.support.servers.base import free_port
 
 if TYPE_CHECKING:
@@ -39,6 +42,7 @@ __all__ = [
     "mid_word_breaks",
     "narrow_wraps",
     "overflowing",
+    "signed_in",
 ]
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -140,6 +144,29 @@ def live(app: ASGIApp) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@contextlib.contextmanager
+def signed_in(browser: Browser, app: ASGIApp, path: str) -> Iterator[tuple[str, Page]]:
+    """The admin ``app`` served live at ``MOUNT``, and a page of ``browser`` signed in as
+    the tests' user in a 1440x900 window, opened at ``path`` under it: the server's base
+    URL and the page. Leaving without an error asserts that no page opened a dialog
+    (injected script ran) nor broke the Content-Security-Policy; the page's context
+    closes on leaving."""
+    with live(Starlette(routes=[Mount(MOUNT, app=app)])) as base:
+        context = browser.new_context(
+            http_credentials={"username": USER, "password": PASSWORD},
+            viewport={"width": 1440, "height": 900},
+        )
+        try:
+            page = context.new_page()
+            watch = Watch(page)
+            page.goto(f"{base}{MOUNT}{path}")
+            yield base, page
+            assert watch.dialogs == [], "injected script ran"
+            assert watch.csp_violations() == []
+        finally:
+            context.close()
 
 
 class Watch:

@@ -9,6 +9,7 @@ dark scheme the form controls are dark too.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -28,7 +29,7 @@ from tests.support.admin import PASSWORD, USER, entry_row, node_row, result_row,
 pytestmark = pytest.mark.xdist_group("browser")
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, BrowserContext
+    from playwright.sync_api import Browser, Page
 
 WIDTHS = (800, 1400, 1920)
 #: The error of a database that went away, as the failing executions keep it.
@@ -189,12 +190,19 @@ PAGES = (
 )
 
 
-def _context(browser: Browser, **options: Any) -> BrowserContext:
-    return browser.new_context(
+@contextlib.contextmanager
+def _page(browser: Browser, **options: Any) -> Iterator[Page]:
+    """A page of a new context of ``browser`` (signed in, 1400 px wide, with ``options``),
+    closed on leaving."""
+    context = browser.new_context(
         http_credentials={"username": USER, "password": PASSWORD},
         viewport={"width": 1400, "height": 900},
         **options,
     )
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
 
 
 def test_no_text_wraps_in_a_column_of_a_few_letters(browser: Browser, site: str) -> None:
@@ -202,9 +210,7 @@ def test_no_text_wraps_in_a_column_of_a_few_letters(browser: Browser, site: str)
     (``acc-adminui-`` a line, broken inside words too): no text wraps narrower than six of
     its characters, and a name breaks only at its separators; what is still too wide
     scrolls in its table's box, and nothing sticks out of the page."""
-    context = _context(browser)
-    page = context.new_page()
-    try:
+    with _page(browser) as page:
         for width in WIDTHS:
             page.set_viewport_size({"width": width, "height": 900})
             for path in PAGES:
@@ -213,8 +219,6 @@ def test_no_text_wraps_in_a_column_of_a_few_letters(browser: Browser, site: str)
                 assert narrow_wraps(page) == [], (where, narrow_wraps(page))
                 assert mid_word_breaks(page) == [], (where, mid_word_breaks(page))
                 assert overflowing(page) == [], (where, overflowing(page))
-    finally:
-        context.close()
 
 
 #: The pages that show errors' first lines.
@@ -258,9 +262,7 @@ def test_an_error_shows_a_readable_start_and_the_whole_line_on_hover(
     Actions column kept in view, with nothing to read the rest by: each error's first line
     has its box at least 16 characters wide (ConnectionError:), the line whole in its title,
     and at 1400 and 1920 px that much of it in the table's first view."""
-    context = _context(browser)
-    page = context.new_page()
-    try:
+    with _page(browser) as page:
         for width in WIDTHS:
             page.set_viewport_size({"width": width, "height": 900})
             for path in ERROR_PAGES:
@@ -274,8 +276,6 @@ def test_an_error_shows_a_readable_start_and_the_whole_line_on_hover(
                     assert e["width"] >= min(e["whole"], e["least"]) - 0.5, where
                     if width > 800:
                         assert e["seen"] >= min(e["whole"], e["least"]) - 0.5, where
-    finally:
-        context.close()
 
 
 #: Each task kind's box: its place, and whether its table hides columns (its box scrolls).
@@ -294,9 +294,7 @@ def test_the_task_kinds_share_the_width_by_what_they_hold(browser: Browser, site
     """At 1400 px the one-time tasks' box hid its last columns beside a recurring box of
     short names with room to spare: a kind's table hides columns only in a box that has
     the whole width to itself."""
-    context = _context(browser)
-    page = context.new_page()
-    try:
+    with _page(browser) as page:
         for width in (*WIDTHS, 1000, 1200, 1600):
             page.set_viewport_size({"width": width, "height": 900})
             page.goto(site + "/")
@@ -311,8 +309,6 @@ def test_the_task_kinds_share_the_width_by_what_they_hold(browser: Browser, site
                     ]
                     assert beside == [], (width, kind, beside)
                     assert kind["width"] >= kind["room"] - 1, (width, kind)
-    finally:
-        context.close()
 
 
 #: The pages with filters, and their time fields.
@@ -330,9 +326,7 @@ def test_the_filters_keep_utc_beside_the_time_field(browser: Browser, site: str)
     """The filters wrapped a lone "UTC" onto a line of its own at some widths: at every
     width from 800 to 1920 px, 20 px apart, it stays on the line of the time field it
     belongs to, just right of it."""
-    context = _context(browser)
-    page = context.new_page()
-    try:
+    with _page(browser) as page:
         for path in FILTER_PAGES:
             page.goto(site + path)
             for width in range(800, 1921, 20):
@@ -343,8 +337,6 @@ def test_the_filters_keep_utc_beside_the_time_field(browser: Browser, site: str)
                 where = (path, width, at)
                 assert field[1] <= middle <= field[3], where  # on the field's line
                 assert field[2] <= utc[0] <= field[2] + 24, where  # just right of it
-    finally:
-        context.close()
 
 
 def _luminance(rgb: str) -> float:
@@ -371,9 +363,7 @@ def test_form_controls_are_dark_in_the_dark_scheme(browser: Browser, site: str) 
     """In the dark scheme the Activity's task <select> and its Show button kept the
     browser's own mid grey (rgb(107, 107, 107)) on the dark page: every form control's
     background is as dark as the page's panels (relative luminance below 0.05)."""
-    context = _context(browser, color_scheme="dark")
-    page = context.new_page()
-    try:
+    with _page(browser, color_scheme="dark") as page:
         for path in ("/", *FILTER_PAGES):
             page.goto(site + path)
             controls = page.evaluate(_CONTROLS)
@@ -382,5 +372,3 @@ def test_form_controls_are_dark_in_the_dark_scheme(browser: Browser, site: str) 
                 assert any("#activity-task" in c["control"] for c in controls), controls
             for c in controls:
                 assert _luminance(c["background"]) < 0.05, (path, c)
-    finally:
-        context.close()
