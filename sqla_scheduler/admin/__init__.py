@@ -23,14 +23,13 @@ Needs the ``admin`` extra: ``pip install sqla-scheduler[admin]``.
 
 from __future__ import annotations
 
+from sqla_scheduler._extras import missing_extra
+
 try:
     import jinja2  # noqa: F401
     import starlette  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised in a test with the imports hidden
-    raise ImportError(
-        f"sqla_scheduler.admin needs the admin extra ({exc.name} is missing): "
-        "pip install sqla-scheduler[admin]"
-    ) from exc
+    raise missing_extra(__name__, f"the admin extra ({exc.name} is missing)", "admin") from exc
 
 from collections.abc import Mapping
 
@@ -86,7 +85,5 @@ def serve(
     try:
         import uvicorn
     except ImportError as exc:  # pragma: no cover - uvicorn comes with the admin extra
-        raise ImportError(
-            "serving the admin page needs uvicorn: pip install sqla-scheduler[admin]"
-        ) from exc
+        raise missing_extra("serving the admin page", "uvicorn", "admin") from exc
     uvicorn.run(site, host=host, port=port, proxy_headers=False, server_header=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
+from sqla_scheduler._extras import missing_extra
 from sqla_scheduler.admin._app import create_app
 from sqla_scheduler.scheduler import Scheduler
 
@@ -41,9 +42,7 @@ def create_wsgi_app(
     try:
         from a2wsgi import ASGIMiddleware
     except ImportError as exc:  # pragma: no cover - a2wsgi comes with the admin extra
-        raise ImportError(
-            "the admin page as a WSGI app needs a2wsgi: pip install sqla-scheduler[admin]"
-        ) from exc
+        raise missing_extra("the admin page as a WSGI app", "a2wsgi", "admin") from exc
     asgi = create_app(
         scheduler,
         username=username,

@@ -71,12 +71,12 @@ import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from sqla_scheduler._extras import missing_extra
+
 try:
     from flask import Flask
 except ImportError as exc:  # pragma: no cover - exercised without the extra
-    raise ImportError(
-        "sqla_scheduler.integrations.flask needs Flask: pip install sqla-scheduler[flask]"
-    ) from exc
+    raise missing_extra(__name__, "Flask", "flask") from exc
 
 from sqla_scheduler.scheduler import Scheduler
 

@@ -25,14 +25,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from sqla_scheduler._extras import missing_extra
+
 try:
     from opentelemetry import propagate, trace
     from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 except ImportError as exc:  # pragma: no cover - exercised without the extra
-    raise ImportError(
-        "sqla_scheduler.integrations.opentelemetry needs OpenTelemetry: "
-        "pip install sqla-scheduler[otel]"
-    ) from exc
+    raise missing_extra(__name__, "OpenTelemetry", "otel") from exc
 
 from sqla_scheduler import __version__
 from sqla_scheduler.context import ExecutionContext

@@ -33,13 +33,12 @@ import time
 from functools import partial
 from typing import Any, NoReturn
 
+from sqla_scheduler._extras import missing_extra
+
 try:
     from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 except ImportError as exc:  # pragma: no cover - exercised without the extra
-    raise ImportError(
-        "sqla_scheduler.integrations.prometheus needs prometheus-client: "
-        "pip install sqla-scheduler[prometheus]"
-    ) from exc
+    raise missing_extra(__name__, "prometheus-client", "prometheus") from exc
 
 import anyio
 
