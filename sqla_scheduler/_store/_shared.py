@@ -26,10 +26,10 @@ def count_rows(conn: Connection, query: Select[Any]) -> int:
     return int(found.scalar_one())
 
 
-def chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
-    """``items`` in slices of at most ``PER_STATEMENT``, one for each statement."""
-    for start in range(0, len(items), PER_STATEMENT):
-        yield items[start : start + PER_STATEMENT]
+def chunks(items: Sequence[T], size: int = PER_STATEMENT) -> Iterator[Sequence[T]]:
+    """``items`` in slices of at most ``size``, one for each statement."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 def notify(

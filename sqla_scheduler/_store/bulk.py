@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from itertools import islice
 
 from sqlalchemy import ColumnElement, Connection
 
@@ -15,6 +14,7 @@ from sqla_scheduler._execution import ExecutionAction
 from sqla_scheduler._statements import Statements
 from sqla_scheduler._statements.bulk import Bulk, bulk_for
 from sqla_scheduler._store import results as result_store
+from sqla_scheduler._store._shared import chunks, notify
 
 __all__ = [
     "BATCH",
@@ -58,12 +58,11 @@ def _batches(found: Sequence[Key]) -> list[tuple[str, list[str]]]:
     by_task: dict[str, list[str]] = defaultdict(list)
     for name, instance in found:
         by_task[name].append(instance)
-    batches: list[tuple[str, list[str]]] = []
-    for name, instances in sorted(by_task.items()):
-        it = iter(instances)
-        while chunk := list(islice(it, BATCH)):
-            batches.append((name, chunk))
-    return batches
+    return [
+        (name, list(chunk))
+        for name, instances in sorted(by_task.items())
+        for chunk in chunks(instances, BATCH)
+    ]
 
 
 def retry(
@@ -147,8 +146,8 @@ def requeue(
     bulk = _bulk(statements)
     inserted = 0
     names: set[str] = set()
-    for start in range(0, len(ids), BATCH):
-        result = conn.execute(bulk.requeue, {"ids": list(ids[start : start + BATCH]), "now": now})
+    for chunk in chunks(ids, BATCH):
+        result = conn.execute(bulk.requeue, {"ids": list(chunk), "now": now})
         # without RETURNING (MySQL) they are counted; no NOTIFY names them there either
         count, found = backend.inserted(result)
         inserted += count
@@ -166,9 +165,6 @@ def _announce(
 ) -> None:
     """Tell the schedulers of each task ``names`` that work of theirs is due (a NOTIFY
     each on commit, PostgreSQL), and call ``on_due`` with ``now`` (this process's own)."""
-    scheduling = statements.scheduling
-    if scheduling.notify is not None:
-        for name in sorted(names):
-            conn.execute(scheduling.notify, {"channel": scheduling.channel, "payload": name})
+    notify(conn, statements.scheduling, names)
     if on_due is not None:
         on_due(now)
