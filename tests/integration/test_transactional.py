@@ -17,6 +17,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 from sqla_scheduler import (
     ManualClock,
+    OneTimeTask,
     Scheduler,
     SchedulerConfig,
     TaskDefinitionError,
@@ -74,6 +75,20 @@ def writer(db: Harness, fail: bool = False, wait: anyio.Event | None = None) -> 
     return handler
 
 
+async def _rolled_back(
+    app: Harness, clock: ManualClock, task: OneTimeTask[Any]
+) -> tuple[int, dict[str, Any]]:
+    """Run ``task``'s instance ``a`` once, and assert its writes were rolled back and its
+    row is still in the table: how many executions ran, and that row."""
+    scheduler = app.scheduler([task], clock)
+    await app.resolve(scheduler.schedule(app.engine, task.instance("a")))
+    ran = await scheduler.run_due()
+    assert effects(app) == []
+    row = app.row(task.name, "a")
+    assert row is not None
+    return ran, row
+
+
 async def test_the_writes_commit_with_the_recorded_success(app: Harness, clock: ManualClock):
     task = one_time("charge", transactional=True)(writer(app))
     scheduler = app.scheduler([task], clock)
@@ -87,12 +102,8 @@ async def test_the_writes_commit_with_the_recorded_success(app: Harness, clock: 
 
 async def test_a_failure_rolls_the_writes_back_and_retries(app: Harness, clock: ManualClock):
     failing = one_time("charge", transactional=True)(writer(app, fail=True))
-    scheduler = app.scheduler([failing], clock)
-    await app.resolve(scheduler.schedule(app.engine, failing.instance("a")))
-    assert await scheduler.run_due() == 1
-    assert effects(app) == []
-    row = app.row("charge", "a")
-    assert row is not None
+    ran, row = await _rolled_back(app, clock, failing)
+    assert ran == 1
     assert row["consecutive_failures"] == 1
     assert "RuntimeError: boom" in row["last_error"]
 
@@ -176,12 +187,7 @@ async def test_a_commit_by_the_handler_only_flushes(app: Harness, clock: ManualC
         handler = commit_then_fail  # type: ignore[assignment]
 
     task = one_time("charge", transactional=True)(handler)
-    scheduler = app.scheduler([task], clock)
-    await app.resolve(scheduler.schedule(app.engine, task.instance("a")))
-    await scheduler.run_due()
-    assert effects(app) == []
-    row = app.row("charge", "a")
-    assert row is not None
+    _, row = await _rolled_back(app, clock, task)
     assert row["consecutive_failures"] == 1
 
 
@@ -210,12 +216,8 @@ async def test_a_taken_over_execution_rolls_the_writes_back(app: Harness, clock:
             take_over(ctx)
 
     task = one_time("charge", transactional=True)(handler)
-    scheduler = app.scheduler([task], clock)
-    await app.resolve(scheduler.schedule(app.engine, task.instance("a")))
-    await scheduler.run_due()
-    assert effects(app) == []  # the owner now is the other scheduler: its run counts
-    row = app.row("charge", "a")
-    assert row is not None  # this scheduler recorded nothing
+    # the owner now is the other scheduler: its run counts; this one recorded nothing
+    await _rolled_back(app, clock, task)
 
 
 async def test_a_timeout_rolls_the_writes_back(app: Harness, clock: ManualClock):
@@ -225,12 +227,7 @@ async def test_a_timeout_rolls_the_writes_back(app: Harness, clock: ManualClock)
         )
     never = anyio.Event()
     task = one_time("charge", transactional=True, timeout=0.2)(writer(app, wait=never))
-    scheduler = app.scheduler([task], clock)
-    await app.resolve(scheduler.schedule(app.engine, task.instance("a")))
-    await scheduler.run_due()
-    assert effects(app) == []
-    row = app.row("charge", "a")
-    assert row is not None
+    _, row = await _rolled_back(app, clock, task)
     assert "timed out" in row["last_error"]
 
 

@@ -4,6 +4,9 @@ side they could deadlock), while those run side by side."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
 import anyio
 import pytest
 
@@ -31,6 +34,27 @@ async def test_statements_run_side_by_side() -> None:
             group.start_soon(statement)
 
 
+@asynccontextmanager
+async def _queued_behind(
+    first: Callable[[], Awaitable[None]],
+    first_in: anyio.Event,
+    heartbeat: Callable[[], Awaitable[None]],
+    later: Callable[[], Awaitable[None]],
+) -> AsyncIterator[None]:
+    """``first`` running (once it set ``first_in``), then ``heartbeat`` arriving, then
+    ``later``, each started once everything else waits; within five seconds, the body
+    ending what ``first`` holds, all of them run to their end on leaving."""
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            group.start_soon(first)
+            await first_in.wait()
+            group.start_soon(heartbeat)
+            await anyio.wait_all_tasks_blocked()
+            group.start_soon(later)  # arrives while the heartbeat waits
+            await anyio.wait_all_tasks_blocked()
+            yield
+
+
 async def test_a_heartbeat_waits_for_the_statement_under_way_and_new_ones_wait_for_it() -> None:
     writes = RowWrites()
     order: list[str] = []
@@ -53,16 +77,9 @@ async def test_a_heartbeat_waits_for_the_statement_under_way_and_new_ones_wait_f
         async with writes.statement():
             order.append("later in")
 
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as group:
-            group.start_soon(first)
-            await first_in.wait()
-            group.start_soon(heartbeat)
-            await anyio.wait_all_tasks_blocked()
-            group.start_soon(later)  # arrives while the heartbeat waits
-            await anyio.wait_all_tasks_blocked()
-            assert order == ["first in"]
-            release_first.set()
+    async with _queued_behind(first, first_in, heartbeat, later):
+        assert order == ["first in"]
+        release_first.set()
     assert order == ["first in", "first out", "beat in", "beat out", "later in"]
 
 
@@ -86,18 +103,11 @@ async def test_a_heartbeat_cancelled_while_it_waits_lets_statements_through() ->
         async with writes.statement():
             later_in.set()
 
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as group:
-            group.start_soon(first)
-            await first_in.wait()
-            group.start_soon(heartbeat)
-            await anyio.wait_all_tasks_blocked()
-            group.start_soon(later)
-            await anyio.wait_all_tasks_blocked()
-            assert not later_in.is_set()  # held up by the heartbeat waiting
-            beat.cancel()
-            await later_in.wait()  # let through once the heartbeat gave up
-            release_first.set()
+    async with _queued_behind(first, first_in, heartbeat, later):
+        assert not later_in.is_set()  # held up by the heartbeat waiting
+        beat.cancel()
+        await later_in.wait()  # let through once the heartbeat gave up
+        release_first.set()
 
 
 async def test_a_statement_begun_as_its_task_is_cancelled_still_runs() -> None:
