@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from sqlalchemy import event, insert
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler import ManualClock, PayloadError, Scheduler, TaskDefinitionError, one_time
@@ -237,9 +237,6 @@ async def test_every_key_and_number_is_checked_before_any_statement(db: Harness)
     # Text a database can be asked for is asked for: an empty key finds nothing, and a row
     # written before control characters were refused in names can still be reached.
     assert await db.resolve(scheduler.cancel(db.engine, "job", "")) is False
-    with db.sync_engine.begin() as conn:
-        conn.execute(
-            insert(db.table).values(task_name="old\x01", task_instance="i", execution_time=NOW)
-        )
+    db.put(task_name="old\x01", task_instance="i", execution_time=NOW)
     assert await db.resolve(scheduler.get_execution(db.engine, "old\x01", "i")) is not None
     assert await db.resolve(scheduler.cancel(db.engine, "old\x01", "i")) is True

@@ -164,12 +164,7 @@ async def test_an_undecodable_payload_goes_to_history_and_comes_back_after_a_fix
 ) -> None:
     strict = one_time("typed", payload_type=Point)(lambda ctx: None)
     scheduler = db.scheduler([strict], clock)
-    with db.sync_engine.begin() as conn:
-        conn.execute(
-            insert(db.table).values(
-                task_name="typed", task_instance="bad", task_data={"y": "oops"}, execution_time=NOW
-            )
-        )
+    db.put(task_name="typed", task_instance="bad", task_data={"y": "oops"}, execution_time=NOW)
     assert await scheduler.run_due() == 1
     assert db.row("typed", "bad") is None
     (entry,) = await _history(db, scheduler)

@@ -11,7 +11,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import insert
 
 from sqla_scheduler import (
     FixedDelay,
@@ -204,16 +203,13 @@ async def test_a_payload_that_cannot_be_brought_up_is_undecodable_until_a_fix(
     v1 = old._tasks["resize"]
     good, bad = v1.instance("good", {"path": "g.png"}), v1.instance("bad", {"name": "b.png"})
     assert await db.resolve(old.schedule_batch(db.engine, [good, bad])) == 2
-    with db.sync_engine.begin() as conn:  # written by a later deploy than the one running
-        conn.execute(
-            insert(db.table).values(
-                task_name="resize",
-                task_instance="newer",
-                task_data={"source": "n.png", "width": 1, "height": 1},
-                execution_time=NOW,
-                payload_version=7,
-            )
-        )
+    db.put(  # written by a later deploy than the one running
+        task_name="resize",
+        task_instance="newer",
+        task_data={"source": "n.png", "width": 1, "height": 1},
+        execution_time=NOW,
+        payload_version=7,
+    )
 
     seen: list[Any] = []
     buggy = db.scheduler([_resize_v3(seen, Upcasters())], clock, scheduler_name="v3")

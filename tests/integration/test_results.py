@@ -155,12 +155,7 @@ async def test_an_abandoned_execution_keeps_its_last_error(db: Harness, clock: M
 async def test_an_undecodable_payload_is_a_result_too(db: Harness, clock: ManualClock) -> None:
     typed = one_time("typed", payload_type=Report, keep_result=True)(lambda ctx: None)
     scheduler = db.scheduler([typed], clock)
-    with db.sync_engine.begin() as conn:
-        conn.execute(
-            insert(db.table).values(
-                task_name="typed", task_instance="bad", task_data={"y": 1}, execution_time=NOW
-            )
-        )
+    db.put(task_name="typed", task_instance="bad", task_data={"y": 1}, execution_time=NOW)
     assert await scheduler.run_due() == 1
     result = await _result(db, scheduler, "typed", "bad")
     assert result is not None

@@ -366,15 +366,10 @@ async def test_dead_executions_are_revived(db: Harness, clock: ManualClock):
 async def test_orphans_are_left_alone_then_deleted(db: Harness, clock: ManualClock):
     known = one_time("known")(lambda ctx: None)
     scheduler = db.scheduler([known], clock, delete_unresolved_after=timedelta(days=14))
-    with db.sync_engine.begin() as conn:
-        for instance, age in (("old", 15), ("young", 13)):
-            conn.execute(
-                insert(db.table).values(
-                    task_name="retired",
-                    task_instance=instance,
-                    execution_time=NOW - timedelta(days=age),
-                )
-            )
+    for instance, age in (("old", 15), ("young", 13)):
+        db.put(
+            task_name="retired", task_instance=instance, execution_time=NOW - timedelta(days=age)
+        )
     assert await scheduler.run_due() == 0
     assert [
         e.instance_id for e in await db.resolve(scheduler.executions(db.engine, "orphaned"))
@@ -398,12 +393,7 @@ async def test_undecodable_payload_is_removed_with_its_raw_payload_logged(
 
     task = one_time("typed", payload_type=Point)(lambda ctx: None)
     scheduler = db.scheduler([task], clock)
-    with db.sync_engine.begin() as conn:
-        conn.execute(
-            insert(db.table).values(
-                task_name="typed", task_instance="bad", task_data={"y": "oops"}, execution_time=NOW
-            )
-        )
+    db.put(task_name="typed", task_instance="bad", task_data={"y": "oops"}, execution_time=NOW)
     with caplog.at_level(logging.ERROR, logger="sqla_scheduler"):
         await scheduler.run_due()
     assert db.row("typed", "bad") is None

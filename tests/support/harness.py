@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, select, text
+from sqlalchemy import Engine, create_engine, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 from sqlalchemy.orm import Session
 
@@ -106,6 +106,12 @@ class Harness:
                 .one_or_none()
             )
         return dict(found) if found else None
+
+    def put(self, **values: Any) -> None:
+        """Insert a row of ``values`` into the table with a plain INSERT, committed: a row
+        another program (or another version) wrote, which the scheduler must cope with."""
+        with self.sync_engine.begin() as conn:
+            conn.execute(insert(self.table), values)
 
     def count(self, where: str = "true") -> int:
         with self.sync_engine.connect() as conn:
