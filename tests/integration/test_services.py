@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import event, insert, update
+from sqlalchemy import event, update
 
 from sqla_scheduler import ManualClock, Scheduler, one_time
+from sqla_scheduler._runner import Runner
 from sqla_scheduler._runner.held import Held, HeldSet
 from sqla_scheduler._runner.outcomes import Outcome
 from tests.support import NOW, Harness, services
@@ -55,15 +57,23 @@ def run(held: HeldSet, executions: Iterable[Held]) -> None:
 # --- picker ---------------------------------------------------------------------------
 
 
-async def test_a_pick_fills_up_to_the_upper_limit_and_waits_for_the_lower(
-    db: Harness, clock: ManualClock
-):
+@asynccontextmanager
+async def _picking(db: Harness, clock: ManualClock, *, due: int) -> AsyncIterator[Runner]:
+    """The services of a scheduler of one task, ``job``, with ``due`` executions due, that
+    runs 4 at once and picks up to 4 outstanding once under 2 are."""
     task = one_time("job")(lambda ctx: None)
     scheduler = db.scheduler(
         [task], clock, concurrency=4, pick_lower_fraction=0.5, pick_upper_fraction=1.0
     )
-    await schedule(db, scheduler, task, *(f"j{i:02}" for i in range(20)))
+    await schedule(db, scheduler, task, *(f"j{i:02}" for i in range(due)))
     async with services(scheduler) as runner:
+        yield runner
+
+
+async def test_a_pick_fills_up_to_the_upper_limit_and_waits_for_the_lower(
+    db: Harness, clock: ManualClock
+):
+    async with _picking(db, clock, due=20) as runner:
         picker, held = runner.picker, runner.held
         # One is still queued (the workers did not starve): no backlog boost on this pick.
         held.hold(execution_at(NOW, instance_id="queued"))
@@ -86,12 +96,7 @@ async def test_a_pick_fills_up_to_the_upper_limit_and_waits_for_the_lower(
 async def test_a_drained_queue_boosts_the_pick_until_one_comes_back_short(
     db: Harness, clock: ManualClock
 ):
-    task = one_time("job")(lambda ctx: None)
-    scheduler = db.scheduler(
-        [task], clock, concurrency=4, pick_lower_fraction=0.5, pick_upper_fraction=1.0
-    )
-    await schedule(db, scheduler, task, *(f"j{i:02}" for i in range(30)))
-    async with services(scheduler) as runner:
+    async with _picking(db, clock, due=30) as runner:
         picker = runner.picker
         # Nothing outstanding and a full pick: the workers starved between picks.
         picked = await picker.run_once()
@@ -224,20 +229,17 @@ async def test_maintenance_revives_what_stopped_beating_and_its_outcome_is_not_r
 async def test_maintenance_deletes_only_old_orphans(db: Harness, clock: ManualClock):
     task = one_time("known")(lambda ctx: None)
     scheduler = db.scheduler([task], clock, delete_unresolved_after=timedelta(days=14))
-    with db.sync_engine.begin() as conn:
-        for instance, age in (("old", timedelta(days=15)), ("young", timedelta(days=13))):
-            conn.execute(
-                insert(db.table).values(
-                    task_name="gone",
-                    task_instance=instance,
-                    task_data=None,
-                    execution_time=NOW - age,
-                    picked=False,
-                    consecutive_failures=0,
-                    version=1,
-                    priority=0,
-                )
-            )
+    for instance, age in (("old", timedelta(days=15)), ("young", timedelta(days=13))):
+        db.put(
+            task_name="gone",
+            task_instance=instance,
+            task_data=None,
+            execution_time=NOW - age,
+            picked=False,
+            consecutive_failures=0,
+            version=1,
+            priority=0,
+        )
     await schedule(db, scheduler, task, "mine")
     async with services(scheduler) as runner:
         await runner.maintenance.run_once()
