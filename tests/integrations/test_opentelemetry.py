@@ -18,6 +18,9 @@ from tests.support import NOW, Harness
 
 pytestmark = pytest.mark.anyio
 
+#: A task that does nothing, for the tests of what its spans carry.
+EMAIL = one_time("email")(lambda ctx: None)
+
 
 @pytest.fixture
 def exporter() -> InMemorySpanExporter:
@@ -111,21 +114,17 @@ async def test_a_failure_is_recorded_on_the_span(
 async def test_the_execution_continues_the_trace_it_was_scheduled_in(
     db: Harness, provider: TracerProvider, exporter: InMemorySpanExporter, batch: bool
 ):
-    @one_time("email")
-    def task(ctx: Any) -> None:
-        pass
-
     interceptor = OpenTelemetryInterceptor(tracer_provider=provider)
-    web = Scheduler(db.engine, [task], clock=ManualClock(NOW), interceptors=[interceptor])
+    web = Scheduler(db.engine, [EMAIL], clock=ManualClock(NOW), interceptors=[interceptor])
     with provider.get_tracer("web").start_as_current_span("POST /signup") as request:
         if batch:
-            instances = [task.instance("e-1"), task.instance("e-2")]
+            instances = [EMAIL.instance("e-1"), EMAIL.instance("e-2")]
             await db.resolve(web.schedule_batch(db.engine, instances))
         else:
-            await db.resolve(web.schedule(db.engine, task.instance("e-1")))
+            await db.resolve(web.schedule(db.engine, EMAIL.instance("e-1")))
     assert db.count("trace_context is null") == 0
 
-    worker = Scheduler(db.engine, [task], clock=ManualClock(NOW), interceptors=[interceptor])
+    worker = Scheduler(db.engine, [EMAIL], clock=ManualClock(NOW), interceptors=[interceptor])
     assert await worker.run_due() == (2 if batch else 1)
     spans = executions(exporter)
     assert len(spans) == (2 if batch else 1)
@@ -139,14 +138,10 @@ async def test_the_execution_continues_the_trace_it_was_scheduled_in(
 async def test_link_instead_of_parent(
     db: Harness, provider: TracerProvider, exporter: InMemorySpanExporter
 ):
-    @one_time("email")
-    def task(ctx: Any) -> None:
-        pass
-
     interceptor = OpenTelemetryInterceptor(tracer_provider=provider, link=True)
-    scheduler = Scheduler(db.engine, [task], clock=ManualClock(NOW), interceptors=[interceptor])
+    scheduler = Scheduler(db.engine, [EMAIL], clock=ManualClock(NOW), interceptors=[interceptor])
     with provider.get_tracer("web").start_as_current_span("POST /signup") as request:
-        await db.resolve(scheduler.schedule(db.engine, task.instance("e-1")))
+        await db.resolve(scheduler.schedule(db.engine, EMAIL.instance("e-1")))
     assert await scheduler.run_due() == 1
     [span] = executions(exporter)
     assert span.parent is None
@@ -160,15 +155,11 @@ async def test_link_instead_of_parent(
 async def test_the_payload_only_when_enabled(
     db: Harness, provider: TracerProvider, exporter: InMemorySpanExporter, include_payload: bool
 ):
-    @one_time("email")
-    def task(ctx: Any) -> None:
-        pass
-
     interceptor = OpenTelemetryInterceptor(
         tracer_provider=provider, include_payload=include_payload
     )
-    scheduler = Scheduler(db.engine, [task], clock=ManualClock(NOW), interceptors=[interceptor])
-    await db.resolve(scheduler.schedule(db.engine, task.instance("e-1", {"to": "a@b.c"})))
+    scheduler = Scheduler(db.engine, [EMAIL], clock=ManualClock(NOW), interceptors=[interceptor])
+    await db.resolve(scheduler.schedule(db.engine, EMAIL.instance("e-1", {"to": "a@b.c"})))
     assert await scheduler.run_due() == 1
     [span] = executions(exporter)
     attributes = dict(span.attributes or {})

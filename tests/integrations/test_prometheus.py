@@ -19,14 +19,25 @@ from tests.support import NOW, Harness, wait_for
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    """A registry of the test's own."""
+    return CollectorRegistry()
+
+
+@pytest.fixture
+def metrics(registry: CollectorRegistry, clock: ManualClock) -> SchedulerMetrics:
+    """The metrics in ``registry``, timed by the test's clock."""
+    return SchedulerMetrics(registry, clock=clock)
+
+
 def value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
     return registry.get_sample_value(name, labels)
 
 
-async def test_executions_are_counted_and_timed_by_task_and_outcome(db: Harness):
-    registry = CollectorRegistry()
-    clock = ManualClock(NOW)
-    metrics = SchedulerMetrics(registry, clock=clock)
+async def test_executions_are_counted_and_timed_by_task_and_outcome(
+    db: Harness, registry: CollectorRegistry, clock: ManualClock, metrics: SchedulerMetrics
+):
 
     @one_time("email")
     def email(ctx: Any) -> None:
@@ -73,10 +84,9 @@ async def test_executions_are_counted_and_timed_by_task_and_outcome(db: Harness)
     assert value(registry, f"{latency}_bucket", task="email", le="0.01") == 2
 
 
-async def test_the_collector_sets_the_gauges_from_the_table(db: Harness):
-    registry = CollectorRegistry()
-    clock = ManualClock(NOW)
-    metrics = SchedulerMetrics(registry, clock=clock)
+async def test_the_collector_sets_the_gauges_from_the_table(
+    db: Harness, registry: CollectorRegistry, clock: ManualClock, metrics: SchedulerMetrics
+):
 
     @one_time("email")
     def email(ctx: Any) -> None:
@@ -113,9 +123,9 @@ async def test_the_collector_sets_the_gauges_from_the_table(db: Harness):
     assert value(registry, "sqla_scheduler_failing_executions") == 3
 
 
-async def test_run_collector_refreshes_until_cancelled(db: Harness):
-    registry = CollectorRegistry()
-    metrics = SchedulerMetrics(registry, clock=ManualClock(NOW))
+async def test_run_collector_refreshes_until_cancelled(
+    db: Harness, registry: CollectorRegistry, metrics: SchedulerMetrics
+):
     task = one_time("email")(lambda ctx: None)
     scheduler = Scheduler(db.engine, [task], clock=ManualClock(NOW))
     await db.resolve(scheduler.schedule(db.engine, task.instance("a")))
