@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.support.cli import ROOT, cli_env
+from tests.support.cli import run_example
 
 
 def test_trio_script_runs_until_its_work_is_done(tmp_path: Path) -> None:
-    run = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "trio_script.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=cli_env(TRIO_DB=str(tmp_path / "trio.db")),
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr
-    assert "done under trio: ['ada', 'bob', 'cy']" in run.stdout
+    out = run_example("trio_script.py", TRIO_DB=str(tmp_path / "trio.db"))
+    assert "done under trio: ['ada', 'bob', 'cy']" in out
     for name in ("ada", "bob", "cy"):
-        assert f"hello, {name}" in run.stdout
+        assert f"hello, {name}" in out

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, inspect, text
 
-from tests.support.cli import ROOT, cli_env
+from tests.support.cli import ROOT, cli_env, run_from_root
 
 
 def test_the_worker_runs_what_the_web_side_schedules(pg_url: str, tmp_path: Path) -> None:
@@ -34,14 +34,8 @@ def test_the_worker_runs_what_the_web_side_schedules(pg_url: str, tmp_path: Path
         )
         engine = create_engine(pg_url)
         try:
-            web = subprocess.run(
-                [sys.executable, "-m", "examples.worker_split.web", "ada", "bob"],
-                cwd=ROOT,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=False,
+            web = run_from_root(
+                [sys.executable, "-m", "examples.worker_split.web", "ada", "bob"], env=env
             )
             assert web.returncode == 0, web.stderr
             assert "signed up bob; welcome scheduled" in web.stdout

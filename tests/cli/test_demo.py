@@ -16,7 +16,7 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.support.cli import INVOCATIONS, ROOT, cli_env, run, start
+from tests.support.cli import INVOCATIONS, ROOT, cli_env, run, run_from_root, start
 
 SUMMARY = re.compile(
     r"Summary after [\d.]+s: (?P<orders>\d+) orders? placed, (?P<rolled>.*?); "
@@ -149,15 +149,7 @@ def test_the_summary_names_a_command_that_runs_from_the_checkout(tmp_path: Path)
     assert hint, done.stdout
     command = shlex.split(hint[1])
     assert command == [os.path.relpath(script, ROOT) if script.startswith(f"{ROOT}/") else script]
-    listed = subprocess.run(
-        [*command, "executions", "--url", hint[2]],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    listed = run_from_root([*command, "executions", "--url", hint[2]], env=env)
     assert listed.returncode == 0, listed.stderr
     assert "send-confirmation" in listed.stdout or "sweep-carts" in listed.stdout, listed.stdout
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -69,6 +69,34 @@ def run(
             proc.kill()
             proc.communicate()
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def run_from_root(
+    argv: Sequence[str], *, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` to completion from the repository's root (killed after ``timeout``
+    seconds), its output as text; ``env`` is the whole environment (default:
+    [`cli_env`][])."""
+    return subprocess.run(
+        list(argv),
+        cwd=ROOT,
+        env=cli_env() if env is None else env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def run_example(script: str, **env: str) -> str:
+    """Run ``examples/SCRIPT`` as a newcomer would (``python examples/SCRIPT``), this
+    checkout's package first on the path and ``env`` set; what it printed, once it has
+    exited 0 (within 120 seconds)."""
+    done = run_from_root(
+        [sys.executable, str(ROOT / "examples" / script)], env=cli_env(**env), timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def invoke(*args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
