@@ -3,6 +3,7 @@ manager, or on a background thread; at most one ``Runner`` at a time."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
 import sys
@@ -47,6 +48,8 @@ class Lifecycle:
         self._portal: BlockingPortal | None = None
         self._portal_future: Future[None] | None = None
         self._thread: threading.Thread | None = None
+        #: Set by ``stop``: the stopper thread ``start`` began then asks the loop to stop.
+        self._stop_asked = threading.Event()
         #: The executions whose handlers ignored their cancellation and were left running
         #: when the last run stopped (``task/instance``; see ``Workers.left_running``).
         self.left_running: list[str] = []
@@ -101,6 +104,16 @@ class Lifecycle:
             _stop_portal(portal, thread, wait=True)
             raise
         self._portal, self._thread = portal, thread
+        # The stopper waits for the event loop (as a portal's calls do, however they are
+        # made), so it is a thread of its own, started now: from Python 3.12 ``stop`` may
+        # start none, in the ``atexit`` callback where the Flask integration calls it.
+        asked = self._stop_asked = threading.Event()
+        threading.Thread(
+            target=self._stop_when_asked,
+            args=(portal, asked),
+            name="sqla-scheduler-stop",
+            daemon=True,
+        ).start()
 
     def stop(self) -> None:
         """Stop the loop ``start`` began, waiting for it to wind down; nothing if none.
@@ -119,26 +132,20 @@ class Lifecycle:
         within = STOP_GRACE * 2
         if runner is not None:
             within += runner.config.shutdown_max_wait
-        # The portal's calls wait for the event loop, so the wait is in a thread of its own.
-        stopping = threading.Thread(
-            target=self._stop_and_wait,
-            args=(portal, future),
-            name="sqla-scheduler-stop",
-            daemon=True,
-        )
-        stopping.start()
-        stopping.join(within.total_seconds())
+        self._stop_asked.set()
         self._portal = self._portal_future = self._thread = None
-        if stopping.is_alive():
+        try:
+            future.exception(timeout=within.total_seconds())
+        except concurrent.futures.TimeoutError:
             _log_blocked(thread, within)
             return
         future.result()  # what the loop raised, if anything
         _stop_portal(portal, thread, wait=not self.left_running)
 
-    def _stop_and_wait(self, portal: BlockingPortal, future: Future[None]) -> None:
-        with contextlib.suppress(BaseException):  # the caller raises it from ``future``
+    def _stop_when_asked(self, portal: BlockingPortal, asked: threading.Event) -> None:
+        asked.wait()
+        with contextlib.suppress(BaseException):  # ``stop`` raises what the loop raised
             portal.call(self.request_stop)
-            future.result()
 
     async def _run_in_group(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         await self.run(task_status=task_status)
