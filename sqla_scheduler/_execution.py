@@ -272,6 +272,9 @@ class Execution:
     """The latest progress its running handler reported (``ctx.report_progress``), as
     written to the row at most once a second; ``None`` when none was, and once the
     execution finishes."""
+    stop_requested_at: datetime | None = None
+    """When ``cancel`` asked the process running this execution to stop it; ``None``
+    unless a stop was requested. The execution ends ``cancelled`` soon after."""
 
     @property
     def waiting(self) -> bool:
@@ -305,6 +308,7 @@ class Execution:
             awaits=row.get("awaits"),
             snoozes=row.get("snoozes", 0),
             progress=_progress_of(row),
+            stop_requested_at=row.get("stop_requested_at"),
         )
 
     def status(self, now: datetime, known_tasks: Collection[str] | None = None) -> ExecutionStatus:

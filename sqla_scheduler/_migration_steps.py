@@ -621,6 +621,20 @@ def _progress_down(op: Op, names: Names) -> None:
             batch.drop_column(name)
 
 
+# 20 (c4a1dba0a16e): when ``cancel`` asked the process running an execution to stop it.
+
+
+def _stop_request_up(op: Op, names: Names) -> None:
+    op.add_column(
+        names.table, sa.Column("stop_requested_at", TIMESTAMP, nullable=True), schema=names.schema
+    )
+
+
+def _stop_request_down(op: Op, names: Names) -> None:
+    with op.batch_alter_table(names.table, schema=names.schema) as batch:
+        batch.drop_column("stop_requested_at")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Step:
     """One schema change: its number, the branch revision that runs it, and both ways."""
@@ -654,6 +668,7 @@ STEPS: tuple[Step, ...] = tuple(
             ("9f4b2d7c1e63", _chain_marker_up, _chain_marker_down),
             ("c7e1a9d4f25b", _snoozes_up, _snoozes_down),
             ("2d8b6f0e4a17", _progress_up, _progress_down),
+            ("c4a1dba0a16e", _stop_request_up, _stop_request_down),
         ],
         start=1,
     )

@@ -182,6 +182,7 @@ def scheduled_tasks_table(
         Column("progress", Double(), nullable=True),
         Column("progress_message", TEXT, nullable=True),
         Column("progress_at", UTCDateTime(), nullable=True),
+        Column("stop_requested_at", UTCDateTime(), nullable=True),
         schema=schema,
         postgresql_with=QUEUE_STORAGE,
         **TABLE_OPTIONS,
@@ -543,6 +544,7 @@ class ScheduledTask(Base):
     progress: Mapped[float | None]
     progress_message: Mapped[str | None]
     progress_at: Mapped[datetime | None]
+    stop_requested_at: Mapped[datetime | None]
 
     def __repr__(self) -> str:
         return f"<ScheduledTask {self.task_name}/{self.task_instance} at {self.execution_time}>"

@@ -343,10 +343,10 @@ def test_offline_sql_applies_to_the_same_schema(
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda op: steps.upgrade(op, version=-1), "version must be a step from 0 to 19, got -1"),
-        (lambda op: steps.upgrade(op, version=20), "version must be a step from 0 to 19, got 20"),
-        (lambda op: steps.downgrade(op, True), "version must be a step from 0 to 19, got True"),
-        (lambda op: steps.upgrade(op, start=99), "start must be a step from 0 to 19, got 99"),
+        (lambda op: steps.upgrade(op, version=-1), "version must be a step from 0 to 20, got -1"),
+        (lambda op: steps.upgrade(op, version=21), "version must be a step from 0 to 20, got 21"),
+        (lambda op: steps.downgrade(op, True), "version must be a step from 0 to 20, got True"),
+        (lambda op: steps.upgrade(op, start=99), "start must be a step from 0 to 20, got 99"),
         (
             lambda op: steps.upgrade(op, table_name="1jobs", start=0),
             "table_name is not an identifier (use letters, digits and underscores, not "
@@ -378,11 +378,11 @@ def test_each_step_is_its_branch_revision() -> None:
     script = migrate.script_directory()
     chain = [revision.revision for revision in script.walk_revisions()][::-1]
     assert chain == [step.revision for step in _migration_steps.STEPS]
-    assert [step.number for step in _migration_steps.STEPS] == list(range(1, 20))
+    assert [step.number for step in _migration_steps.STEPS] == list(range(1, 21))
     for number, revision in enumerate(chain, start=1):
         module = script.get_revision(revision).module
         assert number == module.STEP
-    assert steps.LATEST == _migration_steps.LATEST == 19
+    assert steps.LATEST == _migration_steps.LATEST == 20
 
 
 def test_the_branch_records_its_step(engine: Engine) -> None:
