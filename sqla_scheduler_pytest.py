@@ -22,6 +22,11 @@ application's ``Scheduler`` on a test database::
 - ``scheduler_result``: ``scheduler_result(task, instance_id)`` is the ``Result`` the
   execution of a task with ``keep_result=True`` kept (what its handler returned, or why it
   did not succeed), or ``None`` while it has not run: after ``scheduler_run_due()``.
+- ``scheduler_stop``: ``scheduler_stop(task, instance_id)`` asks to stop that execution as
+  ``cancel`` asks a running one, the request reaching its handler as it starts in the
+  next ``scheduler_run_due()``: a sync handler finds ``ctx.cancelled`` set
+  (``ctx.raise_if_cancelled()`` raises), an async one is cancelled at its first wait, a
+  transactional one's writes are rolled back, and the execution ends ``cancelled``.
 
 The scheduler's loop must not be running during such a test: the fixtures decide when
 executions run, and on which clock.
@@ -44,10 +49,12 @@ if TYPE_CHECKING:
     from sqla_scheduler.testing import ScheduledExecutions
 
 __all__ = [
+    "StopRequests",
     "scheduler_clock",
     "scheduler_executions",
     "scheduler_result",
     "scheduler_run_due",
+    "scheduler_stop",
     "sqla_scheduler",
 ]
 
@@ -83,15 +90,45 @@ def scheduler_clock(sqla_scheduler: Scheduler) -> Iterator[ManualClock]:
         sqla_scheduler.clock = own
 
 
+class StopRequests:
+    """``scheduler_stop``: the executions to stop as their handlers start in the next
+    ``scheduler_run_due()``."""
+
+    def __init__(self) -> None:
+        self.keys: set[tuple[str, str]] = set()
+
+    def __call__(self, task: Task[Any] | str, instance_id: str) -> None:
+        """Ask to stop the execution of ``task`` with ``instance_id`` as it starts."""
+        self.keys.add((task if isinstance(task, str) else task.name, instance_id))
+
+    def take(self) -> set[tuple[str, str]]:
+        """The requests made since the last ``take``; none are kept."""
+        keys, self.keys = self.keys, set()
+        return keys
+
+
 @pytest.fixture
-def scheduler_run_due(sqla_scheduler: Scheduler, scheduler_clock: ManualClock) -> Callable[[], int]:
-    """``scheduler_run_due()`` runs every due execution to completion; returns how many ran."""
+def scheduler_run_due(
+    request: pytest.FixtureRequest, sqla_scheduler: Scheduler, scheduler_clock: ManualClock
+) -> Callable[[], int]:
+    """``scheduler_run_due()`` runs every due execution to completion; returns how many ran
+    (those ``scheduler_stop`` named, stopped as their handlers start)."""
     from sqla_scheduler.testing import run_due
 
     def run() -> int:
-        return run_due(sqla_scheduler)
+        stops: StopRequests | None = None
+        if "scheduler_stop" in request.fixturenames:
+            stops = request.getfixturevalue("scheduler_stop")
+        return run_due(sqla_scheduler, stop=() if stops is None else stops.take())
 
     return run
+
+
+@pytest.fixture
+def scheduler_stop(scheduler_run_due: Callable[[], int]) -> StopRequests:
+    """``scheduler_stop(task, instance_id)``: stop that execution as its handler starts in
+    the next ``scheduler_run_due()``, as ``cancel`` stops a running one."""
+    return StopRequests()
 
 
 @pytest.fixture

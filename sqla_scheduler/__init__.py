@@ -24,6 +24,7 @@ if typing.TYPE_CHECKING:
     from sqla_scheduler.context import ExecutionContext, ShutdownSignal
     from sqla_scheduler.exceptions import (
         ConfigurationError,
+        ExecutionCancelled,
         InvalidScheduleError,
         MissingTableError,
         NotAwaitedError,
@@ -78,6 +79,7 @@ _EXPORTS = {
     "ExecutionContext": "sqla_scheduler.context",
     "ShutdownSignal": "sqla_scheduler.context",
     "ConfigurationError": "sqla_scheduler.exceptions",
+    "ExecutionCancelled": "sqla_scheduler.exceptions",
     "InvalidScheduleError": "sqla_scheduler.exceptions",
     "MissingTableError": "sqla_scheduler.exceptions",
     "NotAwaitedError": "sqla_scheduler.exceptions",
@@ -129,6 +131,7 @@ __all__ = [
     "DatabaseClock",
     "Disabled",
     "Execution",
+    "ExecutionCancelled",
     "ExecutionContext",
     "ExecutionInterceptor",
     "ExecutionState",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Mapping
 from datetime import datetime
-from functools import partial
 from typing import Any, overload
 
 from sqlalchemy import Connection
@@ -34,7 +33,8 @@ class Control:
 
     ``learn_on_commit``: given the caller's connection, what tells the scheduler's running
     loop of a pause or resume once the transaction commits (``None`` when no loop runs in
-    this process), so that it hands back what it holds of a paused task at once.
+    this process), so that it hands back what it holds of a paused task at once;
+    ``stop_on_commit``, of a stop request, so that it stops what it holds at once.
     """
 
     def __init__(
@@ -42,9 +42,13 @@ class Control:
         client: Client,
         *,
         learn_on_commit: Callable[[Connection], Callable[[str, bool], None] | None],
+        stop_on_commit: Callable[[Connection], Callable[[str, str], None] | None] = (
+            lambda conn: None
+        ),
     ) -> None:
         self._client = client
         self._learn_on_commit = learn_on_commit
+        self._stop_on_commit = stop_on_commit
 
     @overload
     def reschedule(
@@ -131,19 +135,36 @@ class Control:
     def cancel(
         self, target: Target, task_name: str, instance_id: str
     ) -> bool | Coroutine[Any, Any, bool]:
-        """Remove an execution that is not running; return whether one was removed (an
-        instance of a recurring task ends there). A task that keeps results (registered
-        here with ``keep_result``) keeps ``cancelled`` as the execution's result."""
+        """Cancel an execution: remove it when it is not running (an instance of a
+        recurring task ends there), or, when a scheduler is running it, ask that process
+        to stop it. Returns whether there was one to cancel.
+
+        A stop is recorded in ``target``'s transaction and reaches the process running
+        the execution within a second of the commit (at once through NOTIFY on
+        PostgreSQL): an async handler is cancelled, a sync one sees ``ctx.cancelled`` set;
+        a transactional handler's writes are rolled back. The execution then ends
+        ``cancelled``: it leaves the table, history records ``cancelled``, its group counts
+        it as finished, and no ``on_abandon`` runs. A handler still running
+        ``cancel_grace`` after the request is recorded ``cancelled`` anyway.
+
+        A task that keeps results (registered here with ``keep_result``) keeps
+        ``cancelled`` as the execution's result."""
         check_key(task_name, instance_id)
         task = self._client.tasks.get(task_name)
         keep = isinstance(task, OneTimeTask) and task.keep_result
-        cancel = partial(
-            _store.cancel,
-            task_name=task_name,
-            instance_id=instance_id,
-            now=self._client.now(),
-            keep_result=keep,
-        )
+
+        def cancel(conn: Connection, statements: Statements) -> bool:
+            return _store.cancel(
+                conn,
+                statements,
+                task_name,
+                instance_id,
+                now=self._client.now(),
+                keep_result=keep,
+                stop=True,
+                on_stop=self._stop_on_commit(conn),
+            )
+
         return _bridge.call(
             target,
             self._client.table,

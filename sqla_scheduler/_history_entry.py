@@ -22,12 +22,13 @@ __all__ = [
     "keeps",
 ]
 
-Outcome = Literal["succeeded", "failed", "abandoned", "dead", "undecodable", "snoozed"]
+Outcome = Literal["succeeded", "failed", "abandoned", "dead", "undecodable", "snoozed", "cancelled"]
 """How a finished attempt ended: its handler returned (``succeeded``) or raised
 (``failed``, to be retried); it failed for the last time (``abandoned``: the execution left
 the table); its scheduler died while it ran (``dead``: revived elsewhere); its payload
-could not be decoded (``undecodable``: the execution left the table); or its handler
-raised ``Snooze`` (``snoozed``: it runs again later, no failure counted)."""
+could not be decoded (``undecodable``: the execution left the table); its handler
+raised ``Snooze`` (``snoozed``: it runs again later, no failure counted); or ``cancel``
+stopped it while it ran (``cancelled``: the execution left the table)."""
 
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 

@@ -146,6 +146,10 @@ class SchedulerConfig:
     """The largest result, as JSON text in bytes, that a task may keep (1 byte to 16MB);
     from text, ``"64KB"`` or ``"1MB"`` (KB = 1024 bytes) or a number of bytes. A larger
     result fails the attempt, naming the task."""
+    cancel_grace: timedelta = timedelta(seconds=30)
+    """How long a handler asked to stop (``cancel`` on a running execution) may run on
+    before its execution is recorded ``cancelled`` anyway (zero to 1d); what it returns
+    after that is discarded."""
     stats: bool = True
     """Whether each scheduler counts the executions it finishes, per minute, task and
     outcome with their start lags and durations, in the ``<table>_stats`` table for the
@@ -725,6 +729,7 @@ _RULES: dict[str, _Rule] = {
     "listen_url": _Rule(_optional(_STR, frozenset({""})), _listen_url),
     "result_retention": _Rule(_DURATION, _between(_MS, _LONGEST)),
     "max_result_size": _Rule(_SIZE, _between(1, MAX_RESULT_SIZE)),
+    "cancel_grace": _Rule(_DURATION, _between(_ZERO, _DAY)),
     "stats": _Rule(_BOOL, _no_limit),
     "prepared_statements": _Rule(_BOOL, _no_limit),
     "pick_lower_fraction": _Rule(_FLOAT, _between(0.0, 10.0, above=True)),

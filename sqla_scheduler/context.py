@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sqla_scheduler._execution import GroupPlan, TaskInstance, group_plan
 from sqla_scheduler._progress import checked_report
+from sqla_scheduler.exceptions import ExecutionCancelled
 
 if TYPE_CHECKING:
     from sqla_scheduler.groups import Group
@@ -53,7 +54,8 @@ class SignalState:
 
 class ShutdownSignal:
     """Set when the scheduler running an execution starts to stop, or when the execution
-    reaches its task's ``timeout``.
+    reaches its task's ``timeout``; as ``ctx.cancelled``, when ``cancel`` asks the
+    execution to stop.
 
     Long handlers poll ``ctx.shutdown.is_set()`` (or call [`wait`][]) and wind up early.
     What the
@@ -66,38 +68,56 @@ class ShutdownSignal:
     __slots__ = ("__weakref__", "_children", "_event")
 
     def __init__(self) -> None:
-        self._event = threading.Event()
-        self._children: weakref.WeakSet[ShutdownSignal] = weakref.WeakSet()
+        # made when first needed: most signals are never set nor waited for, and the
+        # runner makes one per execution (``ctx.cancelled``)
+        self._event: threading.Event | None = None
+        self._children: weakref.WeakSet[ShutdownSignal] | None = None
 
     @property
     def is_set(self) -> SignalState:
         """Whether the scheduler is stopping (or the execution's time is up): call it like
         ``threading.Event.is_set()`` or test it as it is; both are right."""
-        return _SET if self._event.is_set() else _CLEAR
+        event = self._event
+        return _SET if event is not None and event.is_set() else _CLEAR
 
     def set(self) -> None:
         """Signal shutdown (the runner calls this; tests may too), to the signals made
         with [`child`][] too."""
-        self._event.set()
-        for child in list(self._children):
+        self._made().set()
+        for child in list(self._children or ()):
             child.set()
 
     def child(self) -> ShutdownSignal:
         """A signal of its own that is also set when this one is: one execution's."""
         signal = ShutdownSignal()
-        self._children.add(signal)
+        with _MAKING:
+            if self._children is None:
+                self._children = weakref.WeakSet()
+            self._children.add(signal)
         if self.is_set:
             signal.set()
         return signal
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block a sync handler up to ``timeout`` seconds for shutdown; return whether it came."""
-        return self._event.wait(timeout)
+        return self._made().wait(timeout)
+
+    def _made(self) -> threading.Event:
+        """The event, made once whichever thread asks first."""
+        event = self._event
+        if event is None:
+            with _MAKING:
+                if self._event is None:
+                    self._event = threading.Event()
+                event = self._event
+        return event
 
     def __repr__(self) -> str:
         return f"ShutdownSignal(is_set={self.is_set!r})"
 
 
+#: Makes a signal's event and children once, whichever thread comes first.
+_MAKING = threading.Lock()
 _SET = SignalState(True)
 _CLEAR = SignalState(False)
 
@@ -155,6 +175,11 @@ class ExecutionContext(Generic[P]):
     shutdown: ShutdownSignal = field(default_factory=ShutdownSignal)
     """Set when the scheduler is stopping or the attempt reached its task's ``timeout``;
     long handlers should poll it."""
+    cancelled: ShutdownSignal = field(default_factory=ShutdownSignal)
+    """Set when ``cancel`` asked the process running this execution to stop it. An async
+    handler is cancelled then; a sync one should poll it (``ctx.cancelled.is_set()``,
+    ``ctx.cancelled.wait(timeout)``, or ``raise_if_cancelled``) and wind up. Whatever the
+    handler does after that, the execution ends ``cancelled``."""
     trace_context: Mapping[str, str] | None = None
     """The trace context captured when this execution was scheduled (see
     ``ExecutionInterceptor.capture_context``), if any.
@@ -175,6 +200,14 @@ class ExecutionContext(Generic[P]):
     def shutting_down(self) -> bool:
         """The same as ``shutdown.is_set()``."""
         return self.shutdown.is_set()
+
+    def raise_if_cancelled(self) -> None:
+        """Raise ``ExecutionCancelled`` if ``cancel`` asked this execution to stop
+        (``cancelled`` is set): a sync handler's check between two steps of its work."""
+        if self.cancelled.is_set():
+            raise ExecutionCancelled(
+                f"{self.task_name}/{self.instance_id} was cancelled while it ran"
+            )
 
     def report_progress(
         self, fraction: float | None = None, message: str | None = None

@@ -12,7 +12,8 @@ SchedulerError                  base of everything raised here
 ├── MissingTableError           the scheduler's table is not in the database (not migrated)
 ├── UnknownStepError            (LookupError) tables there, but no migration step known for them
 ├── NotAwaitedError             (RuntimeError) a commit without an async call never awaited
-└── TaskTimeoutError            (TimeoutError) an attempt ran past its task's timeout
+├── TaskTimeoutError            (TimeoutError) an attempt ran past its task's timeout
+└── ExecutionCancelled          ctx.raise_if_cancelled(): cancel asked this execution to stop
 
 Snooze                          (Exception) not an error: a handler's "run me again later"
 ```
@@ -28,6 +29,7 @@ from sqla_scheduler._durations import format_duration
 
 __all__ = [
     "ConfigurationError",
+    "ExecutionCancelled",
     "InvalidScheduleError",
     "MissingTableError",
     "NotAwaitedError",
@@ -92,6 +94,13 @@ class TaskTimeoutError(SchedulerError, TimeoutError):
 
     def __init__(self, task_name: str, limit: timedelta, what: str) -> None:
         super().__init__(f"task {task_name!r} timed out (timeout={format_duration(limit)}): {what}")
+
+
+class ExecutionCancelled(SchedulerError):
+    """Raised by ``ctx.raise_if_cancelled()`` in a handler whose execution ``cancel`` asked
+    to stop. Let it propagate: the execution ends ``cancelled`` whatever its handler does
+    once the stop was requested (a transactional handler's writes are rolled back), and no
+    failure is counted."""
 
 
 class Snooze(Exception):

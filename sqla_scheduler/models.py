@@ -108,7 +108,15 @@ and duration in milliseconds, then the histogram buckets ``lag_0`` ... and ``dur
 RECORD_SUFFIX = "_schema"
 """The one-row table recording the migration step the tables are at is named after the
 scheduler's table with this suffix."""
-HISTORY_OUTCOMES = ("succeeded", "failed", "abandoned", "dead", "undecodable", "snoozed")
+HISTORY_OUTCOMES = (
+    "succeeded",
+    "failed",
+    "abandoned",
+    "dead",
+    "undecodable",
+    "snoozed",
+    "cancelled",
+)
 """What a finished attempt can come to, as the history table spells it."""
 DEAD_LETTER_OUTCOMES = ("abandoned", "undecodable")
 """The entries kept with their payload, to be scheduled again: executions that left the

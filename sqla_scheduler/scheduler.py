@@ -113,7 +113,9 @@ class Scheduler:
             wake_on_commit=self._on_commit,
         )
         self._observing = Observing(self._client, make_runner=self._make_runner)
-        self._control = Control(self._client, learn_on_commit=self._on_control)
+        self._control = Control(
+            self._client, learn_on_commit=self._on_control, stop_on_commit=self._on_stop
+        )
         self._composing = Composing(self._client, make_runner=self._make_runner)
 
     @property
@@ -227,6 +229,11 @@ class Scheduler:
         """Tells the running loop of a pause or resume on commit (``learn_on_commit``)."""
         runner = self._loop.runner
         return None if runner is None else runner.learn_on_commit(conn)
+
+    def _on_stop(self, conn: Connection) -> Callable[[str, str], None] | None:
+        """Tells the running loop of a stop request on commit (``stop_on_commit``)."""
+        runner = self._loop.runner
+        return None if runner is None else runner.stop_on_commit(conn)
 
     # --- the facets' methods (each documented where its facet defines it) ------------
 

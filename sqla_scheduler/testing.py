@@ -4,7 +4,8 @@
 - [`build_context`][] makes the context a handler would get, payload round-tripped
   through the task's JSON codec, so a handler can be called inline.
 - [`run_due`][] runs every due execution to completion, with no loop and no waiting
-  (``await scheduler.run_due()`` is the async form).
+  (``await scheduler.run_due()`` is the async form); ``stop=`` drives a stop request
+  (``cancel`` of a running execution) into the handlers it names.
 - [`ScheduledExecutions`][] lists what a scheduler's table holds and asserts that an
   execution was scheduled (or was not), from sync and async tests alike, and reads the
   result an execution of a task with ``keep_result`` kept.
@@ -16,8 +17,9 @@ guide.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
+from functools import partial
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -27,7 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from sqla_scheduler._execution import Execution
 from sqla_scheduler.clock import ManualClock
-from sqla_scheduler.context import ExecutionContext
+from sqla_scheduler.context import ExecutionContext, ShutdownSignal
 from sqla_scheduler.groups import Group
 from sqla_scheduler.results import Result
 from sqla_scheduler.scheduler import Scheduler
@@ -49,6 +51,7 @@ def build_context(
     snoozes: int = 0,
     priority: int | None = None,
     group: Group | Sequence[Result] | None = None,
+    cancelled: bool = False,
 ) -> ExecutionContext[P]:
     """The [`ExecutionContext`][] the scheduler would hand ``task``'s handler.
 
@@ -58,6 +61,9 @@ def build_context(
     ``group`` is what a group's callback finds in ``ctx.group``: a [`Group`][] as it
     stands, or its members' [`Result`][]s in the order they finished, which make a
     finished group of that many members (its outcomes counted from them).
+
+    ``cancelled``: as if ``cancel`` had asked the execution to stop, ``ctx.cancelled`` is
+    set (and ``ctx.raise_if_cancelled()`` raises).
     """
     if instance_id is None:
         instance_id = RECURRING_INSTANCE_ID if isinstance(task, RecurringTask) else "test"
@@ -68,6 +74,9 @@ def build_context(
         data: Any = task.initial_data
     else:
         data = task.codec.encode(payload)  # type: ignore[arg-type]
+    signal = ShutdownSignal()
+    if cancelled:
+        signal.set()
     return ExecutionContext(
         payload=task.codec.decode(data),
         task_name=task.name,
@@ -78,6 +87,7 @@ def build_context(
         snoozes=snoozes,
         priority=task.priority if priority is None else priority,
         group=group,
+        cancelled=signal,
     )
 
 
@@ -104,15 +114,26 @@ def _finished_group(
     )
 
 
-def run_due(scheduler: Scheduler) -> int:
+def run_due(scheduler: Scheduler, *, stop: Iterable[tuple[Task[Any] | str, str]] = ()) -> int:
     """Run every due execution to completion, synchronously; return how many ran.
+
+    ``stop`` names executions (task, instance id) to stop as ``cancel`` stops a running
+    one, the request arriving as each handler starts: a sync handler finds
+    ``ctx.cancelled`` set (``ctx.raise_if_cancelled()`` raises), an async one is
+    cancelled at its first wait, a transactional one's writes are rolled back, and the
+    execution ends ``cancelled``.
 
     For a scheduler on a sync engine, outside any event loop. With an ``AsyncEngine`` (or
     inside an async test) use ``await scheduler.run_due()``.
     """
     if isinstance(scheduler.engine, AsyncEngine):
         raise TypeError("this scheduler has an AsyncEngine: use `await scheduler.run_due()`")
-    return anyio.run(scheduler.run_due)
+    keys = frozenset(
+        (task.name if isinstance(task, Task) else task, instance_id) for task, instance_id in stop
+    )
+    if not keys:
+        return anyio.run(scheduler.run_due)
+    return anyio.run(partial(scheduler._make_runner().run_due, stop=keys))
 
 
 class _Unset:

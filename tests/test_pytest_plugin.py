@@ -35,6 +35,17 @@ def charge(ctx: ExecutionContext[None]) -> None:
     raise ValueError(f"card declined for {ctx.instance_id}")
 
 
+exported = []
+
+
+@one_time("export", keep_result=True)
+def export(ctx: ExecutionContext[None]) -> str:
+    for part in range(3):
+        ctx.raise_if_cancelled()  # between two parts of the work
+    exported.append(ctx.instance_id)
+    return "exported"
+
+
 @pytest.fixture
 def database(tmp_path):
     shutil.copyfile("app.db", tmp_path / "app.db")  # a fresh copy of the migrated file
@@ -44,7 +55,7 @@ def database(tmp_path):
 @pytest.fixture
 def sqla_scheduler(database):
     engine = create_engine(f"sqlite:///{database}")
-    yield Scheduler(engine, [remind, count_words, charge])
+    yield Scheduler(engine, [remind, count_words, charge, export])
     engine.dispose()
 
 
@@ -60,7 +71,7 @@ import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from sqla_scheduler import Scheduler
-from conftest import charge, count_words, ran, remind
+from conftest import charge, count_words, export, exported, ran, remind
 
 
 def test_a_reminder_runs_at_its_time(
@@ -95,6 +106,22 @@ def test_a_result_is_read_once_what_is_due_ran(
     assert (declined.outcome, declined.value) == ("abandoned", None)
     assert declined.error.splitlines()[0] == "ValueError: card declined for c-1"
     assert scheduler_result(remind, "r-4") is None  # its task keeps no result
+
+
+def test_a_stop_reaches_a_handler_as_it_starts(
+    sqla_scheduler, scheduler_run_due, scheduler_stop, scheduler_result
+):
+    engine = sqla_scheduler.engine
+    sqla_scheduler.schedule(engine, export.instance("e-1"))
+    sqla_scheduler.schedule(engine, export.instance("e-2"))
+    scheduler_stop(export, "e-1")
+    assert scheduler_run_due() == 2
+    assert scheduler_result(export, "e-1").outcome == "cancelled"
+    assert scheduler_result(export, "e-2").value == "exported"
+    assert exported == ["e-2"]  # e-1 raised at its first check
+    sqla_scheduler.schedule(engine, export.instance("e-3"))
+    assert scheduler_run_due() == 1  # a request is used once
+    assert scheduler_result(export, "e-3").outcome == "succeeded"
 
 
 def test_the_clock_is_the_schedulers_own_again_after_a_test(sqla_scheduler):
@@ -138,7 +165,7 @@ def test_the_fixtures_drive_a_users_scheduler(pytester: pytest.Pytester) -> None
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_user=USER_TESTS)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=5, failed=2)
+    result.assert_outcomes(passed=6, failed=2)
     result.stdout.fnmatch_lines(
         [
             "*AssertionError: 'remind'/'r-2' has the payload 'bob', not 'eve'",

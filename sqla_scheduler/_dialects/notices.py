@@ -17,11 +17,13 @@ __all__ = [
     "notice_of_check",
     "notice_of_later",
     "notice_of_pause",
+    "notice_of_stop",
     "notify_channel",
     "read_check_notice",
     "read_notice",
     "read_pause_notice",
     "read_result_notice",
+    "read_stop_notice",
     "result_channel",
     "sql_notice_of_later",
     "sql_notice_of_result",
@@ -163,6 +165,27 @@ def read_pause_notice(payload: str) -> tuple[str, bool] | None:
         return None
     if isinstance(task, str) and isinstance(paused, bool):
         return task, paused
+    return None
+
+
+def notice_of_stop(task_name: str, instance_id: str) -> str:
+    """The NOTIFY payload that tells running schedulers ``cancel`` asked them to stop the
+    execution ``task_name``/``instance_id``: a JSON object, like ``notice_of_pause``'s."""
+    return json.dumps({"task": task_name, "stop": instance_id})
+
+
+def read_stop_notice(payload: str) -> tuple[str, str] | None:
+    """The execution (task, instance) a ``notice_of_stop`` payload names; ``None`` for any
+    other payload."""
+    if not payload.startswith("{") or '"stop"' not in payload:
+        return None
+    try:
+        notice = json.loads(payload)
+        task, instance = notice["task"], notice["stop"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if isinstance(task, str) and isinstance(instance, str):
+        return task, instance
     return None
 
 

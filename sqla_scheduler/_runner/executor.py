@@ -34,6 +34,7 @@ from sqla_scheduler._runner.held import Held, RowWrites, log_lost, versioned_key
 from sqla_scheduler._runner.outcomes import Outcome
 from sqla_scheduler._runner.progress import ProgressReports
 from sqla_scheduler._runner.service import Parts, Service
+from sqla_scheduler._runner.stops import log_cancelled, stopped_by
 from sqla_scheduler._runner.waker import AHEAD
 from sqla_scheduler._store import Completion
 from sqla_scheduler._threads import HandlerThreads
@@ -42,7 +43,7 @@ from sqla_scheduler.exceptions import InvalidScheduleError, Snooze
 from sqla_scheduler.groups import Group
 from sqla_scheduler.interceptors import ExecutionInterceptor
 from sqla_scheduler.listeners import dispatch
-from sqla_scheduler.tasks import Task
+from sqla_scheduler.tasks import Handler, Task
 
 __all__ = ["Attempted", "Executor", "Prepared"]
 
@@ -178,7 +179,7 @@ class Executor(Service):
         if task.transactional:
             return await self._attempt_in_transaction(prepared)
         started_at, started = self.clock.now(), time.monotonic()
-        result, error = await self._calls.run(task, context, task.handler)
+        result, error = await _run_handler(self._calls, prepared, started_at, context, task.handler)
         return self._attempted(context, result, error, started_at, started)
 
     async def _attempt_in_transaction(self, prepared: Prepared) -> Attempted | Outcome:
@@ -205,9 +206,9 @@ class Executor(Service):
                 )
             context = replace(prepared.context, session=transaction.session)
             handler = task.handler if task.is_async else transaction.guard(task.handler)
-            result, error = await self._calls.run(task, context, handler)
+            result, error = await _run_handler(self._calls, prepared, started_at, context, handler)
             attempted = self._attempted(context, result, error, started_at, started)
-            if error is not None:
+            if error is not None or held.stop_requested:  # rolled back with the attempt
                 return attempted
             try:
                 return await self._commit(transaction, self._succeeded(prepared, attempted))
@@ -237,6 +238,8 @@ class Executor(Service):
         """What ``attempted`` comes to, by the outcome policy (``outcomes``): a success, a
         snooze, or, when the handler failed or its success or snooze cannot be recorded, a
         retry or an abandon, logged and told to the listeners (``on_failure``)."""
+        if prepared.held.stop_requested:  # whatever the handler did once asked to stop
+            return _cancelled(prepared, attempted)
         error, now, started_at = attempted.error, attempted.ended_at, attempted.started_at
         if error is None or isinstance(error, Snooze):
             try:
@@ -344,6 +347,36 @@ class Executor(Service):
         return replace(success, committed=True)
 
 
+async def _run_handler(
+    calls: HandlerCalls,
+    prepared: Prepared,
+    started_at: datetime,
+    context: ExecutionContext[Any],
+    handler: Handler[Any],
+) -> tuple[Any, BaseException | None]:
+    """``handler`` through ``calls``, its held execution told that it runs: a stop
+    requested meanwhile (or before) cancels it, if it is async (see ``stops``)."""
+    held = prepared.held
+    held.enter_handler(started_at)
+    try:
+        return await calls.run(prepared.task, context, handler)
+    finally:
+        held.leave_handler()
+
+
+def _cancelled(prepared: Prepared, attempted: Attempted) -> Outcome:
+    """The end of an attempt whose stop was requested while it ran: ``cancelled``."""
+    held = prepared.held
+    completion = outcomes.cancelled(
+        prepared.task,
+        held.execution,
+        now=attempted.ended_at,
+        started_at=attempted.started_at,
+        reason=f"cancelled: its handler stopped {stopped_by(attempted.error)}",
+    )
+    return Outcome(held=held, decision=completion, on_recorded=partial(log_cancelled, held))
+
+
 def _context(
     task: Task[Any],
     held: Held,
@@ -366,6 +399,7 @@ def _context(
         priority=execution.priority,
         # an execution with a timeout has a signal of its own, also set at its timeout
         shutdown=shutdown if task.timeout is None else shutdown.child(),
+        cancelled=held.cancelled,
         trace_context=execution.trace_context,
         group=group,
         _report=None if progress is None else progress.reporter(held),

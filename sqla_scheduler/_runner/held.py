@@ -14,12 +14,13 @@ import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import anyio
 
 from sqla_scheduler._execution import Execution, Key
+from sqla_scheduler.context import ShutdownSignal
 
 __all__ = ["Held", "HeldSet", "PausedTasks", "RowWrites", "log_lost", "versioned_keys"]
 
@@ -40,6 +41,22 @@ class Held:
     #: The latest its handler may start (a rate-limited task's, whose start was counted
     #: when it was picked: see ``_store.rates``); later, it is handed back instead.
     start_by: datetime | None = None
+    #: ``cancel`` asked this process to stop it (``request_stop``): it ends ``cancelled``.
+    stop_requested: bool = False
+    #: Recorded ``cancelled`` while its handler ran on past ``cancel_grace``: what the
+    #: handler comes to is discarded.
+    given_up: bool = False
+    #: Its handler's ``ctx.cancelled``, set by ``request_stop``.
+    cancelled: ShutdownSignal = field(default_factory=ShutdownSignal)
+    #: The cancel scope of the worker running it, while one does (see ``Workers``).
+    scope: anyio.CancelScope | None = None
+    #: When its handler started, while it runs (``enter_handler``).
+    handler_started_at: datetime | None = None
+    #: Whether its handler runs now: a stop may cancel its worker only then, when nothing
+    #: but application code is cut short.
+    _in_handler: bool = False
+    #: Whether a stop cancels its worker (an async handler's: a sync one sees ``cancelled``).
+    _cancels_worker: bool = False
 
     @property
     def key(self) -> Key:
@@ -49,6 +66,33 @@ class Held:
     def label(self) -> str:
         """``task/instance``, as log lines name an execution."""
         return f"{self.execution.task_name}/{self.execution.instance_id}"
+
+    def request_stop(self, *, cancel_worker: bool) -> None:
+        """Stop it: its handler sees ``ctx.cancelled`` set and, with ``cancel_worker`` (an
+        async handler), is cancelled while it runs, at once or as it starts."""
+        self.stop_requested = True
+        self.cancelled.set()
+        self._cancels_worker = cancel_worker
+        if cancel_worker:
+            self.cancel_handler()
+
+    def enter_handler(self, started_at: datetime) -> None:
+        """Its handler starts now (at ``started_at``): one whose stop was requested already
+        is cancelled at its first wait."""
+        self.handler_started_at = started_at
+        self._in_handler = True
+        if self._cancels_worker:
+            self.cancel_handler()
+
+    def leave_handler(self) -> None:
+        """Its handler has returned or raised."""
+        self._in_handler = False
+
+    def cancel_handler(self) -> None:
+        """Cancel its worker if its handler runs now (else nothing): the worker's wait for
+        it ends (a sync handler runs on in its thread)."""
+        if self._in_handler and self.scope is not None:
+            self.scope.cancel()
 
     def lose(self, what: str) -> None:
         """Note that another scheduler took this execution over, as recording ``what`` (a
@@ -151,7 +195,10 @@ class HeldSet:
     def hold(self, execution: Execution, *, start_by: datetime | None = None) -> Held:
         """Hold a picked ``execution`` (outstanding until it finishes or is handed back);
         ``start_by``: the latest its handler may start (see ``Held.start_by``)."""
-        held = Held(execution, start_by=start_by)
+        # a stop requested before this pick (its process died, or its handler finished
+        # first): it is recorded cancelled without running (``Workers.work``)
+        stopped = execution.stop_requested_at is not None
+        held = Held(execution, start_by=start_by, stop_requested=stopped)
         self._by_key[held.key] = held
         self._outstanding += 1
         return held
@@ -202,6 +249,10 @@ class HeldSet:
         if self._owing_since is None:
             self._owing_since = now
         return now - max(self._progressed_at, self._owing_since)
+
+    def get(self, key: Key) -> Held | None:
+        """The execution held under ``key``, if any."""
+        return self._by_key.get(key)
 
     def holds(self, held: Held) -> bool:
         """Whether ``held`` is still the execution held under its key."""

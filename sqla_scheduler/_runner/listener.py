@@ -36,6 +36,7 @@ from sqla_scheduler._dialects import (
     read_check_notice,
     read_notice,
     read_pause_notice,
+    read_stop_notice,
 )
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._notifier import Subscription, driver_errors, notifier_for, send
@@ -55,7 +56,8 @@ _LISTEN_TICK = 0.25
 
 class Listener:
     """LISTENs on the table's channel and wakes the picker on each notification (or, for
-    work due later, tells it the time; for a pause or a resume, ``on_pause``).
+    work due later, tells it the time; for a pause or a resume, ``on_pause``; for a stop
+    request, ``on_stop``).
 
     The connection is the process's notifier's (``_notifier``), shared with every other
     subscriber to the same database. While it is down, the picker's poll is all there is,
@@ -75,6 +77,7 @@ class Listener:
         listen_url: str | None = None,
         on_deaf: Callable[[], Awaitable[None]] | None = None,
         on_pause: Callable[[str, bool], None] = lambda task_name, paused: None,
+        on_stop: Callable[[str, str], None] = lambda task_name, instance_id: None,
     ) -> None:
         self.db = db
         self.table = table
@@ -82,6 +85,7 @@ class Listener:
         self._names = frozenset(names)
         self._wants_work = wants_work
         self._on_pause = on_pause
+        self._on_stop = on_stop
         self._polling_interval = polling_interval
         self._listen_url = listen_url
         self._on_deaf = on_deaf
@@ -204,7 +208,13 @@ class Listener:
         """Work due now wakes the picker if it wants work; work due later is a time to wait
         for (a wake-up only if it is earlier than the one it waits for). Work of tasks this
         scheduler does not run is none of its business. A pause or a resume of one of its
-        tasks goes to ``on_pause``; a resume is news of work too."""
+        tasks goes to ``on_pause``; a resume is news of work too. A stop request for an
+        execution of one of its tasks goes to ``on_stop``."""
+        stop = read_stop_notice(payload)
+        if stop is not None:
+            if stop[0] in self._names:
+                self._on_stop(*stop)
+            return
         pause = read_pause_notice(payload)
         if pause is not None:
             task, paused = pause

@@ -3,9 +3,9 @@
 ``Runner`` builds the services from plain parts (engine, table, tasks, config, clock,
 listeners, interceptors) and runs them: the picker feeds a queue, ``concurrency``
 workers take from it and hand each execution's outcome to the completer, the
-heartbeater, the progress writer (what handlers report), maintenance, the node
-heartbeater, the stats writer (the charts' counts) and the listener (PostgreSQL) or the
-due-time prober (the other databases) run beside them.
+heartbeater, the progress writer (what handlers report), the stop requests (``stops``),
+maintenance, the node heartbeater, the stats writer (the charts' counts) and the listener
+(PostgreSQL) or the due-time prober (the other databases) run beside them.
 ``run_due`` runs the same per-execution code without the loop, for tests.
 
 Stopping: no new picks; running handlers get ``shutdown_max_wait``; whatever is still
@@ -18,7 +18,7 @@ revival (``Workers.left_running``): ``run`` returns all the same.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -46,6 +46,7 @@ from sqla_scheduler._runner.prober import Prober
 from sqla_scheduler._runner.progress import ProgressWriter
 from sqla_scheduler._runner.service import Parts
 from sqla_scheduler._runner.stats import StatsWriter
+from sqla_scheduler._runner.stops import Stops
 from sqla_scheduler._runner.waker import Waker
 from sqla_scheduler._runner.workers import Workers
 from sqla_scheduler._store import check_table
@@ -112,8 +113,18 @@ class Runner:
         self.node = NodeHeartbeater(parts, held=self.held)
         #: Hears NOTIFY wake-ups (``Listener``), and reads the earliest due time where none
         #: is heard (``Prober``): see ``_hearing``.
-        self.listener, self.prober = _hearing(engine, parts, self.picker, self.learn_pause)
+        self.listener, self.prober = _hearing(
+            engine, parts, self.picker, self.learn_pause, self.learn_stop
+        )
         self.workers = _workers(parts, self.executor, self.completer, self.picker)
+        #: Learns of stop requests (and reads them where no NOTIFY brings them).
+        self.stops = Stops(
+            parts,
+            held=self.held,
+            carry_out=self.workers.stop,
+            give_up=self.workers.give_up,
+            hearing=lambda: self.listener is not None and self.listener.hearing,
+        )
         self._stop = anyio.Event()
 
     def wake_on_commit(self, conn: Connection) -> Callable[[datetime], None]:
@@ -140,6 +151,22 @@ class Runner:
             after_commit(conn, partial(self.waker.soon, learn))
 
         return learned
+
+    def stop_on_commit(self, conn: Connection) -> Callable[[str, str], None]:
+        """What a stop request on ``conn`` (``cancel`` of a running execution) calls with
+        the execution's key: when that transaction commits, this loop learns of it at once
+        (``learn_stop``), where no NOTIFY would tell it."""
+
+        def requested(task_name: str, instance_id: str) -> None:
+            learn = partial(self.learn_stop, task_name, instance_id)
+            after_commit(conn, partial(self.waker.soon, learn))
+
+        return requested
+
+    def learn_stop(self, task_name: str, instance_id: str) -> None:
+        """Learn that ``cancel`` asked to stop ``task_name``/``instance_id``: if this
+        process holds it, it stops (from the loop's own thread)."""
+        self.stops.learn((task_name, instance_id))
 
     def learn_pause(self, task_name: str, paused: bool) -> None:
         """Learn that ``task_name`` was paused (hand back what is held of it and start none
@@ -197,6 +224,7 @@ class Runner:
                 services.start_soon(self.picker.run, self.workers.deliver, self._stopping)
                 services.start_soon(self.heartbeater.run)
                 services.start_soon(self.progress.run)
+                services.start_soon(self.stops.run)
                 services.start_soon(self.maintenance.run)
                 services.start_soon(self.node.run)
                 services.start_soon(self.stats.run)
@@ -223,8 +251,12 @@ class Runner:
 
     # --- before the loop, and without it --------------------------------------------
 
-    async def run_due(self, *, max_executions: int = 10_000) -> int:
-        """Run every due execution to completion, in pick order, and return how many ran."""
+    async def run_due(
+        self, *, max_executions: int = 10_000, stop: Collection[tuple[str, str]] = ()
+    ) -> int:
+        """Run every due execution to completion, in pick order, and return how many ran;
+        those of ``stop`` (task, instance) as if ``cancel`` asked to stop them as their
+        handlers start."""
         try:
             await self.maintenance.register_recurring()
             ran = 0
@@ -235,7 +267,7 @@ class Runner:
                 if not batch:
                     return ran
                 for held in batch:
-                    await self.workers.work(held)
+                    await self.workers.run_one(held, stop=held.key in stop)
                 ran += len(batch)
                 if ran > max_executions:
                     raise RuntimeError(
@@ -370,6 +402,7 @@ def _hearing(
     parts: _Parts,
     picker: Picker,
     on_pause: Callable[[str, bool], None],
+    on_stop: Callable[[str, str], None],
 ) -> tuple[Listener | None, Prober | None]:
     """What tells the loop of work it did not pick itself: the ``Listener``, which hears
     NOTIFY wake-ups on PostgreSQL with ``listen`` on (else ``None``); the ``Prober``, which
@@ -389,6 +422,7 @@ def _hearing(
         names=names,
         wants_work=picker.wants_work,
         on_pause=on_pause,
+        on_stop=on_stop,
         polling_interval=config.polling_interval,
         listen_url=config.listen_url,
         on_deaf=prober.run,

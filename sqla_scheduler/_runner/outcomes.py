@@ -38,6 +38,7 @@ __all__ = [
     "Outcome",
     "Policy",
     "abandon_failed",
+    "cancelled",
     "failed",
     "jitter_fraction",
     "policy_of",
@@ -503,6 +504,34 @@ def undecodable(
         error=text,
         outcome="undecodable",
         result=kept(execution, "undecodable", now, error=text) if keep else None,
+    )
+
+
+def cancelled(
+    task: Task[Any],
+    execution: Execution,
+    *,
+    now: datetime,
+    started_at: datetime | None = None,
+    reason: str,
+) -> Completion:
+    """What an execution ``cancel`` stopped comes to, whatever its handler did after the
+    request: the row leaves the table (a recurring or custom task's instance too), its
+    history entry is ``cancelled`` with ``reason`` as its error, a task that keeps results
+    (or a group's member) keeps ``cancelled``, and its group counts it as finished. No
+    failure is counted and no ``on_abandon`` runs."""
+    return Completion(
+        execution=execution,
+        kind="remove",
+        now=now,
+        error=reason,
+        outcome="cancelled",
+        started_at=started_at,
+        result=(
+            kept(execution, "cancelled", now, error=reason)
+            if keeps_result(task, execution)
+            else None
+        ),
     )
 
 

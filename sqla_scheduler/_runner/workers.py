@@ -5,6 +5,11 @@ outcomes are submitted; the loop and ``run_due`` both go through ``work``.
 A pause (``hand_back``) hands back the queued executions of the task at once, and a
 worker starts none of a task known to be paused (``PausedTasks``, no statement per start).
 
+A stop request (``stop``, see ``stops``) records a queued execution ``cancelled`` at once;
+a running handler sees ``ctx.cancelled``, and an async one is cancelled: each worker runs
+in a cancel scope of its own (made again after a stop used it), which a stop cancels only
+while the handler itself runs (``Held.cancel_handler``).
+
 Stopping: queued executions are handed back untouched, running handlers get the grace
 period, and a handler still running after it is cancelled and its execution handed back.
 A handler that ignores its cancellation for ``STOP_GRACE`` more is left running, its
@@ -27,12 +32,14 @@ import anyio.abc
 import sniffio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from sqla_scheduler._execution import Key
 from sqla_scheduler._runner import outcomes
 from sqla_scheduler._runner.completer import Completer
 from sqla_scheduler._runner.executor import Executor
 from sqla_scheduler._runner.held import Held, HeldSet, PausedTasks
 from sqla_scheduler._runner.outcomes import Outcome
 from sqla_scheduler._runner.picker import Picker
+from sqla_scheduler._runner.stops import log_cancelled
 from sqla_scheduler._runner.waker import Waker
 from sqla_scheduler.clock import Clock
 from sqla_scheduler.context import ShutdownSignal
@@ -150,18 +157,35 @@ class Workers:
             self.waker.wake()  # room was made: the picker may pick other tasks' work
         return handed
 
-    async def work(self, held: Held) -> None:
-        """Run one held execution and hand its outcome on: the loop's and ``run_due``'s."""
+    async def work(self, held: Held, *, stop: bool = False) -> None:
+        """Run one held execution and hand its outcome on: the loop's and ``run_due``'s.
+
+        ``stop`` (tests): as if ``cancel`` asked to stop it as its handler starts."""
+        if held.completing:  # stopped while it waited (``stop``): its outcome is on its way
+            await self._finish(None)
+            return
         self.held.start(held)
         try:
-            outcome = await self.executor.run_once(held)
+            if held.stop_requested:  # requested before it was picked: it does not run
+                outcome = self._cancelled(held, "before its handler started")
+            else:
+                if stop:
+                    self.stop(held.key)
+                outcome = await self.executor.run_once(held)
+            if held.given_up:  # recorded cancelled after its grace
+                log.info("%s ended after it was recorded cancelled: discarded", held.label)
+                return
             if self.left_running:  # the loop stopped without it: nothing is recorded now
                 log.warning("%s ended after the scheduler stopped; it will be revived", held.label)
                 self.held.let_go(held)
                 return
             await self._finish(outcome)
         except anyio.get_cancelled_exc_class():
-            if not held.completing and not self.left_running:  # cancelled by the wind-down
+            if held.stop_requested and not held.completing:  # cancelled by a stop
+                self.completer.submit(self._cancelled(held, "its handler was cancelled"))
+                with anyio.CancelScope(shield=True):
+                    await self._finish(None)
+            elif not held.completing and not self.left_running:  # cancelled by the wind-down
                 # hand it back now (once left running, the loop is gone: revival will)
                 self.completer.submit(self._release(held))
                 with anyio.CancelScope(shield=True):
@@ -177,21 +201,76 @@ class Workers:
             if self.picker.wants_more():
                 self.waker.wake()
 
+    async def run_one(self, held: Held, *, stop: bool = False) -> None:
+        """``work`` in a cancel scope of its own that a stop may cancel (``run_due``)."""
+        with anyio.CancelScope() as scope:
+            held.scope = scope
+            await self.work(held, stop=stop)
+
+    def stop(self, key: Key, version: int | None = None) -> Held | None:
+        """Carry out ``cancel``'s request to stop the held execution ``key`` (only at
+        ``version``, when given): one still queued is recorded ``cancelled`` without
+        running; a running one's handler is told (``Held.request_stop``). Returns the
+        execution whose handler now has its grace, else ``None``."""
+        held = self.held.get(key)
+        if held is None or held.completing or held.lost or held.stop_requested:
+            return None
+        if version is not None and held.execution.version != version:
+            return None  # another process's now
+        if not held.taken:
+            held.stop_requested = True
+            self.held.hand_back(held)
+            self.completer.submit(self._cancelled(held, "before its handler started"))
+            if self.picker.wants_more():
+                self.waker.wake()  # room was made
+            return None
+        held.request_stop(cancel_worker=self.executor.tasks[key[0]].is_async)
+        return held
+
+    async def give_up(self, held: Held) -> None:
+        """``held``'s handler still runs ``cancel_grace`` after its stop was requested:
+        record it ``cancelled`` now. The worker stops waiting for a sync handler (which
+        runs on in its thread); whatever the handler comes to is discarded."""
+        if held.completing or held.lost or not self.held.holds(held):
+            return
+        held.given_up = True
+        held.cancel_handler()
+        self.completer.submit(self._cancelled(held, "its handler ran on past cancel_grace"))
+        await self._finish(None)
+
+    def _cancelled(self, held: Held, how: str) -> Outcome:
+        """``held`` ends ``cancelled`` (``how``: what its handler did)."""
+        task = self.executor.tasks[held.execution.task_name]
+        decision = outcomes.cancelled(
+            task,
+            held.execution,
+            now=self.clock.now(),
+            started_at=held.handler_started_at,
+            reason=f"cancelled: {how}",
+        )
+        return Outcome(held=held, decision=decision, on_recorded=partial(log_cancelled, held))
+
     async def _worker(self, queue: anyio.abc.ObjectReceiveStream[Held]) -> None:
         async with queue:
-            async for held in queue:
-                if held.completing:
-                    continue  # handed back while it waited (``hand_back``)
-                if self.shutdown.is_set or held.execution.task_name in self.paused:
-                    self.held.hand_back(held)
-                    await self._finish(self._release(held))
-                    continue
-                await self.work(held)
+            while True:
+                # a stop cancels it (``Held.cancel_handler``): the next one is made then
+                with anyio.CancelScope() as scope:
+                    async for held in queue:
+                        if held.completing:
+                            continue  # handed back while it waited (``hand_back``, ``stop``)
+                        if self.shutdown.is_set or held.execution.task_name in self.paused:
+                            self.held.hand_back(held)
+                            await self._finish(self._release(held))
+                            continue
+                        held.scope = scope
+                        await self.work(held)
+                    return  # the queue closed
 
-    async def _finish(self, outcome: Outcome) -> None:
-        """Hand ``outcome`` to the completer; commit it now when the completer's loop
-        does not run (``run_due``, or after the wind-down)."""
-        self.completer.submit(outcome)
+    async def _finish(self, outcome: Outcome | None) -> None:
+        """Hand ``outcome`` (if any) to the completer; commit what it holds now when the
+        completer's loop does not run (``run_due``, or after the wind-down)."""
+        if outcome is not None:
+            self.completer.submit(outcome)
         if not self.completer.batching:
             await self.completer.flush()
 

@@ -1,7 +1,8 @@
-"""The runner's statements: pick, start, beat, write a handler's progress, hand back
-(after a success, a failure or a snooze) or remove, revive the dead, and delete orphans.
-Every one that changes a row's state checks and bumps its version; a hand-back and a
-revival clear the progress."""
+"""The runner's statements: pick, start, beat, write a handler's progress, read the stop
+requests, hand back (after a success, a failure or a snooze) or remove, revive the dead,
+and delete orphans. Every one that changes a row's state checks and bumps its version; a
+hand-back and a revival clear the progress, and a hand-back of an execution whose stop was
+requested makes it due now (its next pick records it cancelled)."""
 
 from __future__ import annotations
 
@@ -73,6 +74,12 @@ class Running(Shapes):
                 progress_message=bindparam("new_message", type_=c.progress_message.type),
                 progress_at=now,
             )
+        )
+
+        #: The keys (task, instance, version) of the executions picked by ``picker`` whose
+        #: stop ``cancel`` requested: a read of the picked rows' index (``ix_<table>_picked``).
+        self.stop_requests: Select[Any] = select(c.task_name, c.task_instance, c.version).where(
+            self.picked, c.picked_by == bindparam("picker"), c.stop_requested_at.is_not(None)
         )
 
         #: Remove a held execution (success of a one-time task, abandon, undecodable row).
@@ -264,8 +271,14 @@ class Running(Shapes):
         )
 
     def _hand_back(self, **values: Any) -> Update:
-        """Unpick a held execution (still at the version seen), setting ``values`` too."""
+        """Unpick a held execution (still at the version seen), setting ``values`` too; one
+        whose stop was requested meanwhile (its handler finished first) is due ``now``,
+        for its next pick to record it cancelled."""
         c = self.table.c
+        values["execution_time"] = case(
+            (c.stop_requested_at.is_not(None), self.time("now")),
+            else_=values.get("execution_time", c.execution_time),
+        )
         return (
             update(self.table)
             .where(self.at_key, c.version == bindparam("seen_version"))

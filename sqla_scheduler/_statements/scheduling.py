@@ -14,6 +14,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    Update,
     and_,
     bindparam,
     case,
@@ -22,6 +23,7 @@ from sqlalchemy import (
     func,
     literal,
     select,
+    update,
 )
 from sqlalchemy.sql.expression import Executable
 
@@ -99,8 +101,9 @@ class Scheduling(Shapes):
         #: One execution by its key, if it can be loaded.
         self.get: Select[Any] = select(*self.loaded_columns).where(self.at_key, self.loadable)
 
-        # Built once for each way ``cancel`` and ``reschedule`` are asked for.
+        # Built once for each way ``cancel``, ``request_stop`` and ``reschedule`` are asked for.
         self._cancels = {shown: self._build_cancel(shown=shown) for shown in (False, True)}
+        self._stops = {shown: self._build_stop_request(shown=shown) for shown in (False, True)}
         self._reschedules = {
             (new_data, new_schedule, shown): self._build_reschedule(
                 new_data=new_data, new_schedule=new_schedule, shown=shown
@@ -140,6 +143,14 @@ class Scheduling(Shapes):
         """Remove an execution that no scheduler is running (``key_task``,
         ``key_instance``); if ``shown``, only while it is still at ``shown_version``."""
         return self._cancels[shown]
+
+    def request_stop(self, *, shown: bool) -> Update:
+        """Ask the scheduler running the execution at the bound key (``key_task``,
+        ``key_instance``) to stop it: its ``stop_requested_at`` becomes ``now``, unless a
+        stop was requested already (that time stays); if ``shown``, only while it is still
+        at ``shown_version``. Its version stays: the holder's heartbeats and its outcome
+        (``cancelled``) still apply."""
+        return self._stops[shown]
 
     def reschedule(self, *, new_data: bool, new_schedule: bool = False, shown: bool) -> Marking:
         """Move an unpicked execution to ``new_time``, with the payload ``new_data``
@@ -196,6 +207,14 @@ class Scheduling(Shapes):
 
     def _build_cancel(self, *, shown: bool) -> Delete:
         return delete(self.table).where(*self._unpicked_at_key(shown=shown))
+
+    def _build_stop_request(self, *, shown: bool) -> Update:
+        c = self.table.c
+        where = [self.at_key, self.picked]
+        if shown:
+            where.append(c.version == bindparam("shown_version"))
+        requested = func.coalesce(c.stop_requested_at, self.time("now"))
+        return update(self.table).where(*where).values(stop_requested_at=requested)
 
     def _build_reschedule(self, *, new_data: bool, new_schedule: bool, shown: bool) -> Marking:
         c = self.table.c

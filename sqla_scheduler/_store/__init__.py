@@ -53,6 +53,7 @@ from sqla_scheduler._store.running import (
     remove,
     report_progress,
     revive,
+    stop_requests,
 )
 from sqla_scheduler._store.scheduling import (
     Recurring,
@@ -113,6 +114,7 @@ __all__ = [
     "state_counts",
     "state_totals",
     "stats",
+    "stop_requests",
     "task_counts",
     "waiting",
 ]

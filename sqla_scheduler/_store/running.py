@@ -43,6 +43,7 @@ __all__ = [
     "remove",
     "report_progress",
     "revive",
+    "stop_requests",
 ]
 
 Key = tuple[str, str]
@@ -206,6 +207,15 @@ def report_progress(
         for execution, fraction, message in reports
     ]
     conn.execute(statements.running.report_progress, params)
+
+
+def stop_requests(
+    conn: Connection, statements: Statements, *, picker: str
+) -> list[tuple[str, str, int]]:
+    """The executions ``picker`` holds whose stop ``cancel`` requested: (task, instance,
+    version) of each."""
+    rows = conn.execute(statements.running.stop_requests, {"picker": picker})
+    return [(task, instance, version) for task, instance, version in rows]
 
 
 def _key_params(execution: Execution) -> dict[str, Any]:

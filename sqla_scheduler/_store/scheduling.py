@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Table, inspect
 from sqlalchemy.engine import URL
 
-from sqla_scheduler._dialects import known_backend
+from sqla_scheduler._dialects import known_backend, notice_of_stop
 from sqla_scheduler._execution import (
     KEEP,
     RECURRING_INSTANCE_ID,
@@ -207,19 +207,28 @@ def cancel(
     shown_version: int | None = None,
     now: datetime | None = None,
     keep_result: bool = False,
+    stop: bool = False,
+    on_stop: Callable[[str, str], None] | None = None,
 ) -> bool:
     """Delete an execution that is not running (and, given ``shown_version``, is still at
     that version); return whether one was deleted. With ``keep_result`` (its task keeps
     results) its result is kept as ``cancelled`` at ``now``; so is a group member's,
     whose group counts it as finished. A link of a chain that has not run takes the
-    links after it with it: they waited for it."""
+    links after it with it: they waited for it.
+
+    With ``stop``, an execution that is running is asked to stop instead
+    (``request_stop``, which calls ``on_stop``): whether it was."""
     stmts = statements.scheduling
     group_id, awaits = group_store.forget_member(conn, statements, task_name, instance_id)
     stmt = stmts.cancel(shown=shown_version is not None)
     deleted = conn.execute(stmt, _key(task_name, instance_id, shown_version)).rowcount == 1
+    now = now if now is not None else datetime.now(timezone.utc)
+    if not deleted and stop:
+        return request_stop(
+            conn, statements, task_name, instance_id, now, shown_version, on_stop=on_stop
+        )
     if not deleted or (not keep_result and group_id is None):
         return deleted
-    now = now if now is not None else datetime.now(timezone.utc)
     result_store.record_cancelled(conn, statements, task_name, instance_id, now, group_id)
     if group_id is not None and (
         awaits is not None or group_store.is_chain(conn, statements, group_id)
@@ -228,6 +237,33 @@ def cancel(
     elif group_id is not None:
         group_store.finished(conn, statements, {group_id: 1}, now)
     return deleted
+
+
+def request_stop(
+    conn: Connection,
+    statements: Statements,
+    task_name: str,
+    instance_id: str,
+    now: datetime,
+    shown_version: int | None = None,
+    *,
+    on_stop: Callable[[str, str], None] | None = None,
+) -> bool:
+    """Ask the scheduler running ``task_name``/``instance_id`` to stop it (and, given
+    ``shown_version``, only while it is still at that version): the stop request is
+    recorded at ``now`` (an earlier one stays), and the running schedulers hear of it on
+    commit (NOTIFY on PostgreSQL; elsewhere the scheduler holding it reads its own rows),
+    as does this process's own (``on_stop``). ``False`` when no scheduler is running it."""
+    stmts = statements.scheduling
+    params = {**_key(task_name, instance_id, shown_version), "now": now}
+    if conn.execute(stmts.request_stop(shown=shown_version is not None), params).rowcount != 1:
+        return False
+    if stmts.notify is not None:
+        payload = notice_of_stop(task_name, instance_id)
+        conn.execute(stmts.notify, {"channel": stmts.channel, "payload": payload})
+    if on_stop is not None:
+        on_stop(task_name, instance_id)
+    return True
 
 
 def reschedule(
@@ -278,11 +314,13 @@ def cancel_shown(
     shown_version: int,
     now: datetime,
     keep_result: bool,
+    stop: bool = False,
 ) -> bool:
     """Delete an execution if no scheduler holds it and it is still at ``shown_version``,
     as ``cancel`` does: with ``keep_result`` (its task keeps results) its result is kept
     as ``cancelled`` at ``now``, so that whoever waits for it is answered at once rather
-    than at their timeout; so is a group member's, at the same ``now``."""
+    than at their timeout; so is a group member's, at the same ``now``. With ``stop``, one
+    that is running is asked to stop instead (``request_stop``)."""
     return cancel(
         conn,
         statements,
@@ -291,6 +329,7 @@ def cancel_shown(
         shown_version=shown_version,
         now=now,
         keep_result=keep_result,
+        stop=stop,
     )
 
 

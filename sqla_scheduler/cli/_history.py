@@ -29,7 +29,7 @@ class _HistoryId(_Whole):
         )
 
 
-_OUTCOMES = ("succeeded", "failed", "abandoned", "dead", "undecodable", "snoozed")
+_OUTCOMES = ("succeeded", "failed", "abandoned", "dead", "undecodable", "snoozed", "cancelled")
 
 
 def _since(value: str | None) -> datetime | None:

@@ -32,6 +32,10 @@ transaction of its own, so a test can see every execution from outside the worke
 - ``stuck`` (``max_retries=0``): fails; its ``on_abandon`` hook records phase ``hooked``,
   then waits (in its thread, polling) until a row exists in ``release``, for at most
   ``deadline`` seconds: an abandon whose commit waits on application code.
+- ``stoppable`` (sync) and ``stoppable-async``: a row with phase ``started``, then they
+  run until ``cancel`` stops them (the sync one polls ``ctx.cancelled``, the async one is
+  cancelled), when each writes a row in ``stops`` with the time it saw the stop
+  (``time.time()``, in microseconds), then ends; they give up after ``deadline`` seconds.
 - ``poison``: an instance whose id starts with ``die`` kills the worker process
   (``os._exit``); one whose id starts with ``exit`` raises ``SystemExit(0)`` and one
   starting ``interrupt`` ``KeyboardInterrupt`` (each recording phase ``raised`` first);
@@ -53,6 +57,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import anyio
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -134,6 +139,16 @@ class Point:
 #: When each handler of the ``rated`` task started, and in which worker.
 rated_starts = Table(
     "rated_starts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("instance", String(255), nullable=False),
+    Column("worker", String(255), nullable=False),
+    Column("at_us", BigInteger, nullable=False),
+)
+
+#: When each ``stoppable`` handler saw its stop, and in which worker.
+stops = Table(
+    "stops",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("instance", String(255), nullable=False),
@@ -276,6 +291,31 @@ def build_scheduler(
             )
         )
 
+    def log_stop(instance_id: str) -> None:
+        at_us = round(time.time() * 1_000_000)  # first: the time it saw the stop
+        with engine.begin() as conn:
+            conn.execute(insert(stops).values(instance=instance_id, worker=name, at_us=at_us))
+
+    @one_time("stoppable")
+    def stoppable(ctx: ExecutionContext[Any]) -> None:
+        log_run("stoppable", ctx.instance_id, "started")
+        give_up = time.monotonic() + slow_deadline
+        while not ctx.cancelled.wait(0.002):
+            if time.monotonic() > give_up:
+                raise TimeoutError(f"stoppable/{ctx.instance_id}: no stop after {slow_deadline}s")
+        log_stop(ctx.instance_id)
+        ctx.raise_if_cancelled()
+
+    @one_time("stoppable-async")
+    async def stoppable_async(ctx: ExecutionContext[Any]) -> None:
+        log_run("stoppable-async", ctx.instance_id, "started")
+        try:
+            await anyio.sleep(slow_deadline)
+        except anyio.get_cancelled_exc_class():
+            log_stop(ctx.instance_id)  # in the loop's thread: a moment, then the raise
+            raise
+        raise TimeoutError(f"stoppable-async/{ctx.instance_id}: no stop after {slow_deadline}s")
+
     @one_time("poison")
     def poison(ctx: ExecutionContext[Any]) -> None:
         if ctx.instance_id.startswith("die"):
@@ -297,7 +337,7 @@ def build_scheduler(
         raise RuntimeError(f"stuck/{ctx.instance_id}: its on_abandon hook waits for a release")
 
     tasks: list[OneTimeTask[Any]] = [record, slow, fault, limited, effect, poison, stuck]
-    tasks += [gmember, gtyped, gcallback]
+    tasks += [gmember, gtyped, gcallback, stoppable, stoppable_async]
     listeners: list[SchedulerListener] = []
     if rate_limit is not None:
         started = _StartTimes()

@@ -304,3 +304,50 @@ async def test_the_smallest_pool_allowed_runs(db: Harness) -> None:
                 await wait_for(ran.is_set)
     finally:
         await db.resolve(engine.dispose())
+
+
+#: How many running executions the stop burst cancels at once.
+RUNNING = 200
+
+
+async def test_two_hundred_running_executions_cancelled_at_once_drain(db: Harness) -> None:
+    """200 handlers run at once (``concurrency=200``; the rest of the configuration and
+    the harness's pool are the defaults) and one transaction elsewhere cancels them all:
+    each handler stops (an async one cancelled, a sync one seeing ``ctx.cancelled``), and
+    every execution ends ``cancelled``, none left behind, none abandoned."""
+    started, stopped = Seen(), Seen()
+
+    async def wait_async(ctx: Any) -> None:
+        started.add("started")
+        try:
+            await anyio.sleep(120)
+        except anyio.get_cancelled_exc_class():
+            stopped.add("stopped")
+            raise
+
+    def wait_sync(ctx: Any) -> None:
+        started.add("started")
+        if ctx.cancelled.wait(120):
+            stopped.add("stopped")
+        ctx.raise_if_cancelled()
+
+    long = one_time("long", max_retries=0)(wait_async if db.is_async else wait_sync)
+    scheduler = db.scheduler([long], concurrency=RUNNING)
+    await db.resolve(
+        scheduler.schedule_batch(db.engine, [long.instance(f"l{i}") for i in range(RUNNING)])
+    )
+    other = Scheduler(db.sync_engine)
+    with anyio.fail_after(60):
+        async with scheduler:
+            await wait_for(lambda: started.counts.get("started") == RUNNING, deadline=30)
+
+            def cancel_all() -> None:
+                with db.sync_engine.begin() as conn:
+                    for i in range(RUNNING):
+                        assert other.cancel(conn, "long", f"l{i}") is True
+
+            await anyio.to_thread.run_sync(cancel_all)
+            await wait_for(lambda: count(db, "long") == 0, deadline=15)
+    assert stopped.counts.get("stopped") == RUNNING
+    assert history_count(db, "cancelled") == RUNNING
+    assert history_count(db, "abandoned") == 0

@@ -42,6 +42,7 @@ BOUNDS: dict[str, tuple[Any, Any, bool]] = {
     "node_heartbeat_interval": (MS, DAY, False),
     "result_retention": (MS, LONGEST, False),
     "max_result_size": (1, 16 * 1024 * 1024, False),
+    "cancel_grace": (timedelta(0), DAY, False),
     "pick_lower_fraction": (0.0, 10.0, True),
     "pick_upper_fraction": (0.0, 10.0, True),
 }
@@ -82,6 +83,7 @@ def configs(draw: st.DrawFn) -> SchedulerConfig:
         max_result_size=draw(
             st.sampled_from([1, 16 * 1024 * 1024]) | st.integers(1, 16 * 1024 * 1024)
         ),
+        cancel_grace=draw(_durations(timedelta(0), DAY)),
         listen=draw(st.booleans()),
         stats=draw(st.booleans()),
         prepared_statements=draw(st.booleans()),

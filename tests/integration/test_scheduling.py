@@ -231,15 +231,23 @@ async def test_reschedule_rejects_naive_datetimes(scheduler: Scheduler, db: Harn
         scheduler.reschedule(db.engine, "send-email", "e-1", datetime(2030, 1, 1))
 
 
-async def test_running_executions_cannot_be_rescheduled_or_cancelled(
-    db: Harness, scheduler: Scheduler
+async def test_running_executions_cannot_be_rescheduled_and_are_asked_to_stop_by_cancel(
+    db: Harness, scheduler: Scheduler, clock: ManualClock
 ):
     await db.resolve(scheduler.schedule(db.engine, send_email.instance("busy")))
     with db.sync_engine.begin() as conn:
         conn.execute(update(db.table).values(picked=True, picked_by="w1"))
     assert not await db.resolve(scheduler.reschedule(db.engine, "send-email", "busy", NOW))
-    assert not await db.resolve(scheduler.cancel(db.engine, "send-email", "busy"))
+    # a running one is asked to stop: the row stays (its holder records the outcome), with
+    # the request's time; a second cancel keeps the first request's time
+    assert await db.resolve(scheduler.cancel(db.engine, "send-email", "busy")) is True
+    clock.advance(timedelta(minutes=1))
+    assert await db.resolve(scheduler.cancel(db.engine, "send-email", "busy")) is True
     assert db.count() == 1
+    row = db.row("send-email", "busy")
+    assert row is not None
+    assert row["stop_requested_at"] == NOW
+    assert row["version"] == 1  # the holder's writes still apply
 
 
 async def test_cancel_removes_only_the_named_execution(db: Harness, scheduler: Scheduler):
