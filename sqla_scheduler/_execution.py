@@ -225,9 +225,9 @@ EXECUTION_SORTS: dict[str, tuple[str, ...]] = {
     "last_failure": ("last_failure",),
 }
 
-ExecutionAction = Literal["retry", "delete"]
+ExecutionAction = Literal["retry", "delete", "cancel"]
 """The bulk actions on executions: ``retry`` makes the failing ones due now, ``delete``
-removes them."""
+removes them, ``cancel`` asks the processes running them to stop them."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

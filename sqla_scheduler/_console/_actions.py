@@ -1,7 +1,7 @@
-"""The console's actions: on one execution (run now, retry, delete), one task (pause,
-resume), one dead letter (requeue) and one group (cancel), and in bulk on what a
-listing's filter selects (retry, delete, pause, requeue), each in one transaction on the
-primary.
+"""The console's actions: on one execution (run now, retry, delete, cancel), one task
+(pause, resume), one dead letter (requeue) and one group (cancel), and in bulk on what a
+listing's filter selects (retry, delete, cancel, pause, requeue), each in one transaction
+on the primary.
 
 A bulk action is bounded: it is done only if the filter still selects as many rows as
 were shown (at most ``MAX_BULK``), changed ``_store.bulk.BATCH`` at a time.
@@ -42,7 +42,7 @@ def bulk_count(
 ) -> int:
     """How many rows the bulk ``action`` would change for ``chosen``: the dead letters it
     selects (``requeue``), every execution of its task (``pause``), or those it selects
-    that ``retry`` or ``delete`` can act on."""
+    that ``retry``, ``delete`` or ``cancel`` can act on."""
     if isinstance(chosen, HistoryFilter):
         return _store.bulk.count_dead_letters(
             conn, statements, _where(statements, scheduler, chosen)
@@ -57,8 +57,14 @@ def bulk_count(
             known_tasks=frozenset(scheduler.tasks),
             now=scheduler.clock.now(),
         )
-    kind: ExecutionAction = "retry" if action == "retry" else "delete"
-    return _store.bulk.count(conn, statements, kind, _where(statements, scheduler, chosen))
+    return _store.bulk.count(
+        conn, statements, _execution_action(action), _where(statements, scheduler, chosen)
+    )
+
+
+def _execution_action(action: str) -> ExecutionAction:
+    """The bulk action on executions that ``action`` names (``delete`` for any other)."""
+    return "retry" if action == "retry" else "cancel" if action == "cancel" else "delete"
 
 
 class Actions:
@@ -73,10 +79,12 @@ class Actions:
     async def act(
         self, action: str, task: str, instance: str, shown: int
     ) -> tuple[bool, Execution | None]:
-        """Delete (``delete``, as ``Scheduler.cancel`` does) or make due now (the others,
-        as ``Scheduler.run_now`` does) one execution, if it is still at version ``shown``;
-        whether it was done, and the execution as it is when not. A group's callback that
-        waits for its members is not made due: that would run it before them."""
+        """Delete (``delete``, as ``Scheduler.cancel`` does one that is not running),
+        cancel (``cancel``, as ``Scheduler.cancel`` does: a running one is asked to stop)
+        or make due now (the others, as ``Scheduler.run_now`` does) one execution, if it is
+        still at version ``shown``; whether it was done, and the execution as it is when
+        not. A group's callback that waits for its members is not made due: that would run
+        it before them."""
         scheduler, statements = self.scheduler, self.statements
         # as Scheduler.cancel does: a task that keeps results keeps "cancelled", at the
         # scheduler's time, so that a waiter on the result is answered now
@@ -85,7 +93,7 @@ class Actions:
         now = scheduler.clock.now()
 
         def write(conn: Connection) -> tuple[bool, Execution | None]:
-            if action == "delete":
+            if action in ("delete", "cancel"):
                 done = _store.cancel_shown(
                     conn,
                     statements,
@@ -94,6 +102,8 @@ class Actions:
                     shown_version=shown,
                     now=now,
                     keep_result=keep,
+                    stop=action == "cancel",
+                    on_stop=scheduler._on_stop(conn),
                 )
             else:
                 current = _store.get_execution(conn, statements, task, instance)
@@ -184,13 +194,16 @@ class Actions:
                     return None, len(ids)
                 on_commit = scheduler._on_commit(conn)
                 return _store.bulk.requeue(conn, statements, ids, now, on_commit), len(ids)
-            kind: ExecutionAction = "retry" if action == "retry" else "delete"
+            kind = _execution_action(action)
             found = _store.bulk.keys(conn, statements, kind, where, limit=MAX_BULK + 1)
             if len(found) != shown:
                 return None, len(found)
             if kind == "retry":
                 on_moved = scheduler._on_commit(conn)
                 return _store.bulk.retry(conn, statements, found, now, on_moved), len(found)
+            if kind == "cancel":
+                on_stop = scheduler._on_stop(conn)
+                return _store.bulk.stop(conn, statements, found, now, on_stop), len(found)
             return _store.bulk.delete(conn, statements, found, now, keeping), len(found)
 
         return await self.db.run(write, read_only=False)

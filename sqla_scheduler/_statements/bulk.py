@@ -41,7 +41,7 @@ __all__ = ["Bulk", "bulk_for"]
 
 
 class Bulk(Shapes):
-    """Bulk retry and delete of executions, bulk requeue of dead letters."""
+    """Bulk retry, delete and cancel of executions, bulk requeue of dead letters."""
 
     def __init__(self, table: Table, backend: Backend) -> None:
         super().__init__(table, backend)
@@ -55,6 +55,8 @@ class Bulk(Shapes):
             # as the page's delete, but neither a group's member nor its callback: their
             # group's counts and chain move with them, which ``_store.cancel`` does one by one
             "delete": (self.unpicked, c.group_id.is_(None), c.awaits.is_(None)),
+            # as the page's cancel of a running one: a stop not asked for yet
+            "cancel": (self.picked, c.stop_requested_at.is_(None)),
         }
         in_batch = (
             c.task_name == bindparam("batch_task"),
@@ -68,6 +70,13 @@ class Bulk(Shapes):
         )
         #: Delete the batch's executions.
         self.delete: Delete = delete(table).where(*in_batch, *self.actionable["delete"])
+        #: Ask the processes running the batch's executions to stop them (their stop
+        #: request is ``now``); versions stay, as ``Scheduling.request_stop``'s do.
+        self.stop: Update = (
+            update(table)
+            .where(*in_batch, *self.actionable["cancel"])
+            .values(stop_requested_at=self.time("now"))
+        )
 
         #: The dead letters a requeue would schedule again: the newest requeueable entry
         #: of each key that has no execution in the table (see ``dead_letters``).

@@ -148,8 +148,8 @@ class Scheduling(Shapes):
         """Ask the scheduler running the execution at the bound key (``key_task``,
         ``key_instance``) to stop it: its ``stop_requested_at`` becomes ``now``, unless a
         stop was requested already (that time stays); if ``shown``, only while it is still
-        at ``shown_version``. Its version stays: the holder's heartbeats and its outcome
-        (``cancelled``) still apply."""
+        at ``shown_version`` and not asked already (as the page showed it). Its version
+        stays: the holder's heartbeats and its outcome (``cancelled``) still apply."""
         return self._stops[shown]
 
     def reschedule(self, *, new_data: bool, new_schedule: bool = False, shown: bool) -> Marking:
@@ -212,7 +212,7 @@ class Scheduling(Shapes):
         c = self.table.c
         where = [self.at_key, self.picked]
         if shown:
-            where.append(c.version == bindparam("shown_version"))
+            where += [c.version == bindparam("shown_version"), c.stop_requested_at.is_(None)]
         requested = func.coalesce(c.stop_requested_at, self.time("now"))
         return update(self.table).where(*where).values(stop_requested_at=requested)
 

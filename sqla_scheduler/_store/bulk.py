@@ -10,6 +10,7 @@ from datetime import datetime
 
 from sqlalchemy import ColumnElement, Connection
 
+from sqla_scheduler._dialects import notice_of_stop
 from sqla_scheduler._execution import ExecutionAction
 from sqla_scheduler._statements import Statements
 from sqla_scheduler._statements.bulk import Bulk, bulk_for
@@ -25,6 +26,7 @@ __all__ = [
     "keys",
     "requeue",
     "retry",
+    "stop",
 ]
 
 #: Keys (or entry ids) changed by one statement.
@@ -116,6 +118,35 @@ def delete(
     if kept:
         result_store.record(conn, statements, kept)
     return deleted
+
+
+def stop(
+    conn: Connection,
+    statements: Statements,
+    found: Sequence[Key],
+    now: datetime,
+    on_stop: Callable[[str, str], None] | None = None,
+) -> int:
+    """Ask the processes running the executions ``found`` to stop them, as the page's
+    cancel does each (``_store.scheduling.request_stop``): their stop request is ``now``,
+    each is announced on commit (NOTIFY, PostgreSQL) and told to ``on_stop`` (this
+    process's own loop). How many were asked."""
+    bulk = _bulk(statements)
+    asked = 0
+    for name, instances in _batches(found):
+        params = {"batch_task": name, "batch_instances": instances, "now": now}
+        asked += conn.execute(bulk.stop, params).rowcount
+    scheduling = statements.scheduling
+    if scheduling.notify is not None and found:  # locked when found: each was asked
+        notices = [notice_of_stop(name, instance) for name, instance in found]
+        conn.execute(
+            scheduling.notify,
+            [{"channel": scheduling.channel, "payload": notice} for notice in notices],
+        )
+    if on_stop is not None:
+        for name, instance in found:
+            on_stop(name, instance)
+    return asked
 
 
 def count_dead_letters(conn: Connection, statements: Statements, where: Where) -> int:

@@ -315,12 +315,13 @@ def cancel_shown(
     now: datetime,
     keep_result: bool,
     stop: bool = False,
+    on_stop: Callable[[str, str], None] | None = None,
 ) -> bool:
     """Delete an execution if no scheduler holds it and it is still at ``shown_version``,
     as ``cancel`` does: with ``keep_result`` (its task keeps results) its result is kept
     as ``cancelled`` at ``now``, so that whoever waits for it is answered at once rather
     than at their timeout; so is a group member's, at the same ``now``. With ``stop``, one
-    that is running is asked to stop instead (``request_stop``)."""
+    that is running is asked to stop instead (``request_stop``, which calls ``on_stop``)."""
     return cancel(
         conn,
         statements,
@@ -330,6 +331,7 @@ def cancel_shown(
         now=now,
         keep_result=keep_result,
         stop=stop,
+        on_stop=on_stop,
     )
 
 

@@ -52,7 +52,7 @@ from sqla_scheduler.scheduler import Scheduler
 __all__ = ["create_app"]
 
 #: The actions on one execution.
-_ACTIONS = ("run-now", "retry", "delete")
+_ACTIONS = ("run-now", "retry", "delete", "cancel")
 
 
 def create_app(
@@ -72,13 +72,15 @@ def create_app(
     and building the app without one fails.
 
     The page is read-only unless ``actions`` is true; then it offers run now (as
-    ``Scheduler.run_now`` does), retry and delete, each a POST form with a CSRF token that
-    applies only if the execution is still at the version the page showed; requeue on the
+    ``Scheduler.run_now`` does), retry and delete, and cancel on a running execution (as
+    ``Scheduler.cancel`` does: the process running it is asked to stop it), each a POST
+    form with a CSRF token that applies only if the execution is still at the version the
+    page showed; requeue on the
     dead letters (abandoned and undecodable history entries), as ``Scheduler.requeue``
     does; pause or resume on each task, as ``Scheduler.pause`` and ``resume`` do; and
     cancel on each group, as ``Scheduler.cancel_group`` does; and, after a confirmation
-    that counts them, retry, delete, pause or requeue in bulk for what a list's filter
-    selects (at most 10,000 rows per request: see ``_bulk``).
+    that counts them, retry, delete, cancel, pause or requeue in bulk for what a list's
+    filter selects (at most 10,000 rows per request: see ``_bulk``).
     Tokens are derived from ``secret`` (random per app by default; pass the same bytes to
     every process behind one load balancer). ``page_size`` is how many executions, history
     entries, kept results or groups a listing page shows.
@@ -290,7 +292,8 @@ class _Executions(Handlers):
         return JSONResponse(view.to_json())
 
     async def act(self, request: Request) -> Response:
-        """Run now, retry or delete one execution, if it is still as the page showed it."""
+        """Run now, retry, delete or cancel one execution, if it is still as the page
+        showed it."""
         action = request.path_params["action"]
         if action not in _ACTIONS:
             raise HTTPException(404, f"There is no action {action!r}.")
@@ -340,7 +343,9 @@ def _key_params(request: Request) -> tuple[str, str]:
 def _why_not(action: str, current: Execution | None, shown: int) -> str:
     if current is None:
         return "the execution no longer exists"
-    if current.picked:
+    if action == "cancel" and current.stop_requested_at is not None:
+        return f"{current.picked_by} was asked to stop the execution already"
+    if current.picked and action != "cancel":
         return f"a scheduler ({current.picked_by}) is running the execution now"
     if action != "delete" and current.waiting:
         return (

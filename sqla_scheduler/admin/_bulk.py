@@ -1,5 +1,5 @@
-"""The admin page's bulk actions: retry, delete or pause what an execution listing's filter
-selects, requeue what a dead letters listing's filter selects.
+"""The admin page's bulk actions: retry, delete, cancel (the running) or pause what an
+execution listing's filter selects, requeue what a dead letters listing's filter selects.
 
 Each is two requests. A GET of ``/bulk/ACTION`` with the listing's filter shows how many
 rows the action would change and a form to confirm; the form's POST carries the filter
@@ -47,6 +47,14 @@ BULK_ACTIONS: dict[str, _Action] = {
         label="Retry",
     ),
     "delete": _Action(will="deleted", done="deleted", label="Delete"),
+    "cancel": _Action(
+        will=(
+            "asked to stop: the processes running them stop them, and each ends cancelled "
+            "(a handler still running cancel_grace later is recorded cancelled anyway)"
+        ),
+        done="asked to stop",
+        label="Cancel",
+    ),
     "pause": _Action(
         will="held: no scheduler picks them until the task is resumed",
         done="held: the task was paused",

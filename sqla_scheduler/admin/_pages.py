@@ -71,11 +71,16 @@ NOTICES = {
     "run-now": "the execution was rescheduled to now",
     "retry": "the execution was rescheduled to now for a retry",
     "delete": "the execution was deleted",
+    "cancel": (
+        "the execution was cancelled (a running one is asked to stop, and ends cancelled "
+        "once the process running it has stopped it)"
+    ),
     "requeue": "the execution was requeued: scheduled again, due now",
     "pause": "the task was paused: no scheduler picks its executions until it is resumed",
     "resume": "the task was resumed: its due executions run now",
     "bulk-retry": "{n} executions were rescheduled to now for a retry",
     "bulk-delete": "{n} executions were deleted",
+    "bulk-cancel": "{n} running executions were asked to stop: each ends cancelled",
     "bulk-pause": "the task was paused: no scheduler picks its executions until it is resumed",
     "bulk-requeue": "{n} dead letters were requeued: scheduled again, due now",
     "cancel-group": (
@@ -319,8 +324,8 @@ def execution_listing(q: Mapping[str, str], page_size: int) -> Listing:
 
 def offered_bulk(listing: Any, registered: Collection[str]) -> list[tuple[str, str]]:
     """The bulk actions a listing's page offers for its filter, ``(action, label)``:
-    requeue on the dead letters; retry (of the failing), delete and, when the filter
-    names a registered task, pause on the executions."""
+    requeue on the dead letters; retry (of the failing), delete, cancel (of the running)
+    and, when the filter names a registered task, pause on the executions."""
     if isinstance(listing, HistoryListing):
         return [("requeue", "Requeue all")] if listing.dead_letters else []
     offered: list[tuple[str, str]] = []
@@ -328,6 +333,8 @@ def offered_bulk(listing: Any, registered: Collection[str]) -> list[tuple[str, s
         offered.append(("retry", "Retry the failing ones"))
     if listing.state != "running":
         offered.append(("delete", "Delete all"))
+    if listing.state in ("all", "running"):
+        offered.append(("cancel", "Cancel the running ones"))
     if listing.task in registered:
         offered.append(("pause", f"Pause {listing.task}"))
     return offered

@@ -6,18 +6,18 @@ missing table, an application that raises on import). Failures print one line on
 ``sqla-scheduler: <what went wrong>``, never a traceback.
 
 One module per command group: ``_db``, ``_alembic``, ``_health``, ``_executions``,
-``_history`` (history and requeue), ``_results``, ``_control`` (pause, resume and run-now),
-``_nodes``, ``_worker``, ``_admin`` and ``_demo``. What they share: ``_root`` (the group
-``cli`` itself), ``_params`` (parameter types and common options), ``_errors`` (one line on
-stderr and the exit status), ``_app`` (the application's Scheduler and database) and
-``_tables`` (how listings print). Each command imports what it runs only when it runs.
+``_history`` (history and requeue), ``_results``, ``_control`` (pause, resume, run-now and
+cancel), ``_nodes``, ``_worker``, ``_admin`` and ``_demo``. What they share: ``_root``
+(the group ``cli`` itself), ``_params`` (parameter types and common options), ``_errors``
+(one line on stderr and the exit status), ``_app`` (the application's Scheduler and
+database) and ``_tables`` (how listings print). Each command imports what it runs only when it runs.
 """
 
 from __future__ import annotations
 
 from sqla_scheduler.cli._admin import admin
 from sqla_scheduler.cli._alembic import alembic_group
-from sqla_scheduler.cli._control import pause, resume, run_now
+from sqla_scheduler.cli._control import cancel, pause, resume, run_now
 from sqla_scheduler.cli._db import db
 from sqla_scheduler.cli._demo import demo
 from sqla_scheduler.cli._executions import executions
@@ -40,6 +40,7 @@ cli.add_command(result)
 cli.add_command(pause)
 cli.add_command(resume)
 cli.add_command(run_now)
+cli.add_command(cancel)
 cli.add_command(nodes)
 cli.add_command(worker)
 cli.add_command(admin)

@@ -1,5 +1,5 @@
-"""``sqla-scheduler pause``, ``resume`` and ``run-now``: each one change, in one
-transaction on the scheduler's table."""
+"""``sqla-scheduler pause``, ``resume``, ``run-now`` and ``cancel``: each one change, in
+one transaction on the scheduler's table."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from sqla_scheduler.cli._errors import _database_errors, _fail
 from sqla_scheduler.cli._params import _TEXT, _task_name, _with_client_options
 
 if TYPE_CHECKING:
+    from sqla_scheduler.executions import Execution
     from sqla_scheduler.scheduler import Scheduler
 
 
@@ -84,3 +85,32 @@ def run_now(task_name: str, instance_id: str, url: str | None, spec: str | None)
     if not _on_client(url, spec, lambda client, conn: client.run_now(conn, name, instance_id)):
         _fail(f"no execution {name}/{instance_id} that is not running: nothing was changed")
     click.echo(f"{name}/{instance_id} is due now")
+
+
+@click.command("cancel")
+@click.argument("task_name", type=_TEXT, metavar="TASK")
+@click.argument("instance_id", type=_TEXT, metavar="INSTANCE")
+@_with_client_options
+def cancel(task_name: str, instance_id: str, url: str | None, spec: str | None) -> None:
+    """Cancel the execution TASK/INSTANCE, running or not.
+
+    One that no scheduler runs is removed at once. One that runs is asked to stop: the
+    process running it learns of it within a second, its handler is cancelled (async) or
+    sees ctx.cancelled (sync), and the execution ends `cancelled`. Exits 1 when there is
+    no such execution.
+    """
+    name = _task_name(task_name)
+
+    def act(client: Scheduler, conn: Any) -> Execution | None:
+        found: Execution | None = client.get_execution(conn, name, instance_id)
+        if found is None or not client.cancel(conn, name, instance_id):
+            return None
+        return found
+
+    found = _on_client(url, spec, act)
+    if found is None:
+        _fail(f"no execution {name}/{instance_id}: nothing was cancelled")
+    elif found.picked:
+        click.echo(f"asked {found.picked_by} to stop {name}/{instance_id}")
+    else:
+        click.echo(f"cancelled {name}/{instance_id}")

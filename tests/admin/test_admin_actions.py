@@ -1,5 +1,6 @@
-"""Actions (run now, retry, delete): off by default, CSRF-checked, version-checked, logged;
-run now and retry are ``Scheduler.run_now``'s operation."""
+"""Actions (run now, retry, delete, cancel): off by default, CSRF-checked, version-checked,
+logged; run now and retry are ``Scheduler.run_now``'s operation, delete and cancel
+``Scheduler.cancel``'s (cancel asks the process running an execution to stop it)."""
 
 from __future__ import annotations
 
@@ -55,17 +56,26 @@ async def test_the_page_offers_each_action_with_token_and_version(
     assert "actions enabled" in html
     forms = re.findall(r'<form method="post" action="([^"]+)".*?</form>', html, re.S)
     # On executions, and Pause on each task (none is paused).
-    assert {"/actions/run-now", "/actions/retry", "/actions/delete", "/actions/pause"} == set(forms)
+    assert {
+        "/actions/run-now",
+        "/actions/retry",
+        "/actions/delete",
+        "/actions/cancel",
+        "/actions/pause",
+    } == set(forms)
     bounce = re.search(
         r'<form method="post" action="/actions/retry".*?value="bounce-3".*?</form>', html, re.S
     )
     assert bounce is not None
     assert f'name="csrf" value="{TOKEN}"' in bounce.group(0)
     assert 'name="version" value="1"' in bounce.group(0)
-    # Running executions cannot be changed, so they get no controls.
+    # The overview's running list has no controls; the running ones' listing offers Cancel,
+    # the one thing a running execution can be asked (its process is asked to stop it).
     running = re.search(r'<section id="running".*?</section>', html, re.S)
     assert running is not None
     assert "<form" not in running.group(0)
+    listing = (await actions.get("/executions?state=running")).text
+    assert set(re.findall(r'<form method="post" action="([^"]+)"', listing)) == {"/actions/cancel"}
 
 
 async def test_run_now_moves_the_execution_to_now_and_logs_it(
@@ -197,6 +207,39 @@ async def test_a_running_execution_cannot_be_changed(
         assert response.status_code == 409
         assert "worker-1" in response.text
     assert row(seeded, "send-email", "welcome-2") == before
+
+
+async def test_cancel_asks_the_process_running_an_execution_to_stop_it(
+    actions: httpx.AsyncClient, seeded: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    before = row(seeded, "send-email", "welcome-2")
+    assert before is not None
+    with caplog.at_level(logging.INFO, logger="sqla_scheduler.admin"):
+        response = await actions.post(
+            "/actions/cancel", data=form("send-email", "welcome-2", before["version"])
+        )
+    assert response.status_code == 303, response.text
+    after = row(seeded, "send-email", "welcome-2")
+    assert after is not None  # its worker records the outcome when it has stopped
+    assert after["stop_requested_at"] == NOW
+    assert after["version"] == before["version"]
+    [record] = [r for r in caplog.records if r.name == "sqla_scheduler.admin"]
+    assert "cancel" in record.getMessage()
+    page = await actions.get(response.headers["location"])
+    assert "Done: the execution was cancelled (a running one is asked to stop" in page.text
+    shown = (await actions.get("/execution?task=send-email&instance=welcome-2")).text
+    assert "Stop requested" in shown
+    assert "stopping" in shown
+    assert 'action="/actions/cancel"' not in shown  # asked already
+    again = await actions.post(
+        "/actions/cancel", data=form("send-email", "welcome-2", before["version"])
+    )
+    assert again.status_code == 409
+    assert "worker-1 was asked to stop the execution already" in again.text
+    # one that is not running is removed, as delete does
+    response = await actions.post("/actions/cancel", data=form("send-email", "welcome-1", 1))
+    assert response.status_code == 303
+    assert row(seeded, "send-email", "welcome-1") is None
 
 
 async def test_a_vanished_execution_is_not_found(actions: httpx.AsyncClient) -> None:

@@ -1,4 +1,4 @@
-"""Bulk actions: retry, delete, pause and requeue for exactly what a filter selects, with
+"""Bulk actions: retry, delete, cancel, pause and requeue for exactly what a filter selects, with
 the count shown and confirmed, CSRF-checked, logged, refused when the selection changed
 between the confirmation and the POST, absent from a read-only app, bounded in size."""
 
@@ -103,6 +103,29 @@ async def test_bulk_retry_delete_and_requeue_on_every_database(
     again = await _confirm(actions, "requeue")
     assert "nothing to do" in again
     assert '<form method="post" action="/bulk/' not in again
+
+
+@EVERY_DATABASE
+async def test_bulk_cancel_asks_the_running_ones_to_stop(
+    actions: httpx.AsyncClient, seeded: Harness
+) -> None:
+    c = table_for().c
+    listing = (await actions.get("/executions?state=running")).text
+    assert 'href="/bulk/cancel?state=running"' in listing
+    html = await _confirm(actions, "cancel", state="running", task="send-email")
+    assert "2 executions will be asked to stop" in html  # welcome-2 and invoice-7
+    response = await actions.post("/bulk/cancel", data=_form(html))
+    assert response.status_code == 303, response.text
+    asked = _rows(seeded, c.stop_requested_at.is_not(None))
+    assert [(r["task_instance"], r["stop_requested_at"]) for r in asked] == [
+        ("invoice-7", NOW),
+        ("welcome-2", NOW),
+    ]
+    assert all(r["picked"] for r in asked)  # their workers record the outcomes
+    notice = (await actions.get(response.headers["location"])).text
+    assert "Done: 2 running executions were asked to stop" in notice
+    again = await _confirm(actions, "cancel", state="running", task="send-email")
+    assert "nothing to do" in again
 
 
 @ONE_DATABASE

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, update
 
 from sqla_scheduler import Scheduler, one_time, recurring
 from tests.support import migrated_url
@@ -74,6 +74,31 @@ def test_run_now(url: str) -> None:
     assert missing.returncode == 1
     assert one_error_line(missing.stderr) == (
         "sqla-scheduler: no execution hourly/recurring that is not running: nothing was changed"
+    )
+
+
+def test_cancel_removes_one_not_running_and_asks_a_running_one_to_stop(url: str) -> None:
+    client = _client(url)
+    client.schedule(client.engine, mail.instance("m2", at=LATER))
+    with client.engine.begin() as conn:  # m2 runs in a worker named w1
+        conn.execute(
+            update(client.table)
+            .where(client.table.c.task_instance == "m2")
+            .values(picked=True, picked_by="w1")
+        )
+    done = invoke("cancel", "mail", "m1", "--url", url)
+    assert (done.returncode, done.stdout) == (0, "cancelled mail/m1\n"), done.stderr
+    asked = invoke("cancel", "mail", "m2", "--url", url)
+    assert (asked.returncode, asked.stdout) == (0, "asked w1 to stop mail/m2\n"), asked.stderr
+    assert client.get_execution(client.engine, "mail", "m1") is None
+    running = client.get_execution(client.engine, "mail", "m2")
+    client.engine.dispose()
+    assert running is not None
+    assert running.stop_requested_at is not None  # its worker records the outcome
+    missing = invoke("cancel", "mail", "m1", "--url", url)
+    assert missing.returncode == 1
+    assert one_error_line(missing.stderr) == (
+        "sqla-scheduler: no execution mail/m1: nothing was cancelled"
     )
 
 

@@ -49,6 +49,10 @@ HELP = {
         "--wait SECONDS", "--json", "--app", "--read-url", "DATABASE_URL", "SQLA_SCHEDULER_APP",
         "SQLA_SCHEDULER_READ_URL",
     ],
+    ("cancel",): [
+        "Cancel the execution TASK/INSTANCE, running or not", "asked to stop",
+        "ctx.cancelled", "ends `cancelled`", "--url", "--app", "DATABASE_URL",
+    ],
     ("nodes",): [
         "List the schedulers recorded in the nodes table, alive or stale", "--json",
         "--node-heartbeat-interval", "DATABASE_URL",
