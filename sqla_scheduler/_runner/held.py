@@ -27,7 +27,7 @@ __all__ = ["Held", "HeldSet", "PausedTasks", "RowWrites", "log_lost", "versioned
 log = logging.getLogger("sqla_scheduler")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Held:
     """An execution this scheduler has picked and not yet handed back."""
 
