@@ -529,7 +529,7 @@ def cancelled(
         started_at=started_at,
         result=(
             kept(execution, "cancelled", now, error=reason)
-            if keeps_result(task, execution)
+            if _keeps_result(task, execution)
             else None
         ),
     )
