@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from numbers import Real
 
 from sqla_scheduler._limits import text_problem
 
-__all__ = ["MAX_PROGRESS_MESSAGE", "Progress", "checked_report"]
+__all__ = ["MAX_PROGRESS_MESSAGE", "Progress", "checked_report", "whole_percent"]
 
 MAX_PROGRESS_MESSAGE = 1024
 """The most characters of a progress message the row keeps; a longer one is cut."""
@@ -55,3 +56,13 @@ def checked_report(
             raise ValueError(f"{label}: the progress message {message[:80]!r} {problem}")
         message = message[:MAX_PROGRESS_MESSAGE]
     return fraction, message
+
+
+def whole_percent(fraction: float) -> int:
+    """``fraction`` (from 0 to 1) in whole percent, rounded down, as the command line and
+    the admin show it: 100 only for a report of 1, never for one just short of it.
+
+    It is taken from the fraction's shortest decimal form, so that a fraction a person
+    wrote (0.29, whose double is just below) is the percent they meant (29, not 28).
+    """
+    return math.floor(Decimal(repr(fraction)) * 100)

@@ -13,7 +13,7 @@ from sqla_scheduler._limits import BIGINT_MAX
 from sqla_scheduler.cli._app import _client_url
 from sqla_scheduler.cli._errors import _database_errors, _fail
 from sqla_scheduler.cli._params import _TEXT, _URL_HELP, _env_option, _read_url_option, _Whole
-from sqla_scheduler.cli._tables import _age, _error_line, _print_table, _utc
+from sqla_scheduler.cli._tables import _age, _error_line, _print_table, _progress_cell, _utc
 
 if TYPE_CHECKING:
     from sqla_scheduler.executions import Execution
@@ -65,9 +65,11 @@ def executions(
     """List scheduled executions: what is due, running, failing or orphaned.
 
     Prints a table (task, instance, execution time in UTC, state, picked by, heartbeat age,
-    consecutive failures, priority, the first line of the last error), or with --json every
-    field of each execution, the last error's full text and traceback among them. A group's
-    callback that waits for its members is "waiting", with no execution time.
+    progress, consecutive failures, priority, the first line of the last error), or with
+    --json every field of each execution, the last error's full text and traceback and the
+    progress's fraction, message and time among them. A group's callback that waits for its
+    members is "waiting", with no execution time. Progress is a running handler's latest
+    report (ctx.report_progress): its percent and the start of its message.
     """
     from sqla_scheduler.executions import list_executions
 
@@ -136,6 +138,7 @@ def _print_executions(found: list[Execution], known: frozenset[str] | None) -> N
             ("state", "left"),
             ("picked by", "left"),
             ("heartbeat age", "right"),
+            ("progress", "left"),
             ("failures", "right"),
             ("priority", "right"),
             ("last error", "left"),
@@ -148,6 +151,7 @@ def _print_executions(found: list[Execution], known: frozenset[str] | None) -> N
                 _state(e, now, known),
                 e.picked_by or "-",
                 _age(now - e.last_heartbeat) if e.picked and e.last_heartbeat else "-",
+                _progress_cell(e.progress),
                 str(e.consecutive_failures),
                 str(e.priority),
                 _error_line(e.last_error),

@@ -1,12 +1,16 @@
-"""How the listings print: a table of rows, times in UTC, ages, an error's first line."""
+"""How the listings print: a table of rows, times in UTC, ages, an error's first line, a
+running execution's progress."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from sqla_scheduler.executions import Progress
 
 
 def _print_table(columns: list[tuple[str, str]], rows: Iterable[list[str]], *, empty: str) -> None:
@@ -43,6 +47,26 @@ def _error_line(error: str | None) -> str:
         return "-"
     line = error.splitlines()[0]
     return line if len(line) <= _ERROR_LINE else f"{line[: _ERROR_LINE - 1]}…"
+
+
+#: The most characters of a progress report the table shows: its percent and the start of
+#: its message (a message may be 1,024 characters long).
+_PROGRESS_CELL = 40
+
+
+def _progress_cell(progress: Progress | None) -> str:
+    """A running execution's latest report on one line: its whole percent (rounded down)
+    and its message, each run of white space in it one space, cut to ``_PROGRESS_CELL``;
+    ``-`` when it has reported nothing."""
+    from sqla_scheduler._progress import whole_percent
+
+    if progress is None:
+        return "-"
+    parts = [] if progress.fraction is None else [f"{whole_percent(progress.fraction)}%"]
+    if progress.message is not None:
+        parts.append(" ".join(progress.message.split()))
+    cell = " ".join(part for part in parts if part) or "-"
+    return cell if len(cell) <= _PROGRESS_CELL else f"{cell[: _PROGRESS_CELL - 1]}…"
 
 
 def _age(delta: Any) -> str:

@@ -5,16 +5,26 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import anyio
 import pytest
 from sqlalchemy import Engine, create_engine, text, update
 
-from sqla_scheduler import Execution, MissingTableError, Scheduler, migrate, one_time
+from sqla_scheduler import (
+    Execution,
+    MissingTableError,
+    Scheduler,
+    SchedulerConfig,
+    migrate,
+    one_time,
+)
 from sqla_scheduler.executions import list_executions
-from tests.support import migrated_url
+from sqla_scheduler.models import table_for
+from tests.support import migrated_url, wait_for
 from tests.support.cli import INVOCATIONS, cli_env, invoke, one_error_line, run
 
 NOW = datetime.now(timezone.utc).replace(microsecond=0)
@@ -25,6 +35,9 @@ ERROR = (
     "retry later\nsecond line of the message\nTraceback (most recent call last):\n"
     '  File "app/billing.py", line 12, in charge\n    raise CardDeclined(reply)'
 )
+#: What the running execution's handler last reported: a fraction and a message longer
+#: than the table shows, with a line break and a run of spaces in it.
+PROGRESS = (0.425, "importing  rows:\n425 of 1000 from s3://exports/2030-05-17/orders.csv")
 
 
 def _noop(ctx: Any) -> None:
@@ -37,7 +50,8 @@ gone = one_time("gone")(_noop)  # scheduled by an older release; tests.cli.app l
 
 
 def seed(engine: Engine) -> datetime:
-    """One execution in each state: due, scheduled, failing, running, and an orphan.
+    """One execution in each state: due, scheduled, failing, running (with ``PROGRESS``
+    reported 30 seconds after its heartbeat), and an orphan.
 
     Returns the running execution's heartbeat, 90 seconds ago.
     """
@@ -60,7 +74,14 @@ def seed(engine: Engine) -> datetime:
         conn.execute(
             update(table)
             .where(table.c.task_instance == "order-8")
-            .values(picked=True, picked_by="worker-1", last_heartbeat=heartbeat)
+            .values(
+                picked=True,
+                picked_by="worker-1",
+                last_heartbeat=heartbeat,
+                progress=PROGRESS[0],
+                progress_message=PROGRESS[1],
+                progress_at=heartbeat + timedelta(seconds=30),
+            )
         )
     return heartbeat
 
@@ -87,16 +108,22 @@ def url(seeded: Seeded) -> str:
     return seeded.url
 
 
+#: The table's columns, in order.
+COLUMNS = [
+    "task", "instance", "execution time (UTC)", "state", "picked by", "heartbeat age",
+    "progress", "failures", "priority", "last error",
+]  # fmt: skip
+
+
 def _rows(out: str) -> dict[str, list[str]]:
-    """The table's rows by instance id, each split on runs of spaces, the last error (which
-    has spaces of its own) in one cell."""
+    """The table's rows by instance id, each split where columns meet: a run of three
+    spaces or more (a cell's text has none: the progress's white space is one space each,
+    and the test's errors have none)."""
     lines = out.strip().splitlines()
-    assert lines[0].split() == [
-        "task", "instance", "execution", "time", "(UTC)", "state", "picked", "by",
-        "heartbeat", "age", "failures", "priority", "last", "error",
-    ]  # fmt: skip
-    rows = (line.split(maxsplit=8) for line in lines[2:])
-    return {cells[1]: [*cells[:8], cells[8].rstrip()] for cells in rows}
+    assert re.split(r" {3,}", lines[0].strip()) == COLUMNS
+    rows = [re.split(r" {3,}", line.strip()) for line in lines[2:]]
+    assert all(len(cells) == len(COLUMNS) for cells in rows), rows
+    return {cells[1]: cells for cells in rows}
 
 
 @pytest.mark.parametrize("invocation", list(INVOCATIONS))
@@ -111,13 +138,15 @@ def test_lists_executions_as_a_table(url: str, invocation: str) -> None:
     rows = _rows(done.stdout)
     later = LATER.strftime("%Y-%m-%dT%H:%M:%SZ")
     assert rows["welcome-1"][:2] == ["send-email", "welcome-1"]
-    assert rows["welcome-1"][3:] == ["due", "-", "-", "0", "0", "-"]
-    assert rows["reminder-1"][2:] == [later, "scheduled", "-", "-", "0", "0", "-"]
-    assert rows["order-7"][2:8] == [later, "failing", "-", "-", "2", "5"]
+    assert rows["welcome-1"][3:] == ["due", "-", "-", "-", "0", "0", "-"]
+    assert rows["reminder-1"][2:] == [later, "scheduled", "-", "-", "-", "0", "0", "-"]
+    assert rows["order-7"][2:9] == [later, "failing", "-", "-", "-", "2", "5"]
     # the error's first line (its type and message), cut to fit
-    assert rows["order-7"][8] == f"{ERROR.splitlines()[0][:79]}…"
+    assert rows["order-7"][9] == f"{ERROR.splitlines()[0][:79]}…"
     assert rows["order-8"][3:5] == ["running", "worker-1"]
     assert re.fullmatch(r"1m[3-5]\ds", rows["order-8"][5])  # 90s and the time the test took
+    # its percent (rounded down) and its message on one line, cut to 40 characters
+    assert rows["order-8"][6] == "42% importing rows: 425 of 1000 from s3…"
     # Without the application's tasks no row can be called an orphan.
     assert rows["legacy-1"][:4] == ["gone", "legacy-1", rows["legacy-1"][2], "due"]
     # Highest priority first, then earliest.
@@ -143,6 +172,12 @@ def test_lists_executions_as_json(seeded: Seeded) -> None:
     assert (failing["consecutive_failures"], failing["priority"]) == (2, 5)
     assert failing["last_error"] == ERROR  # all of it
     assert running["last_error"] is None
+    # the report whole: its fraction, its message as reported, when it was written
+    progress = running["progress"]
+    assert (progress["fraction"], progress["message"]) == PROGRESS
+    assert datetime.fromisoformat(progress["at"]) == seeded.heartbeat + timedelta(seconds=30)
+    assert progress["at"].endswith("+00:00")
+    assert {e["progress"] for n, e in listed.items() if n != "order-8"} == {None}
     assert listed["legacy-1"]["data"] is None
     assert {e["payload_version"] for e in listed.values()} == {1}
 
@@ -345,3 +380,91 @@ def test_a_task_without_executions_is_named_beside_those_with_some(
     assert one_error_line(nothing_anywhere.stderr) == (
         "sqla-scheduler: no execution of task 'unknown' exists, nor of any other task"
     )
+
+
+# --- progress ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fraction", "message", "cell"),
+    [
+        (0.29, None, "29%"),  # its double is just below 0.29: still 29
+        (0.999, "almost", "99% almost"),  # rounded down: 100% only when it says 1
+        (1, "done, writing the summary", "100% done, writing the summary"),
+        (0.0, "", "0%"),
+        (None, "reading the index", "reading the index"),
+        (None, "\t waiting\r\nfor   the lock ", "waiting for the lock"),
+        (None, "x" * 1024, "x" * 39 + "…"),
+        (None, "   ", "-"),
+    ],
+)
+def test_the_progress_column_shows_the_percent_and_the_message(
+    sqlite_url: str, fraction: float | None, message: str | None, cell: str
+) -> None:
+    engine = create_engine(sqlite_url)
+    table = table_for()
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                update(table)
+                .where(table.c.task_instance == "order-8")
+                .values(progress=fraction, progress_message=message)
+            )
+    finally:
+        engine.dispose()
+    done = invoke("executions", "--url", sqlite_url, "--state", "running")
+    assert done.returncode == 0, done.stderr
+    assert _rows(done.stdout)["order-8"][6] == cell
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A migrated database with no execution in it."""
+    return migrated_url(request, tmp_path)
+
+
+def test_a_running_handlers_report_is_listed_and_cleared_when_it_ends(empty_url: str) -> None:
+    """A scheduler runs a handler that reports and waits; the command, in another
+    connection, lists the report as it was written, then none once the attempt failed."""
+    release = threading.Event()
+
+    @one_time("import-file", max_retries=3)
+    def import_file(ctx: Any) -> None:
+        ctx.report_progress(0.5, "500 of 1000 rows")
+        release.wait(30)
+        raise RuntimeError("the attempt fails: its row stays, with no progress")
+
+    def listed() -> dict[str, Any]:
+        done = invoke("executions", "--url", empty_url, "--json")
+        assert done.returncode == 0, done.stderr
+        [execution] = json.loads(done.stdout)
+        return dict(execution)
+
+    engine = create_engine(empty_url)
+    scheduler = Scheduler(
+        engine,
+        [import_file],
+        SchedulerConfig(
+            polling_interval=timedelta(milliseconds=20), retry_base_delay=timedelta(hours=1)
+        ),
+    )
+    scheduler.schedule(engine, import_file.instance("2030-05-17.csv"))
+    started = datetime.now(timezone.utc)
+    scheduler.start()
+    try:
+        anyio.run(wait_for, lambda: listed()["progress"] is not None)
+        progress = listed()["progress"]
+        assert (progress["fraction"], progress["message"]) == (0.5, "500 of 1000 rows")
+        written = datetime.fromisoformat(progress["at"])
+        assert started - timedelta(seconds=1) <= written <= datetime.now(timezone.utc)
+        table = invoke("executions", "--url", empty_url, "--state", "running")
+        assert _rows(table.stdout)["2030-05-17.csv"][3:7:3] == ["running", "50% 500 of 1000 rows"]
+        release.set()
+        anyio.run(wait_for, lambda: listed()["consecutive_failures"] == 1)
+    finally:
+        release.set()
+        scheduler.stop()
+        engine.dispose()
+    assert listed()["progress"] is None
+    table = invoke("executions", "--url", empty_url)
+    assert _rows(table.stdout)["2030-05-17.csv"][3:7:3] == ["failing", "-"]
