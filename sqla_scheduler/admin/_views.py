@@ -15,6 +15,7 @@ from typing import Any, Literal, cast
 from sqla_scheduler._console import Listed
 from sqla_scheduler._durations import format_duration
 from sqla_scheduler._history_entry import REQUEUEABLE
+from sqla_scheduler._progress import whole_percent
 from sqla_scheduler._result import RESULT_OUTCOMES
 from sqla_scheduler.config import SchedulerConfig
 from sqla_scheduler.exceptions import InvalidScheduleError
@@ -230,6 +231,39 @@ class ExecutionView:
         """Whether no task of this name is registered in this scheduler."""
         return self.kind is None
 
+    @property
+    def progress_percent(self) -> int | None:
+        """The fraction its running handler last reported, in whole percent rounded down
+        (100 only for a report of 1); ``None`` when it reported none, or a message alone."""
+        progress = self.execution.progress
+        if progress is None or progress.fraction is None:
+            return None
+        return whole_percent(progress.fraction)
+
+    @property
+    def reported(self) -> bool:
+        """Whether its running handler has reported a fraction or a message to show."""
+        progress = self.execution.progress
+        return progress is not None and (progress.fraction is not None or bool(progress.message))
+
+    @property
+    def progress_preview(self) -> str | None:
+        """The start of its running handler's latest message, as a listing's line shows it
+        (cut to a preview's length; its title has it whole); ``None`` when there is none."""
+        progress = self.execution.progress
+        return None if progress is None or not progress.message else _shorten(progress.message)
+
+    def _progress_json(self) -> dict[str, Any] | None:
+        progress = self.execution.progress
+        if progress is None:
+            return None
+        return {
+            "fraction": progress.fraction,
+            "percent": self.progress_percent,
+            "message": progress.message,
+            "at": iso(progress.at),
+        }
+
     def to_json(self) -> dict[str, Any]:
         """The view as JSON-ready values (datetimes as ISO 8601 text)."""
         e = self.execution
@@ -248,6 +282,8 @@ class ExecutionView:
                 None if self.heartbeat_age is None else self.heartbeat_age.total_seconds()
             ),
             "heartbeat_health": self.health,
+            # the latest report of its running handler, whole (its message is short)
+            "progress": self._progress_json(),
             "last_success": iso(e.last_success),
             "last_failure": iso(e.last_failure),
             "consecutive_failures": e.consecutive_failures,

@@ -1,10 +1,10 @@
 """The admin page's text in a real headless Chromium with the names a real deployment has
 (issue 46): long task names, node names made of a host name and a process id, errors of a
-database that went away. At 800, 1400 and 1920 px no text wraps in a box narrower than six
-of its characters, and a node's name breaks only where it has a separator; the last error
-shows a readable start with the whole line in its title; the task kinds' boxes share the
-width by what they hold; the filters keep a time field and its "UTC" together; and in the
-dark scheme the form controls are dark too.
+database that went away, a running handler's long progress message. At 800, 1400 and 1920
+px no text wraps in a box narrower than six of its characters, and a node's name breaks
+only where it has a separator; the last error shows a readable start with the whole line
+in its title; the task kinds' boxes share the width by what they hold; the filters keep a
+time field and its "UTC" together; and in the dark scheme the form controls are dark too.
 """
 
 from __future__ import annotations
@@ -36,6 +36,11 @@ WIDTHS = (800, 1400, 1920)
 CONNECTION_ERROR = (
     "ConnectionError: could not connect to server at db-primary.internal:5432: "
     "Connection refused\nTraceback (most recent call last):\n  ..."
+)
+#: What a long report's handler says it is doing: longer than a listing's cell shows.
+PROGRESS_MESSAGE = (
+    "rendering the quarterly report: section 7 of 12, invoices by region and currency "
+    "(EUR, USD, GBP) to s3://acc-adminui-exports/reports/2030-q2/invoices-by-region.pdf"
 )
 #: Names the way a deployment on Kubernetes makes them: a pod's host name and a pid.
 NODES = [f"acc-adminui-worker-5d8c7b9f64-{pod}" for pod in ("q7xkz", "m2hbd", "t9wrc")]
@@ -93,6 +98,9 @@ def _seed(engine: Any, now: datetime) -> None:
             picked_by=NODES[0] + "-41213",
             last_heartbeat=now - timedelta(seconds=5),
             last_success=now - 23 * h,
+            progress=1.0,
+            progress_message="finishing: writing the summary",
+            progress_at=now - timedelta(seconds=1),
         ),
         row(rec_fixed.name, "recurring", now + 5 * m, schedule="FIXED_RATE|5m"),
         *(
@@ -115,6 +123,9 @@ def _seed(engine: Any, now: datetime) -> None:
             picked=True,
             picked_by=NODES[1] + "-41377",
             last_heartbeat=now - timedelta(seconds=8),
+            progress=0.583,
+            progress_message=PROGRESS_MESSAGE,
+            progress_at=now - timedelta(seconds=2),
         ),
         row(once_ok.name, "acc-adminui-ok-1", now + 2 * h, data={"n": 1}),
         row(custom_hours.name, "acc-adminui-hours", now + 3 * h),

@@ -57,6 +57,10 @@ ABANDONED_ERROR = (
 ABANDONED_DATA = {"html": XSS, "note": "</pre><script>alert(7)</script>", "n": 3}
 #: What the handler of the hostile result returned, kept as its value.
 HOSTILE_VALUE = {"html": XSS, "note": "</code><script>alert(8)</script>"}
+#: What the running ``poll-feed``'s handler last reported: a fraction and a message.
+POLL_PROGRESS = (0.42, "fetched 42 of 100 feeds")
+#: What the running ``welcome-2``'s handler last reported: a message alone.
+WELCOME_PROGRESS = "waiting for the mail server to answer"
 #: The error kept with the result of the hostile instance.
 HOSTILE_RESULT_ERROR = (
     "PayloadError: </code><script>alert(9)</script>\nTraceback (most recent call last):"
@@ -111,6 +115,9 @@ def row(task: str, instance: str, at: datetime, **values: Any) -> dict[str, Any]
         "priority": 0,
         "schedule": None,
         "last_error": None,
+        "progress": None,
+        "progress_message": None,
+        "progress_at": None,
         **values,
     }
 
@@ -119,7 +126,8 @@ def seed(engine: Engine, now: datetime = NOW) -> None:
     """Executions in every state the page shows, relative to ``now``.
 
     ``cleanup`` (recurring) gets no row, as before a scheduler registers it. Running:
-    ``poll-feed`` (fresh heartbeat), ``welcome-2`` (late), ``invoice-7`` (dead). Failing,
+    ``poll-feed`` (fresh heartbeat, ``POLL_PROGRESS`` reported 2 s ago), ``welcome-2``
+    (late, ``WELCOME_PROGRESS`` reported 13 min ago), ``invoice-7`` (dead, no report). Failing,
     latest failure first: the hostile instance, ``bounce-3``, ``bounce-4``. Orphaned:
     ``legacy-import`` and a task whose name is hostile markup.
     """
@@ -142,6 +150,9 @@ def seed(engine: Engine, now: datetime = NOW) -> None:
             last_heartbeat=now - timedelta(seconds=20),
             last_success=now - 25 * m,
             last_failure=now - 3 * h,
+            progress=POLL_PROGRESS[0],
+            progress_message=POLL_PROGRESS[1],
+            progress_at=now - timedelta(seconds=2),
         ),
         row("send-email", "welcome-1", now + 10 * m, data={"to": "ada@example.com"}),
         row(
@@ -152,6 +163,8 @@ def seed(engine: Engine, now: datetime = NOW) -> None:
             picked=True,
             picked_by="worker-1",
             last_heartbeat=now - 12 * m,
+            progress_message=WELCOME_PROGRESS,
+            progress_at=now - 13 * m,
         ),
         row(
             "send-email",
