@@ -69,7 +69,7 @@ class Database(ABC):
     #: As printed.
     title: str
     #: Another process's commit wakes an idle scheduler at once (``NOTIFY``); without it
-    #: the due-time probe finds the work within about a second.
+    #: the due-time read finds the work within about a second.
     notifies: bool
     #: An ``INSERT`` of one due row (``rows``' columns) that skips an existing key.
     insert_sql: str

@@ -2,7 +2,7 @@
 disk's moods do not hide a few microseconds), in one run::
 
     python bench/mariadb_parts.py schedule   # Scheduler.schedule and what it stands on
-    python bench/mariadb_parts.py probe      # the due-time probe with rows ahead
+    python bench/mariadb_parts.py probe      # the due-time read with rows ahead
 
 ``schedule``: one execution per transaction, ``ROUNDS`` rounds of ``PER_ROUND`` calls of
 each way in turn, the median microseconds per call of each: a raw PyMySQL INSERT and
@@ -124,7 +124,7 @@ def probe(server: MariaDBServer, engine: Engine, rows: int) -> None:
             t0 = time.perf_counter()
             conn.execute(next_due, params).all()
             took.append((time.perf_counter() - t0) * 1e3)
-    print(f"due-time probe, {rows:,} future rows: {statistics.median(took[1:]):.2f} ms (median)")
+    print(f"due-time read, {rows:,} future rows: {statistics.median(took[1:]):.2f} ms (median)")
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ class Counts:
     batch_size: int = 1_000
     latency_runs: int = 200
     latency_gap: float = 0.020
-    #: Commit-to-start latency where the due-time probe finds the work (no NOTIFY): rounds,
+    #: Commit-to-start latency where the due-time read finds the work (no NOTIFY): rounds,
     #: and about how far apart.
     probe_latency_runs: int = 100
     probe_gap: float = 0.200

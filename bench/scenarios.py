@@ -312,7 +312,7 @@ def latency_commits(bench: Bench) -> Callable[[Scheduler, Engine], dict[str, flo
     """``latency``'s commits: due executions scheduled one at a time by this process.
 
     With NOTIFY the commit wakes the worker: 20 ms apart. Without it (MariaDB) the
-    worker's due-time probe, once a second, finds the work: ``probe_latency_runs``
+    worker's due-time read, once a second, finds the work: ``probe_latency_runs``
     commits about 200 ms apart (each gap 150 to 250 ms, so that the commits fall at every
     point of the probe's second, not at five)."""
     counts = bench.counts
@@ -337,7 +337,7 @@ def latency(bench: Bench) -> list[Figure]:
     delays = _starts_after(bench, "latency", latency_commits(bench))
     if bench.server.notifies:
         return _percentiles(bench, "latency", "commit-to-start latency", delays, {50: 1.2, 99: 3.0})
-    label = "commit-to-start latency, other process (due-time probe)"
+    label = "commit-to-start latency, other process (due-time read)"
     return _percentiles(bench, "latency", label, delays, {99: 1000.0})
 
 

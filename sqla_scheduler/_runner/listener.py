@@ -8,8 +8,8 @@ So the listener can connect elsewhere than the scheduler's engine (``listen_url`
 direct connection for LISTEN alone), and each time it connects it checks that
 notifications reach it: it sends one to itself through the engine's own URL, the way
 other processes' NOTIFYs come, and waits up to ``LISTEN_CHECK`` for it. When that one
-does not come, it says so once, with what to do, and gives way to the due-time probe
-(``Prober``), as on a database without NOTIFY: work starts within about a second rather
+does not come, it says so once, with what to do, and gives way to the due-time read
+(``DueTimeReader``), as on a database without NOTIFY: work starts within about a second rather
 than at the next poll.
 """
 

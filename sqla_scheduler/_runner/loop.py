@@ -5,7 +5,7 @@ listeners, interceptors) and runs them: the picker feeds a queue, ``concurrency`
 workers take from it and hand each execution's outcome to the completer, the
 heartbeater, the progress writer (what handlers report), the stop requests (``stops``),
 maintenance, the node heartbeater, the stats writer (the charts' counts) and the listener
-(PostgreSQL) or the due-time prober (the other databases) run beside them.
+(PostgreSQL) or the due-time reader (the other databases) run beside them.
 ``run_due`` runs the same per-execution code without the loop, for tests.
 
 Stopping: no new picks; running handlers get ``shutdown_max_wait``; whatever is still
@@ -35,6 +35,7 @@ from sqla_scheduler._dialects import backend_for
 from sqla_scheduler._execution import Execution
 from sqla_scheduler._pool import SERVICE_CONNECTIONS, check_pool
 from sqla_scheduler._runner.completer import Completer
+from sqla_scheduler._runner.due_times import DueTimeReader
 from sqla_scheduler._runner.executor import Executor
 from sqla_scheduler._runner.heartbeater import Heartbeater
 from sqla_scheduler._runner.held import HeldSet, PausedTasks
@@ -42,7 +43,6 @@ from sqla_scheduler._runner.listener import Listener
 from sqla_scheduler._runner.maintenance import Maintenance
 from sqla_scheduler._runner.nodes import NodeHeartbeater
 from sqla_scheduler._runner.picker import Picker
-from sqla_scheduler._runner.prober import Prober
 from sqla_scheduler._runner.progress import ProgressWriter
 from sqla_scheduler._runner.service import Parts
 from sqla_scheduler._runner.stats import StatsWriter
@@ -112,8 +112,8 @@ class Runner:
         self.maintenance = _maintenance(parts)
         self.node = NodeHeartbeater(parts, held=self.held)
         #: Hears NOTIFY wake-ups (``Listener``), and reads the earliest due time where none
-        #: is heard (``Prober``): see ``_hearing``.
-        self.listener, self.prober = _hearing(
+        #: is heard (``DueTimeReader``): see ``_hearing``.
+        self.listener, self.due_reader = _hearing(
             engine, parts, self.picker, self.learn_pause, self.learn_stop
         )
         self.workers = _workers(parts, self.executor, self.completer, self.picker)
@@ -230,8 +230,8 @@ class Runner:
                 services.start_soon(self.stats.run)
                 if self.listener is not None:
                     services.start_soon(self.listener.run)
-                if self.prober is not None:  # (the listener runs one if it must)
-                    services.start_soon(self.prober.run)
+                if self.due_reader is not None:  # (the listener runs one if it must)
+                    services.start_soon(self.due_reader.run)
                 await self.workers.run(
                     self.config.concurrency, until=self._stop, task_status=task_status
                 )
@@ -403,16 +403,16 @@ def _hearing(
     picker: Picker,
     on_pause: Callable[[str, bool], None],
     on_stop: Callable[[str, str], None],
-) -> tuple[Listener | None, Prober | None]:
+) -> tuple[Listener | None, DueTimeReader | None]:
     """What tells the loop of work it did not pick itself: the ``Listener``, which hears
-    NOTIFY wake-ups on PostgreSQL with ``listen`` on (else ``None``); the ``Prober``, which
+    NOTIFY wake-ups on PostgreSQL with ``listen`` on (else ``None``); the ``DueTimeReader``, which
     reads the earliest due time once a second where no NOTIFY exists (MariaDB, SQLite),
     or where LISTEN turns out not to hear (behind a pooler: the listener runs it then),
     and is ``None`` where NOTIFY is not used at all (``listen`` off)."""
     config, names = parts.config, parts.names
-    prober = Prober(parts, parts.waker, names=names, wants_work=picker.wants_work)
+    due_reader = DueTimeReader(parts, parts.waker, names=names, wants_work=picker.wants_work)
     if not backend_for(engine.dialect).supports_notify:
-        return None, prober
+        return None, due_reader
     if not config.listen:
         return None, None
     listener = Listener(
@@ -425,7 +425,7 @@ def _hearing(
         on_stop=on_stop,
         polling_interval=config.polling_interval,
         listen_url=config.listen_url,
-        on_deaf=prober.run,
+        on_deaf=due_reader.run,
     )
     return listener, None
 

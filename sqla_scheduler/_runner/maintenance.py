@@ -213,7 +213,7 @@ class Maintenance(Service):
                 error = f"cannot read {name}/{instance}: {problem}; the row as it was: "
                 moved = await self.db.shielded(
                     partial(
-                        _store.history.quarantine,
+                        _store.history.move_undecodable,
                         statements=self.statements,
                         task_name=name,
                         instance_id=instance,

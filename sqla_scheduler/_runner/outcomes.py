@@ -499,7 +499,7 @@ def undecodable(
     keep = _keeps_result(task, execution)
     return Completion(
         execution=execution,
-        kind="quarantine",
+        kind="undecodable",
         now=now,
         error=text,
         outcome="undecodable",

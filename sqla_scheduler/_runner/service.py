@@ -1,6 +1,6 @@
 """What every service of one runner is built on: its ``Parts``, kept by a ``Service``.
 
-The picker, the executor, the heartbeaters, maintenance and the prober each work on the
+The picker, the executor, the heartbeaters, maintenance and the due-time reader each work on the
 same database and table, read the same config and clock, and dispatch to the same
 listeners; ``Runner`` hands them one frozen ``Parts`` rather than five arguments each.
 """

@@ -80,9 +80,9 @@ class History(Shapes):
         #: when the scheduler cannot load it (see ``Shapes.readable``): what can be read
         #: goes into its columns, and the raw value of every column, as the database
         #: writes it, follows the bound ``error`` text. Returned and counted as ``move``.
-        self.quarantine: Any
-        #: SQLite: delete the row ``quarantine`` copied.
-        self.remove_quarantined: Delete | None
+        self.move_undecodable: Any
+        #: SQLite: delete the row ``move_undecodable`` copied.
+        self.remove_undecodable: Delete | None
         self._unreadable(table, backend)
 
         #: Schedule the payload of the requeueable entry ``history_id`` again, due at
@@ -162,7 +162,7 @@ class History(Shapes):
             "payload_version": readable("payload_version", c.payload_version, 1),
         }
         taken = [value.label(name) for name, value in values.items()]
-        self.quarantine, self.remove_quarantined = backend.move(
+        self.move_undecodable, self.remove_undecodable = backend.move(
             Move(table, h, list(values), where=bad, taken=taken)
         )
 

@@ -54,7 +54,7 @@ class Completion:
     ``remove`` deletes the row; ``succeed``, ``fail`` and ``snooze`` hand it back to run
     at ``at`` (``fail`` with ``error``, the attempt's error text; ``succeed`` clears it and
     the snoozes; ``snooze`` keeps both and the payload, with ``snoozes`` counted);
-    ``release`` hands it back untouched; ``quarantine`` takes it out of rotation into
+    ``release`` hands it back untouched; ``undecodable`` takes it out of rotation into
     history as ``undecodable`` with its payload, and ``abandon`` for good as
     ``abandoned`` with its payload after ``failures`` (each deletes it when history is
     off). ``scheduled`` are inserted only if the outcome was recorded (the execution was
@@ -64,7 +64,7 @@ class Completion:
     """
 
     execution: Execution
-    kind: Literal["remove", "succeed", "fail", "snooze", "release", "quarantine", "abandon"]
+    kind: Literal["remove", "succeed", "fail", "snooze", "release", "undecodable", "abandon"]
     now: datetime
     at: datetime | None = None
     data: Any = None
@@ -86,7 +86,7 @@ class Completion:
     def moves(self) -> bool:
         """Whether the row goes into history with its entry and payload (when history is
         on): an undecodable or abandoned execution."""
-        return self.kind == "quarantine" or self.kind == "abandon"
+        return self.kind == "undecodable" or self.kind == "abandon"
 
     @property
     def leaves(self) -> bool:

@@ -29,9 +29,9 @@ __all__ = [
     "list_entries",
     "list_previews",
     "move",
+    "move_undecodable",
     "outcome_counts",
     "prune",
-    "quarantine",
     "record",
     "requeue",
     "seen_task_names",
@@ -101,7 +101,7 @@ def move(conn: Connection, statements: Statements, entry: Entry) -> bool:
     return _into_history(conn, stmts.move, stmts.remove_moved, params)
 
 
-def quarantine(
+def move_undecodable(
     conn: Connection,
     statements: Statements,
     task_name: Any,
@@ -120,7 +120,7 @@ def quarantine(
         "finished_at": now,
         "error": error,
     }
-    return _into_history(conn, stmts.quarantine, stmts.remove_quarantined, params)
+    return _into_history(conn, stmts.move_undecodable, stmts.remove_undecodable, params)
 
 
 def _into_history(

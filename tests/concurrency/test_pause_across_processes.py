@@ -1,5 +1,5 @@
 """A pause holds in every worker process sharing the table, and a resume reaches them all:
-through NOTIFY on PostgreSQL, through the due-time probe on MariaDB (both within the
+through NOTIFY on PostgreSQL, through the due-time read on MariaDB (both within the
 default 10 s poll), at the next poll on SQLite."""
 
 from __future__ import annotations

@@ -116,8 +116,8 @@ def test_the_json_of_a_row_holds_values_no_scheduler_can_load(database: Database
     assert _text(found["task_name"]) == "t"
 
 
-def _quarantine(db: Database, conn: Connection, instance: str) -> bool:
-    """``History.quarantine`` (and ``remove_quarantined`` where a DELETE cannot feed an
+def _move_undecodable(db: Database, conn: Connection, instance: str) -> bool:
+    """``History.move_undecodable`` (and ``remove_undecodable`` where a DELETE cannot feed an
     INSERT: ``Backend.move``): whether the row went into history."""
     history = db.statements.history
     params = {
@@ -126,11 +126,11 @@ def _quarantine(db: Database, conn: Connection, instance: str) -> bool:
         "finished_at": NOW,
         "error": "cannot load: ",
     }
-    if history.remove_quarantined is None:
-        return conn.execute(history.quarantine, params).first() is not None
-    if conn.execute(history.quarantine, params).rowcount == 0:
+    if history.remove_undecodable is None:
+        return conn.execute(history.move_undecodable, params).first() is not None
+    if conn.execute(history.move_undecodable, params).rowcount == 0:
         return False
-    conn.execute(history.remove_quarantined, params)
+    conn.execute(history.remove_undecodable, params)
     return True
 
 
@@ -142,7 +142,9 @@ def test_a_row_no_scheduler_can_load_goes_into_history_with_its_json(database: D
         row("t", "bad", trace_context=["not", "an object"], task_data={"ü": 1}, priority=3),
         row("t", "good"),
     )
-    moved = db.run(lambda conn: (_quarantine(db, conn, "bad"), _quarantine(db, conn, "good")))
+    moved = db.run(
+        lambda conn: (_move_undecodable(db, conn, "bad"), _move_undecodable(db, conn, "good"))
+    )
     assert moved == (True, False)
     assert set(db.rows()) == {("t", "good")}
     with db.engine.connect() as conn:

@@ -21,7 +21,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from sqla_scheduler import Scheduler, SchedulerConfig, one_time, recurring
-from sqla_scheduler._runner.prober import PROBE_INTERVAL
+from sqla_scheduler._runner.due_times import DUE_READ_INTERVAL
 from tests.support import Harness, wait_for
 
 # starts at their times: the timer, the probe and the wake-ups are the runner's own,
@@ -157,7 +157,7 @@ async def test_a_rescheduled_execution_starts_at_its_new_time(db: Harness) -> No
 
 async def test_another_schedulers_later_execution_starts_at_its_time(db: Harness) -> None:
     """Scheduled by a scheduler that does not run (another process, as far as the running
-    one can tell): on PostgreSQL its NOTIFY carries the time; elsewhere the due-time probe
+    one can tell): on PostgreSQL its NOTIFY carries the time; elsewhere the due-time read
     finds it within a second, before its time."""
     starts, handler = recorder()
     task = one_time("job")(handler)
@@ -215,7 +215,7 @@ async def test_another_processs_work_due_now_starts_within_the_probe_interval(
             await db.resolve(client.schedule(other_engine, task.instance(f"n{i}")))
             await wait_for(lambda: len(starts) == i + 1, deadline=5)  # noqa: B023
             lag = starts[i][1] - committed
-            assert lag < PROBE_INTERVAL + timedelta(milliseconds=700), lag
+            assert lag < DUE_READ_INTERVAL + timedelta(milliseconds=700), lag
 
 
 async def test_an_idle_scheduler_probes_once_a_second_at_most(db: Harness) -> None:

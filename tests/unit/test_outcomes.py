@@ -155,9 +155,9 @@ def test_failure_counts_stay_within_the_column(stored: int, counted: int) -> Non
 
 
 def test_undecodable_and_released_executions() -> None:
-    quarantined = outcomes.undecodable(ONE_TIME, execution(), PayloadError("bad shape"), NOW)
-    assert (quarantined.kind, quarantined.outcome) == ("quarantine", "undecodable")
-    assert "bad shape" in (quarantined.error or "")
+    set_aside = outcomes.undecodable(ONE_TIME, execution(), PayloadError("bad shape"), NOW)
+    assert (set_aside.kind, set_aside.outcome) == ("undecodable", "undecodable")
+    assert "bad shape" in (set_aside.error or "")
     released = outcomes.release(replace(execution(), version=9), NOW)
     assert (released.kind, released.execution.version, released.outcome) == ("release", 9, None)
 
