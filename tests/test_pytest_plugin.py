@@ -10,12 +10,13 @@ from sqla_scheduler import migrate
 
 CONFTEST = """
 import shutil
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from sqla_scheduler import ExecutionContext, Scheduler, one_time
+from sqla_scheduler import ExecutionContext, Scheduler, Snooze, one_time
 
 ran = []
 
@@ -46,6 +47,16 @@ def export(ctx: ExecutionContext[None]) -> str:
     return "exported"
 
 
+polls = []
+
+
+@one_time("poll-export", max_retries=0)
+def poll_export(ctx: ExecutionContext[None]) -> None:
+    polls.append(ctx.snoozes)
+    if ctx.snoozes < 2:
+        raise Snooze(timedelta(minutes=5))  # not ready: ask again in 5 minutes
+
+
 @pytest.fixture
 def database(tmp_path):
     shutil.copyfile("app.db", tmp_path / "app.db")  # a fresh copy of the migrated file
@@ -55,7 +66,7 @@ def database(tmp_path):
 @pytest.fixture
 def sqla_scheduler(database):
     engine = create_engine(f"sqlite:///{database}")
-    yield Scheduler(engine, [remind, count_words, charge, export])
+    yield Scheduler(engine, [remind, count_words, charge, export, poll_export])
     engine.dispose()
 
 
@@ -71,7 +82,7 @@ import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from sqla_scheduler import Scheduler
-from conftest import charge, count_words, export, exported, ran, remind
+from conftest import charge, count_words, export, exported, poll_export, polls, ran, remind
 
 
 def test_a_reminder_runs_at_its_time(
@@ -124,6 +135,23 @@ def test_a_stop_reaches_a_handler_as_it_starts(
     assert scheduler_result(export, "e-3").outcome == "succeeded"
 
 
+def test_a_snooze_runs_again_once_the_clock_has_moved(
+    sqla_scheduler, scheduler_clock, scheduler_run_due, scheduler_executions
+):
+    sqla_scheduler.schedule(sqla_scheduler.engine, poll_export.instance("p-1"))
+    for snoozes in (1, 2):
+        assert scheduler_run_due() == 1
+        at = scheduler_clock.now() + timedelta(minutes=5)
+        waiting = scheduler_executions.assert_scheduled(poll_export, "p-1", at=at)
+        assert (waiting.snoozes, waiting.consecutive_failures) == (snoozes, 0)
+        scheduler_clock.advance(timedelta(minutes=5) - timedelta(microseconds=1))
+        assert scheduler_run_due() == 0  # not due before the snooze's time
+        scheduler_clock.advance(timedelta(microseconds=1))
+    assert scheduler_run_due() == 1
+    assert polls == [0, 1, 2]  # ctx.snoozes as each run saw it
+    scheduler_executions.assert_not_scheduled(poll_export)
+
+
 def test_the_clock_is_the_schedulers_own_again_after_a_test(sqla_scheduler):
     assert type(sqla_scheduler.clock).__name__ == "SystemClock"
 
@@ -165,7 +193,7 @@ def test_the_fixtures_drive_a_users_scheduler(pytester: pytest.Pytester) -> None
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_user=USER_TESTS)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=6, failed=2)
+    result.assert_outcomes(passed=7, failed=2)
     result.stdout.fnmatch_lines(
         [
             "*AssertionError: 'remind'/'r-2' has the payload 'bob', not 'eve'",

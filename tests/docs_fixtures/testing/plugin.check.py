@@ -12,4 +12,4 @@ run = subprocess.run(
     check=False,
 )
 assert run.returncode == 0, run.stdout + run.stderr
-assert "2 passed" in run.stdout, run.stdout
+assert "3 passed" in run.stdout, run.stdout
