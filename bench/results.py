@@ -32,6 +32,10 @@ class Counts:
     #: Executions held running at once by one worker, async and sync.
     memory_async: int = 1_000
     memory_sync: int = 100
+    #: Executions of a 20 ms handler drained with and without progress reports.
+    progress_rows: int = 2_000
+    #: Running executions stopped one at a time by ``cancel``.
+    stop_runs: int = 50
 
     @classmethod
     def quick(cls) -> Counts:
@@ -44,6 +48,8 @@ class Counts:
             big_group=10_000,
             soak_executions=20_000,
             soak_batch=2_000,
+            progress_rows=400,
+            stop_runs=20,
         )
 
 

@@ -13,7 +13,8 @@ failure or Ctrl-C::
 Scenarios: raw floors (drain, one INSERT per commit, executemany per commit); drain of due
 no-op executions by worker processes (``bench/worker.py``); commit-to-start latency of an
 idle worker and of a scheduler in the scheduling process; ``Scheduler.schedule`` one per
-transaction; ``Scheduler.schedule_batch``. See ``bench/README.md``.
+transaction; ``Scheduler.schedule_batch``; the drain of a handler reporting progress and the
+latency of a stop request (``steering``). See ``bench/README.md``.
 
 This module is the entry point only (arguments, the server and its cleanup). The parts
 live beside it: ``suite`` (which scenarios run, their floors and targets), ``databases``

@@ -11,6 +11,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -129,27 +130,33 @@ def drain(
 PAIRED_ROUNDS = 2
 
 
-def beside_plain(bench: Bench, key: str, measure: Callable[[], Figure]) -> Figure:
+def beside_plain(
+    bench: Bench,
+    key: str,
+    measure: Callable[[], Figure],
+    plain: Callable[[], Figure] | None = None,
+) -> Figure:
     """``measure()``, a drain of one async worker, against the plain drain
-    (``drain_async_1``'s) run just before it: ``PAIRED_ROUNDS`` rounds of the two, each
-    side keeping its best round. The plain drain is the row ``<key>_plain``, the figure's
-    floor.
+    (``drain_async_1``'s, or ``plain()``, whose key must be ``<key>_plain``) run just
+    before it: ``PAIRED_ROUNDS`` rounds of the two, each side keeping its best round. The
+    plain drain is the row ``<key>_plain``, the figure's floor.
 
     In a full run the machine's pace moves over minutes. Measured against the plain drain
     at the start of the run, the rate-limited drain came to 47% and 57% in two full runs,
     and to 104% in a run of its own."""
     best_plain: Figure | None = None
     best: Figure | None = None
+    plain = plain or partial(
+        drain,
+        bench,
+        f"{key}_plain",
+        "drain: 1 process, async handlers, beside the row below",
+        "async",
+        1,
+        floor_key="",  # it is the floor
+    )
     for _round in range(PAIRED_ROUNDS):
-        plain = drain(
-            bench,
-            f"{key}_plain",
-            "drain: 1 process, async handlers, beside the row below",
-            "async",
-            1,
-            floor_key="",  # it is the floor
-        )
-        best_plain, best = better(best_plain, plain), better(best, measure())
+        best_plain, best = better(best_plain, plain()), better(best, measure())
     assert best_plain is not None
     assert best is not None
     for kept in (best_plain, best):
@@ -233,12 +240,18 @@ def _starts_after(
 
 
 def _percentiles(
-    bench: Bench, key: str, label: str, delays: list[float], targets: dict[int, float]
+    bench: Bench,
+    key: str,
+    label: str,
+    delays: list[float],
+    targets: dict[int, float],
+    counted: str = "started",
 ) -> list[Figure]:
     """p50, p95 and p99 of ``delays`` (ms) as figures ``<key>_p50`` and so on, each held to
-    its target in ``targets`` (by percentile) where there is one."""
+    its target in ``targets`` (by percentile) where there is one; the note says how many
+    were ``counted``."""
     q = statistics.quantiles(delays, n=100, method="inclusive")
-    note = f"{len(delays)} started; min {delays[0]:.2f} ms, max {delays[-1]:.2f} ms"
+    note = f"{len(delays)} {counted}; min {delays[0]:.2f} ms, max {delays[-1]:.2f} ms"
     figures = []
     for pct in (50, 95, 99):
         value, limit = q[pct - 1], targets.get(pct)

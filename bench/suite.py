@@ -33,11 +33,18 @@ from bench.scheduling import schedule_async, schedule_batch, schedule_engine, sc
 from bench.soak import CHECKPOINTS, RATE_KEPT, soak
 from bench.soak import SETTINGS as SOAK_SETTINGS
 from bench.stats import admin_overview, stats_drains
+from bench.steering import drain_progress, stop_latency
 from bench.transactional import drain_transactional, floor_row_tx
 
 #: The drains measured beside a plain drain of their own (``beside_plain``): their
 #: floor is that drain, run in the same rounds, not ``drain_async_1``.
-PAIRED = ("drain_beside_limited", "drain_with_group", "drain_rated", "drain_pgbouncer")
+PAIRED = (
+    "drain_beside_limited",
+    "drain_with_group",
+    "drain_rated",
+    "drain_progress",
+    "drain_pgbouncer",
+)
 #: Each library figure and the raw floor it is compared with.
 FLOOR_OF = {
     "drain_async_1": "floor_drain",
@@ -79,7 +86,9 @@ SCENARIOS = (
     "callback_latency",
     "wait_latency",
     "drain_rated",
+    "drain_progress",
     "resume",
+    "stop_latency",
     "floor_row_tx",
     "drain_transactional",
     "floor_latency",
@@ -133,6 +142,7 @@ RATIO_TARGETS = {
         "drain_beside_limited": 0.90,  # a limit does not slow the tasks without one
         "drain_with_group": 0.90,  # a group's count-down does not slow the drain
         "drain_rated": 0.90,  # a rate limit above the drain rate costs it little
+        "drain_progress": 0.90,  # issue 48's: reports 100 times a second cost little
         "drain_pgbouncer": 0.70,  # of the direct drain's
         # the soak's last tenth keeps 90% of its first's rate
         **{f"soak_{h}_{CHECKPOINTS:02d}": RATE_KEPT for h in SOAK_SETTINGS},
@@ -145,6 +155,7 @@ RATIO_TARGETS = {
         "drain_beside_limited": 0.90,
         "drain_with_group": 0.90,
         "drain_rated": 0.90,
+        "drain_progress": 0.90,
     },
 }
 
@@ -249,12 +260,26 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
         partial(beside_plain, bench, "drain_rated", partial(drain_rated, bench)),
     )
     s(
+        "drain_progress",
+        "drain of a handler reporting progress 100 times a second",
+        "rows/s",
+        partial(drain_progress, bench),
+    )
+    s(
         "resume_p50",
         "resume-to-start latency",
         "ms",
         lambda: resume_latency(bench)[0],
         "resume",
     )
+    for handler in ("async", "sync"):
+        s(
+            f"stop_{handler}_p50",
+            f"stop latency, {handler} handler",
+            "ms",
+            partial(_first, stop_latency, bench, handler),
+            "stop_latency",
+        )
     s("floor_row_tx", "floor (d) transaction per row", "rows/s", partial(floor_row_tx, bench))
     s(
         "drain_transactional",
@@ -345,6 +370,12 @@ def run_all(bench: Bench, only: Sequence[str] = ()) -> None:
             "memory",
         )
     apply_targets(bench)
+
+
+def _first(measure: Callable[[Bench, str], list[Figure]], bench: Bench, arg: str) -> Figure:
+    """The first of the figures ``measure(bench, arg)`` records (the row the suite shows
+    while it runs)."""
+    return measure(bench, arg)[0]
 
 
 def apply_targets(bench: Bench) -> None:

@@ -28,8 +28,15 @@ heartbeat intervals) and ``--missed-heartbeat-limit`` ``missed_heartbeat_limit``
 short interval, keep an execution from counting as dead after a fraction of a second).
 ``--hold`` makes each ``noop`` execution wait, once begun, until the worker gets SIGUSR1:
 each SIGUSR1 releases the executions waiting at that moment (async handlers await an
-``anyio.Event``, sync ones block their thread on a ``threading.Event``). SIGTERM or SIGINT
-stops the scheduler gracefully (``request_stop``) and the process exits 0.
+``anyio.Event``, sync ones block their thread on a ``threading.Event``).
+``--busy-ms MS`` makes each ``noop`` execution last MS ms once begun (sleeping, in steps),
+and ``--progress-rate R`` makes it call ``ctx.report_progress`` R times a second meanwhile
+(one report at the start of each step; without it, the same steps and no report).
+``--until-stopped`` makes each ``noop`` execution run until ``cancel`` stops it,
+printing ``START stopped@<instance> <time.time() as it saw the stop>
+<execution_time>`` when it sees the stop: an async handler at its cancellation, a sync
+one as ``ctx.cancelled`` is set. SIGTERM or SIGINT stops the scheduler gracefully
+(``request_stop``) and the process exits 0.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -110,6 +118,15 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--hold", action="store_true", help="each noop execution waits for a SIGUSR1"
     )
+    parser.add_argument(
+        "--busy-ms", type=float, default=0.0, help="each noop execution lasts this long"
+    )
+    parser.add_argument(
+        "--progress-rate", type=float, default=0.0, help="progress reports a second while busy"
+    )
+    parser.add_argument(
+        "--until-stopped", action="store_true", help="each noop execution runs until stopped"
+    )
     parser.add_argument("--log-level", default="WARNING")
     return parser.parse_args(argv)
 
@@ -157,6 +174,63 @@ class Hold:
         thread_event.set()
 
 
+#: How often a sync handler running until stopped looks at ``ctx.shutdown`` (the stop
+#: itself ends its wait at once).
+_SHUTDOWN_LOOK = 0.1
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Work:
+    """What each ``noop`` execution does once begun: last ``seconds`` in ``steps`` equal
+    sleeps, reporting its progress at the start of each step when ``reports``; or, with
+    ``until_stopped``, run until ``cancel`` stops it, printing when it saw the stop (a
+    sync handler also ends when the worker stops)."""
+
+    seconds: float = 0.0
+    steps: int = 1
+    reports: bool = False
+    until_stopped: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Work | None:
+        """``--busy-ms``, ``--progress-rate`` and ``--until-stopped``: a report every
+        ``1 / rate`` seconds of the execution's time, one at least; ``None`` without
+        them (the drains' handlers do nothing more)."""
+        if not args.busy_ms and not args.until_stopped:
+            return None
+        seconds = args.busy_ms / 1000.0
+        steps = max(1, round(seconds * args.progress_rate))
+        reports = args.progress_rate > 0
+        return cls(seconds=seconds, steps=steps, reports=reports, until_stopped=args.until_stopped)
+
+    async def run_async(self, ctx: ExecutionContext[Any]) -> None:
+        if self.until_stopped:
+            try:
+                # the worker's stop waits for it (shutdown_max_wait): every scenario
+                # stops its executions first
+                await anyio.sleep_forever()
+            except anyio.get_cancelled_exc_class():
+                _report(ctx, f"stopped@{ctx.instance_id}")
+                raise
+            return
+        for step in range(self.steps):
+            if self.reports:
+                await ctx.report_progress(step / self.steps, f"step {step + 1} of {self.steps}")
+            await anyio.sleep(self.seconds / self.steps)
+
+    def run_sync(self, ctx: ExecutionContext[Any]) -> None:
+        if self.until_stopped:
+            while not ctx.shutdown.is_set():
+                if ctx.cancelled.wait(_SHUTDOWN_LOOK):
+                    _report(ctx, f"stopped@{ctx.instance_id}")
+                    ctx.raise_if_cancelled()
+            return
+        for step in range(self.steps):
+            if self.reports:
+                ctx.report_progress(step / self.steps, f"step {step + 1} of {self.steps}")
+            time.sleep(self.seconds / self.steps)
+
+
 def make_task(
     handler_kind: str,
     report_starts: bool,
@@ -166,9 +240,10 @@ def make_task(
     keep_result: bool = False,
     rate_limit: str | None = None,
     hold: Hold | None = None,
+    work: Work | None = None,
 ) -> OneTimeTask[Any]:
     """The ``noop`` task, with an ``async def`` or a plain ``def`` handler; with ``hold``,
-    each execution waits for its release once begun."""
+    each execution waits for its release once begun; with ``work``, it does that."""
 
     def begin(ctx: ExecutionContext[Any]) -> None:
         retry = ctx.consecutive_failures > 0
@@ -190,6 +265,8 @@ def make_task(
             begin(ctx)
             if hold is not None:
                 await hold.async_event.wait()
+            if work is not None:
+                await work.run_async(ctx)
 
         return define(noop_async)
 
@@ -197,6 +274,8 @@ def make_task(
         begin(ctx)
         if hold is not None:
             hold.thread_event.wait()
+        if work is not None:
+            work.run_sync(ctx)
 
     return define(noop_sync)
 
@@ -281,6 +360,7 @@ async def serve(args: argparse.Namespace) -> None:
             args.keep_result,
             args.rate_limit,
             hold,
+            Work.from_args(args),
         )
     ]
     if args.group_callback:
