@@ -368,8 +368,8 @@ def _cancelled(prepared: Prepared, attempted: Attempted) -> Outcome:
     """The end of an attempt whose stop was requested while it ran: ``cancelled``."""
     held = prepared.held
     completion = outcomes.cancelled(
-        prepared.task,
         held.execution,
+        keep_result=prepared.policy.keep_result,
         now=attempted.ended_at,
         started_at=attempted.started_at,
         reason=f"cancelled: its handler stopped {stopped_by(attempted.error)}",

@@ -41,6 +41,7 @@ __all__ = [
     "cancelled",
     "failed",
     "jitter_fraction",
+    "keeps_result",
     "policy_of",
     "release",
     "retry_delay",
@@ -104,7 +105,7 @@ class Policy:
     schedule: Schedule | None
     #: How many retries it gets; ``None`` for no limit (``_retry_limit``).
     retry_limit: int | None
-    #: Whether its final outcome is kept (``_keeps_result``).
+    #: Whether its final outcome is kept (``keeps_result``).
     keep_result: bool
 
 
@@ -118,7 +119,7 @@ def policy_of(task: Task[Any], execution: Execution, config: SchedulerConfig) ->
         config=config,
         schedule=_schedule_of(task, execution) if isinstance(task, RecurringTask) else None,
         retry_limit=_retry_limit(task, config),
-        keep_result=_keeps_result(task, execution),
+        keep_result=keeps_result(task, execution),
     )
 
 
@@ -159,7 +160,7 @@ def _retry_limit(task: Task[Any], config: SchedulerConfig) -> int | None:
     return task.max_retries if task.max_retries is not None else config.max_retries
 
 
-def _keeps_result(task: Task[Any], execution: Execution) -> bool:
+def keeps_result(task: Task[Any], execution: Execution) -> bool:
     """Whether the final outcome of ``execution`` of ``task`` is kept: its task keeps
     results (``keep_result``), or it is a member of a group, whose callback sees it."""
     if execution.group_id is not None:
@@ -494,9 +495,9 @@ def undecodable(
 ) -> Completion:
     """A payload that does not decode (or an instance's own schedule that does not read)
     can never run: the row is taken out of rotation, into history with its payload and
-    the ``error`` (and into the results, when its outcome is kept: ``_keeps_result``)."""
+    the ``error`` (and into the results, when its outcome is kept: ``keeps_result``)."""
     text = error_text(error)
-    keep = _keeps_result(task, execution)
+    keep = keeps_result(task, execution)
     return Completion(
         execution=execution,
         kind="undecodable",
@@ -508,18 +509,19 @@ def undecodable(
 
 
 def cancelled(
-    task: Task[Any],
     execution: Execution,
     *,
+    keep_result: bool,
     now: datetime,
     started_at: datetime | None = None,
     reason: str,
 ) -> Completion:
     """What an execution ``cancel`` stopped comes to, whatever its handler did after the
     request: the row leaves the table (a recurring or custom task's instance too), its
-    history entry is ``cancelled`` with ``reason`` as its error, a task that keeps results
-    (or a group's member) keeps ``cancelled``, and its group counts it as finished. No
-    failure is counted and no ``on_abandon`` runs."""
+    history entry is ``cancelled`` with ``reason`` as its error, one whose outcome is kept
+    (``keep_result``: its task keeps results, or it is a group's member) keeps
+    ``cancelled``, and its group counts it as finished. No failure is counted and no
+    ``on_abandon`` runs."""
     return Completion(
         execution=execution,
         kind="remove",
@@ -527,11 +529,7 @@ def cancelled(
         error=reason,
         outcome="cancelled",
         started_at=started_at,
-        result=(
-            kept(execution, "cancelled", now, error=reason)
-            if _keeps_result(task, execution)
-            else None
-        ),
+        result=kept(execution, "cancelled", now, error=reason) if keep_result else None,
     )
 
 

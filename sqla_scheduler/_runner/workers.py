@@ -242,8 +242,8 @@ class Workers:
         """``held`` ends ``cancelled`` (``how``: what its handler did)."""
         task = self.executor.tasks[held.execution.task_name]
         decision = outcomes.cancelled(
-            task,
             held.execution,
+            keep_result=outcomes.keeps_result(task, held.execution),
             now=self.clock.now(),
             started_at=held.handler_started_at,
             reason=f"cancelled: {how}",

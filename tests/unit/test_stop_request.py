@@ -19,8 +19,10 @@ from sqla_scheduler._dialects import (
     read_pause_notice,
     read_stop_notice,
 )
+from sqla_scheduler._execution import Execution
 from sqla_scheduler._runner import outcomes
 from sqla_scheduler._runner.held import Held
+from sqla_scheduler._store import Completion
 from sqla_scheduler.context import ShutdownSignal
 from sqla_scheduler.testing import build_context
 from tests.support.builders import execution_at
@@ -51,7 +53,11 @@ def test_a_stop_notice_names_its_execution_and_is_no_other_notice(instance_id: s
 def test_a_stopped_execution_leaves_the_table_as_cancelled(task: Any) -> None:
     execution = execution_at(NOW, picked=True, picked_by="me", consecutive_failures=2)
     done = outcomes.cancelled(
-        task, execution, now=NOW, started_at=NOW - timedelta(seconds=3), reason="cancelled: x"
+        execution,
+        keep_result=outcomes.keeps_result(task, execution),
+        now=NOW,
+        started_at=NOW - timedelta(seconds=3),
+        reason="cancelled: x",
     )
     assert (done.kind, done.outcome, done.error) == ("remove", "cancelled", "cancelled: x")
     assert done.leaves
@@ -65,12 +71,15 @@ def test_a_stopped_execution_leaves_the_table_as_cancelled(task: Any) -> None:
 
 
 def test_a_kept_result_and_a_group_member_keep_cancelled() -> None:
-    keeping = one_time("job", keep_result=True)(noop)
-    done = outcomes.cancelled(keeping, execution_at(NOW), now=NOW, reason="cancelled: x")
+    def cancelled(task: Any, execution: Execution) -> Completion:
+        keep = outcomes.keeps_result(task, execution)
+        return outcomes.cancelled(execution, keep_result=keep, now=NOW, reason="cancelled: x")
+
+    done = cancelled(one_time("job", keep_result=True)(noop), execution_at(NOW))
     assert done.result is not None
     assert (done.result.outcome, done.result.error) == ("cancelled", "cancelled: x")
     member = execution_at(NOW, group_id=7)
-    done = outcomes.cancelled(one_time("job")(noop), member, now=NOW, reason="cancelled: x")
+    done = cancelled(one_time("job")(noop), member)
     assert done.result is not None
     assert (done.result.outcome, done.result.group_id) == ("cancelled", 7)
 
